@@ -1,0 +1,93 @@
+"""The `stackctl` command: a click group whose subcommands load only when called (keeps start-up light).
+
+One exit point: user errors (StackctlError) print one line and exit with their code; Ctrl-C exits 130; anything
+else is a bug and prints a traceback only with --debug.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from stackctl import __version__
+from stackctl.errors import StackctlError
+
+# name -> (module, attribute, one-line help). The help is here so `stackctl --help` imports no subcommand.
+COMMANDS = {
+    "validate": ("stackctl.cli.validate", "validate", "Check recipes against the schema and the rule catalog."),
+    "explain": ("stackctl.cli.catalog", "explain", "Show the doc page of a rule or check id."),
+    "rules": ("stackctl.cli.catalog", "rules", "List the rule catalog."),
+    "init": ("stackctl.cli.init", "init", "Write a commented recipe from a preset or an existing launch command."),
+    "schema": ("stackctl.cli.catalog", "schema", "Print the JSON Schema of the recipe format."),
+    "plan": ("stackctl.cli.plan", "plan", "KV-cache capacity plan and regime advice for a recipe."),
+    "render": ("stackctl.cli.render", "render", "Write the deployment bundle (Dockerfile, serve.sh, ...)."),
+    "build": ("stackctl.cli.run", "build", "Build the stack's image."),
+    "up": ("stackctl.cli.run", "up", "Build if needed, start the stack and wait until healthy."),
+    "down": ("stackctl.cli.run", "down", "Stop and remove the stack's container."),
+    "status": ("stackctl.cli.run", "status", "Show containers, images, recipe hash and health."),
+    "logs": ("stackctl.cli.run", "logs", "Show the server log of a stack."),
+    "doctor": ("stackctl.cli.doctor", "doctor", "Prove the stack is what the recipe says (host, image, server)."),
+    "fleet": ("stackctl.cli.fleet", "fleet", "Roll a recipe out to a fleet, or check a fleet, with Ansible."),
+    "bench": ("stackctl.cli.bench", "bench", "Measure what the cache buys: cold/warm probe and arm comparison."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that subcommand runs."""
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        if name not in COMMANDS:
+            return None
+        module_name, attribute, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module_name), attribute)
+
+    def format_commands(self, ctx, formatter):
+        rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="stackctl")
+@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+@click.pass_context
+def cli(ctx, debug):
+    """Build, run and prove ROCm LLM inference stacks from a recipe.
+
+    A recipe (TOML) says what the stack is: model, engine (vLLM, optionally with AMD's ATOM plugin), KV-cache tiers
+    and tuning. stackctl builds the image the right way, launches it pinned to the right NUMA node, and checks that
+    the running stack is what the recipe says before traffic arrives.
+    """
+    ctx.obj = {"debug": debug}
+
+
+def main(argv=None) -> None:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        cli.main(args=argv, prog_name="stackctl", standalone_mode=False)
+    except StackctlError as exc:
+        click.echo(f"stackctl: {exc}" if "\n" not in str(exc) else str(exc), err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("stackctl: interrupted", err=True)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        click.echo("stackctl: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # a bug in stackctl, not the user's fault
+        if debug:
+            raise
+        click.echo(f"stackctl: internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+                   err=True)
+        sys.exit(70)
+    sys.exit(0)

@@ -1,0 +1,71 @@
+"""Version facts as data (compat.toml), and the small range logic the rules and templates use."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_COMPAT_FILE = Path(__file__).with_name("compat.toml")
+
+
+@functools.lru_cache(maxsize=None)
+def table() -> dict:
+    """The parsed compatibility table."""
+    return tomllib.loads(_COMPAT_FILE.read_text(encoding="utf-8"))
+
+
+def parse_version(text: str | None):
+    """A packaging Version, or None when the text is missing or not a version (e.g. a git ref)."""
+    if not text:
+        return None
+    from packaging.version import InvalidVersion, Version  # packaging is cheap, but only rules need it
+
+    try:
+        return Version(text.lstrip("v"))
+    except InvalidVersion:
+        return None
+
+
+def in_range(version: str | None, since: str | None = None, until: str | None = None) -> bool | None:
+    """since <= version < until; None when the version is unknown (callers decide what unknown means)."""
+    parsed = parse_version(version)
+    if parsed is None:
+        return None
+    if since and parsed < parse_version(since):
+        return False
+    if until and parsed >= parse_version(until):
+        return False
+    return True
+
+
+def describe_range(since: str | None, until: str | None) -> str:
+    if since and until:
+        return f">= {since}, < {until}"
+    return f">= {since}" if since else f"< {until}"
+
+
+def lmcache_native_module(version: str | None) -> dict | None:
+    """The native-module entry for an LMCache version, or None when the version is unknown."""
+    for entry in table()["lmcache_native_module"]:
+        if in_range(version, entry.get("since"), entry.get("until")):
+            return entry
+    return None
+
+
+def is_cuda_only(distribution: str) -> bool:
+    """True for a Python distribution that only works with NVIDIA CUDA (name compared PEP 503-normalised)."""
+    name = normalize_name(distribution)
+    data = table()["cuda_only"]
+    return name in {normalize_name(n) for n in data["names"]} or any(name.startswith(p) for p in data["prefixes"])
+
+
+def normalize_name(name: str) -> str:
+    import re
+
+    return re.sub(r"[-_.]+", "-", name).lower()

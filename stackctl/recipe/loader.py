@@ -1,0 +1,280 @@
+"""Load a recipe TOML file into a typed Recipe, reporting every problem at once with its line and column."""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from stackctl.errors import RecipeError, StackctlError
+from stackctl.findings import Finding, key_path_text
+from stackctl.recipe import model
+from stackctl.recipe.positions import index_positions, lookup
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on older Pythons only
+    import tomli as tomllib
+
+# Key names that would put a secret value into the recipe. Recipes name where a secret comes from instead.
+_INLINE_SECRET_KEYS = {
+    "access_key": "access_key_env", "secret_key": "secret_key_env", "access_key_id": "access_key_env",
+    "secret_access_key": "secret_key_env", "aws_access_key_id": "access_key_env",
+    "aws_secret_access_key": "secret_key_env", "password": "a *_env reference", "token": "a *_env reference",
+}
+_SECRET_ENV_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|ACCESS_KEY|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+
+
+def load_recipe(path: str | Path) -> model.Recipe:
+    """Read and check a recipe file; raise RecipeError listing every problem, or StackctlError if unreadable."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise StackctlError(f"{path}: no such recipe file (fix: check the path, or list shipped recipes with "
+                            "`stackctl init --list`)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StackctlError(f"{path}: cannot read recipe: {exc}") from None
+    return load_recipe_text(text, str(path))
+
+
+def load_recipe_text(text: str, source: str = "<recipe>") -> model.Recipe:
+    """Parse recipe text; ``source`` names it in messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError([_syntax_finding(exc, source)]) from None
+    loader = _Loader(source, index_positions(text))
+    recipe = loader.build_recipe(data)
+    if loader.findings:
+        raise RecipeError(loader.findings)
+    recipe.source = source
+    recipe.positions = loader.positions
+    return recipe
+
+
+def _syntax_finding(exc: Exception, source: str) -> Finding:
+    message = str(exc)
+    match = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    line, col = (int(match.group(1)), int(match.group(2))) if match else (1, 1)
+    message = re.sub(r"\s*\(at line \d+, column \d+\)", "", message) or "invalid TOML"
+    message = message[0].lower() + message[1:]
+    return Finding(source, line, col, "", f"TOML syntax: {message}", "see https://toml.io for the syntax")
+
+
+class _Loader:
+    """Walks the parsed TOML against the model's field declarations, collecting findings."""
+
+    def __init__(self, source: str, positions: dict):
+        self.source = source
+        self.positions = positions
+        self.findings: list[Finding] = []
+
+    def problem(self, path: tuple, message: str, fix: str = "") -> None:
+        line, col = lookup(self.positions, path)
+        self.findings.append(Finding(self.source, line, col, key_path_text(path), message, fix))
+
+    def build_recipe(self, data: dict) -> model.Recipe:
+        return self.build_section(model.Recipe, data, ())
+
+    def build_section(self, cls, data: Any, path: tuple):
+        if not isinstance(data, dict):
+            self.problem(path, f"must be a table, not {_toml_type(data)}", f"write it as [{key_path_text(path)}]")
+            return cls()
+        declared = {f.name: f for f in model.recipe_fields(cls)}
+        self.reject_unknown_keys(data, declared, path)
+        values = {}
+        for name, spec in declared.items():
+            key_path = path + (name,)
+            if name not in data:
+                if spec.metadata.get("required"):
+                    where = key_path_text(path) or "the recipe"
+                    self.problem(key_path, "is required", f"add `{name} = ...` to [{where}]")
+                continue
+            value = self.convert(spec, data[name], key_path)
+            if value is not None:
+                values[name] = value
+        return cls(**values)
+
+    def reject_unknown_keys(self, data: dict, declared: dict, path: tuple) -> None:
+        for key in data:
+            if key in declared:
+                continue
+            key_path = path + (key,)
+            if key.lower() in _INLINE_SECRET_KEYS:
+                self.problem(key_path, "secrets never go in a recipe",
+                             f"put the value in a host environment variable and name it with "
+                             f"{_INLINE_SECRET_KEYS[key.lower()]}")
+                continue
+            close = difflib.get_close_matches(key, list(declared), n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(sorted(declared))}"
+            self.problem(key_path, "unknown key", hint)
+
+    def convert(self, spec, value: Any, path: tuple) -> Any:
+        """Check one value against its declared kind and constraints; return the value to store (None if bad)."""
+        kind = spec.metadata["kind"]
+        converter = getattr(self, f"_convert_{kind}")
+        result = converter(spec, value, path)
+        if result is not None:
+            self.check_constraints(spec, result, path)
+        return result
+
+    # -- one converter per field kind -------------------------------------------------------------------------
+
+    def _convert_section(self, spec, value, path):
+        return self.build_section(type(spec.default_factory()), value, path)
+
+    def _convert_str(self, spec, value, path):
+        if isinstance(value, str):
+            return value
+        return self.wrong_type(path, value, "a string", f'{path[-1]} = "{_example(spec)}"')
+
+    def _convert_int(self, spec, value, path):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        return self.wrong_type(path, value, "an integer", f"{path[-1]} = {_example(spec, 1)}")
+
+    def _convert_float(self, spec, value, path):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, float) and not math.isfinite(value):
+                self.problem(path, "must be a finite number", f"{path[-1]} = {_example(spec, 1.0)}")
+                return None
+            return float(value)
+        return self.wrong_type(path, value, "a number", f"{path[-1]} = {_example(spec, 1.0)}")
+
+    def _convert_bool(self, spec, value, path):
+        if isinstance(value, bool):
+            return value
+        return self.wrong_type(path, value, "true or false", f"{path[-1]} = true")
+
+    def _convert_str_list(self, spec, value, path):
+        if isinstance(value, list) and all(isinstance(item, str) for item in value):
+            return list(value)
+        return self.wrong_type(path, value, "a list of strings", f'{path[-1]} = ["..."]')
+
+    def _convert_int_list(self, spec, value, path):
+        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+            return list(value)
+        return self.wrong_type(path, value, "a list of non-negative integers", f"{path[-1]} = [0, 1]")
+
+    def _convert_str_map(self, spec, value, path):
+        if not isinstance(value, dict):
+            return self.wrong_type(path, value, "a table of strings", f'{path[-1]} = {{ NAME = "value" }}')
+        good = True
+        for key, item in value.items():
+            if not isinstance(item, str):
+                self.problem(path + (key,), f"must be a string, not {_toml_type(item)}",
+                             f'quote it: {key} = "{item}"' if isinstance(item, (int, float)) else "use a string")
+                good = False
+        return dict(value) if good else None
+
+    def _convert_table(self, spec, value, path):
+        if isinstance(value, dict):
+            return dict(value)
+        return self.wrong_type(path, value, "a table", f"{path[-1]} = {{ key = value }}")
+
+    def _convert_tiers(self, spec, value, path):
+        if not isinstance(value, list):
+            return self.wrong_type(path, value, "an array of tables", "write each tier as [[cache.tiers]]")
+        tiers = []
+        for index, item in enumerate(value):
+            tier = self.build_tier(item, path + (index,))
+            if tier is not None:
+                tiers.append(tier)
+        kinds = [t.kind for t in tiers]
+        for kind in ("cpu", "disk"):
+            if kinds.count(kind) > 1:
+                self.problem(path + (_last_index(kinds, kind),), f"only one {kind} tier is supported",
+                             "merge them into one tier")
+        remote = [i for i, kind in enumerate(kinds) if kind in ("s3", "fs")]
+        if len(remote) > 1:
+            self.problem(path + (remote[-1],), "LMCache takes one remote tier (s3 or fs)", "keep one remote tier")
+        return tiers
+
+    def _convert_numa(self, spec, value, path):
+        if value in ("auto", "off"):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                                                     for v in value):
+            return list(value)
+        return self.wrong_type(path, value, '"auto", "off", a node number or a list of nodes', 'numa = "auto"')
+
+    def _convert_cpulist_or_mode(self, spec, value, path):
+        if isinstance(value, str) and (value in ("auto", "off") or re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", value)):
+            return value
+        return self.wrong_type(path, value, '"auto", "off" or a cpulist such as "8-15,24"', 'isolcpus = "auto"')
+
+    # -- shared helpers ---------------------------------------------------------------------------------------
+
+    def wrong_type(self, path, value, expected, fix):
+        self.problem(path, f"must be {expected}, not {_toml_type(value)}", f"write it as `{fix}`")
+        return None
+
+    def check_constraints(self, spec, value, path) -> None:
+        meta = spec.metadata
+        name = path[-1]
+        if "choices" in meta and value not in meta["choices"]:
+            close = difflib.get_close_matches(str(value), [str(c) for c in meta["choices"]], n=1, cutoff=0.5)
+            hint = f"did you mean `{close[0]}`?" if close else "use one of " + ", ".join(map(str, meta["choices"]))
+            self.problem(path, f"{value!r} is not one of {', '.join(map(str, meta['choices']))}", hint)
+        if "minimum" in meta and isinstance(value, (int, float)) and value < meta["minimum"]:
+            self.problem(path, f"must be >= {meta['minimum']}, got {value}", f"set {name} to at least {meta['minimum']}")
+        if "maximum" in meta and isinstance(value, (int, float)) and value > meta["maximum"]:
+            self.problem(path, f"must be <= {meta['maximum']}, got {value}", f"set {name} to at most {meta['maximum']}")
+        if "exclusive_minimum" in meta and isinstance(value, (int, float)) and value <= meta["exclusive_minimum"]:
+            self.problem(path, f"must be > {meta['exclusive_minimum']}, got {value}",
+                         f"set {name} to a positive value")
+        if "pattern" in meta:
+            for item in value if isinstance(value, list) else [value]:
+                if isinstance(item, str) and not re.match(meta["pattern"], item):
+                    self.problem(path, f"{item!r} does not match {meta['pattern']}",
+                                 f"for example {meta.get('example', 'see `stackctl schema`')}")
+        if name == "env" and isinstance(value, dict):
+            for key in value:
+                if _SECRET_ENV_NAME.search(key):
+                    self.problem(path + (key,), "looks like a secret; secrets never go in a recipe",
+                                 f'move it to serve.secret_env: {key} = "NAME_OF_HOST_VARIABLE"')
+
+    def build_tier(self, data: Any, path: tuple):
+        if not isinstance(data, dict):
+            return self.wrong_type(path, data, "a table", "[[cache.tiers]] with kind = ...")
+        tier = self.build_section(model.Tier, data, path)
+        if tier.kind not in model.TIER_FIELDS:
+            return None
+        rules = model.TIER_FIELDS[tier.kind]
+        for key in data:
+            if key != "kind" and key not in rules["allowed"] and key in {f.name for f in fields(model.Tier)}:
+                self.problem(path + (key,), f"does not apply to a {tier.kind} tier",
+                             f"remove it; a {tier.kind} tier takes {', '.join(sorted(rules['allowed']))}")
+        for key in sorted(rules["required"]):
+            if key not in data:
+                self.problem(path, f"a {tier.kind} tier needs {key}", f"add `{key} = ...` to this [[cache.tiers]]")
+        return tier
+
+
+def _last_index(items: list, item) -> int:
+    return len(items) - 1 - items[::-1].index(item)
+
+
+def _toml_type(value: Any) -> str:
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array",
+             dict: "a table"}
+    for python_type, name in names.items():
+        if isinstance(value, python_type):
+            return name
+    return "a date/time" if value is not None else "nothing"
+
+
+def _example(spec, fallback: Any = "...") -> Any:
+    meta = spec.metadata
+    if "example" in meta:
+        return meta["example"]
+    if "choices" in meta:
+        return meta["choices"][0]
+    return fallback
