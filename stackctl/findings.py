@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 SEVERITIES = ("error", "warning", "info")
+_FIELDS = ("file", "line", "col", "key", "message", "fix", "rule_id", "severity")
 
 
-@dataclass(frozen=True)
 class Finding:
-    file: str
-    line: int
-    col: int
-    key: str  # dotted key path, e.g. cache.tiers[1].size_gb
-    message: str
-    fix: str = ""
-    rule_id: str = ""  # empty for load errors (syntax, types, unknown keys)
-    severity: str = "error"
+    """file, line, col; key: dotted key path (cache.tiers[1].size_gb); rule_id: empty for load errors."""
+
+    __slots__ = _FIELDS
+
+    def __init__(self, file: str, line: int, col: int, key: str, message: str, fix: str = "", rule_id: str = "",
+                 severity: str = "error"):
+        self.file, self.line, self.col, self.key = file, line, col, key
+        self.message, self.fix, self.rule_id, self.severity = message, fix, rule_id, severity
+
+    def __eq__(self, other):
+        return isinstance(other, Finding) and self.to_dict() == other.to_dict()
+
+    def __repr__(self):
+        return f"Finding({self.format()!r})"
 
     def format(self) -> str:
         """``recipe.toml:12:5: cache.tiers[1].size_gb: must be > 0 (fix: ...)`` with the rule id when there is one."""
@@ -27,7 +31,7 @@ class Finding:
         return f"{where}:{tag}{key} {self.message}{fix}"
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {name: getattr(self, name) for name in _FIELDS}
 
 
 def key_path_text(path) -> str:

@@ -6,12 +6,8 @@ else is a bug and prints a traceback only with --debug.
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-import click
-
-from stackctl import __version__
 from stackctl.errors import StackctlError
 
 # name -> (module, attribute, one-line help). The help is here so `stackctl --help` imports no subcommand.
@@ -34,60 +30,84 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
-    """A group that imports a subcommand's module only when that subcommand runs."""
+def _build_cli():
+    """The click group (built on demand: importing click costs more than a whole `validate` run)."""
+    import importlib
 
-    def list_commands(self, ctx):
-        return list(COMMANDS)
+    import click
 
-    def get_command(self, ctx, name):
-        if name not in COMMANDS:
-            return None
-        module_name, attribute, _ = COMMANDS[name]
-        return getattr(importlib.import_module(module_name), attribute)
+    from stackctl import __version__
 
-    def format_commands(self, ctx, formatter):
-        rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
+    class LazyGroup(click.Group):
+        """A group that imports a subcommand's module only when that subcommand runs."""
+
+        def list_commands(self, ctx):
+            return list(COMMANDS)
+
+        def get_command(self, ctx, name):
+            if name not in COMMANDS:
+                return None
+            module_name, attribute, _ = COMMANDS[name]
+            return getattr(importlib.import_module(module_name), attribute)
+
+        def format_commands(self, ctx, formatter):
+            rows = [(name, help_text) for name, (_, _, help_text) in COMMANDS.items()]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="stackctl")
-@click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
-@click.pass_context
-def cli(ctx, debug):
-    """Build, run and prove ROCm LLM inference stacks from a recipe.
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="stackctl")
+    @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
+    @click.pass_context
+    def cli(ctx, debug):
+        """Build, run and prove ROCm LLM inference stacks from a recipe.
 
-    A recipe (TOML) says what the stack is: model, engine (vLLM, optionally with AMD's ATOM plugin), KV-cache tiers
-    and tuning. stackctl builds the image the right way, launches it pinned to the right NUMA node, and checks that
-    the running stack is what the recipe says before traffic arrives.
-    """
-    ctx.obj = {"debug": debug}
+        A recipe (TOML) says what the stack is: model, engine (vLLM, optionally with AMD's ATOM plugin), KV-cache tiers
+        and tuning. stackctl builds the image the right way, launches it pinned to the right NUMA node, and checks that
+        the running stack is what the recipe says before traffic arrives.
+        """
+        ctx.obj = {"debug": debug}
+
+    return cli
 
 
 def main(argv=None) -> None:
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
     try:
-        cli.main(args=argv, prog_name="stackctl", standalone_mode=False)
+        _run(argv)
     except StackctlError as exc:
-        click.echo(f"stackctl: {exc}" if "\n" not in str(exc) else str(exc), err=True)
+        print(f"stackctl: {exc}" if "\n" not in str(exc) else str(exc), file=sys.stderr)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("stackctl: interrupted", err=True)
-        sys.exit(130)
     except KeyboardInterrupt:
-        click.echo("stackctl: interrupted", err=True)
+        print("stackctl: interrupted", file=sys.stderr)
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
     except Exception as exc:  # a bug in stackctl, not the user's fault
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            print("stackctl: interrupted", file=sys.stderr)
+            sys.exit(130)
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
         if debug:
             raise
-        click.echo(f"stackctl: internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
-                   err=True)
+        print(f"stackctl: internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
+              file=sys.stderr)
         sys.exit(70)
-    sys.exit(0)
+
+
+def _run(argv: list) -> None:
+    """Run one command. `validate` takes a click-free fast path when its arguments are plain."""
+    if argv[:1] == ["validate"]:
+        from stackctl.validation import parse_fast_args, validate_and_report
+
+        parsed = parse_fast_args(argv[1:])
+        if parsed is not None:
+            sys.exit(validate_and_report(*parsed))
+    result = _build_cli().main(args=argv, prog_name="stackctl", standalone_mode=False)
+    sys.exit(result if isinstance(result, int) else 0)

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import sys
-from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
 from stackctl.recipe import model
 from stackctl.recipe.positions import index_positions, lookup
+
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time
+    from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -90,8 +91,12 @@ class _Loader:
         values = {}
         for name, spec in declared.items():
             key_path = path + (name,)
+            if name not in data and spec.kind == "section":
+                # An absent section still has required keys to report.
+                values[name] = self.build_section(spec.default, {}, key_path)
+                continue
             if name not in data:
-                if spec.metadata.get("required"):
+                if spec.required:
                     where = key_path_text(path) or "the recipe"
                     self.problem(key_path, "is required", f"add `{name} = ...` to [{where}]")
                 continue
@@ -110,13 +115,13 @@ class _Loader:
                              f"put the value in a host environment variable and name it with "
                              f"{_INLINE_SECRET_KEYS[key.lower()]}")
                 continue
-            close = difflib.get_close_matches(key, list(declared), n=1, cutoff=0.6)
-            hint = f"did you mean `{close[0]}`?" if close else f"known keys: {', '.join(sorted(declared))}"
+            close = _close_match(key, list(declared), cutoff=0.6)
+            hint = f"did you mean `{close}`?" if close else f"known keys: {', '.join(sorted(declared))}"
             self.problem(key_path, "unknown key", hint)
 
     def convert(self, spec, value: Any, path: tuple) -> Any:
         """Check one value against its declared kind and constraints; return the value to store (None if bad)."""
-        kind = spec.metadata["kind"]
+        kind = spec.kind
         converter = getattr(self, f"_convert_{kind}")
         result = converter(spec, value, path)
         if result is not None:
@@ -126,7 +131,7 @@ class _Loader:
     # -- one converter per field kind -------------------------------------------------------------------------
 
     def _convert_section(self, spec, value, path):
-        return self.build_section(type(spec.default_factory()), value, path)
+        return self.build_section(spec.default, value, path)
 
     def _convert_str(self, spec, value, path):
         if isinstance(value, str):
@@ -217,11 +222,11 @@ class _Loader:
         return None
 
     def check_constraints(self, spec, value, path) -> None:
-        meta = spec.metadata
+        meta = spec.meta
         name = path[-1]
         if "choices" in meta and value not in meta["choices"]:
-            close = difflib.get_close_matches(str(value), [str(c) for c in meta["choices"]], n=1, cutoff=0.5)
-            hint = f"did you mean `{close[0]}`?" if close else "use one of " + ", ".join(map(str, meta["choices"]))
+            close = _close_match(str(value), [str(c) for c in meta["choices"]], cutoff=0.5)
+            hint = f"did you mean `{close}`?" if close else "use one of " + ", ".join(map(str, meta["choices"]))
             self.problem(path, f"{value!r} is not one of {', '.join(map(str, meta['choices']))}", hint)
         if "minimum" in meta and isinstance(value, (int, float)) and value < meta["minimum"]:
             self.problem(path, f"must be >= {meta['minimum']}, got {value}", f"set {name} to at least {meta['minimum']}")
@@ -249,7 +254,7 @@ class _Loader:
             return None
         rules = model.TIER_FIELDS[tier.kind]
         for key in data:
-            if key != "kind" and key not in rules["allowed"] and key in {f.name for f in fields(model.Tier)}:
+            if key != "kind" and key not in rules["allowed"] and key in model.Tier._fields:
                 self.problem(path + (key,), f"does not apply to a {tier.kind} tier",
                              f"remove it; a {tier.kind} tier takes {', '.join(sorted(rules['allowed']))}")
         for key in sorted(rules["required"]):
@@ -271,8 +276,15 @@ def _toml_type(value: Any) -> str:
     return "a date/time" if value is not None else "nothing"
 
 
+def _close_match(word: str, candidates: list, cutoff: float) -> str | None:
+    import difflib  # only on the error path
+
+    close = difflib.get_close_matches(word, candidates, n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
 def _example(spec, fallback: Any = "...") -> Any:
-    meta = spec.metadata
+    meta = spec.meta
     if "example" in meta:
         return meta["example"]
     if "choices" in meta:

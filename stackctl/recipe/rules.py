@@ -7,25 +7,24 @@ into located Findings. Every rule ships a passing and a failing fixture in tests
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 from stackctl.recipe.positions import lookup
 
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time
+    from typing import Callable, Iterable, Iterator
+
 Hit = tuple  # (key path tuple, message)
 
 
-@dataclass(frozen=True)
 class Rule:
-    id: str
-    severity: str
-    summary: str
-    fix: str
-    doc: str
-    check: Callable[[Recipe], Iterable[Hit]]
+    """A registered rule: id, severity, summary, fix, doc page, and the check function."""
+
+    def __init__(self, id: str, severity: str, summary: str, fix: str, doc: str, check: Callable):
+        self.id, self.severity, self.summary, self.fix, self.doc, self.check = id, severity, summary, fix, doc, check
 
 
 RULES: dict[str, Rule] = {}
@@ -50,6 +49,7 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
         if rule_.id in skipped:
             continue
         for path, message in rule_.check(recipe):
+            path = (path,) if isinstance(path, str) else tuple(path)
             line, col = lookup(recipe.positions, path)
             findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
                                     rule_.id, rule_.severity))

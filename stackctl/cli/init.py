@@ -1,0 +1,55 @@
+"""`stackctl init`: start a recipe from a shipped preset, or import an existing launch command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from stackctl.errors import StackctlError
+
+
+@click.command()
+@click.option("--preset", metavar="NAME", help="Shipped recipe to start from (see --list).")
+@click.option("--from-command", "from_command", type=click.Path(dir_okay=False),
+              help="Shell launch script (env assignments + `vllm serve ...` or `docker run ...`) to import.")
+@click.option("--lmcache-config", type=click.Path(dir_okay=False), help="LMCache YAML to import with --from-command.")
+@click.option("--name", help="Stack name for an imported recipe.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write here instead of standard output.")
+@click.option("--force", is_flag=True, help="Overwrite an existing output file.")
+@click.option("--list", "list_presets", is_flag=True, help="List the presets.")
+def init(preset, from_command, lmcache_config, name, output, force, list_presets):
+    """Write a commented recipe from a preset, or from an existing launch command."""
+    from stackctl.cli.common import shipped_recipe_names
+    from stackctl.resources import shipped
+
+    if list_presets:
+        for preset_name in shipped_recipe_names():
+            first = (shipped("recipes") / f"{preset_name}.toml").read_text().splitlines()[0].lstrip("# ")
+            click.echo(f"{preset_name:<28} {first}")
+        return
+    if bool(preset) == bool(from_command):
+        raise StackctlError("init: give exactly one of --preset NAME or --from-command FILE (see --list)")
+    if preset:
+        if preset not in shipped_recipe_names():
+            raise StackctlError(f"init: unknown preset {preset!r} (fix: one of {', '.join(shipped_recipe_names())})")
+        text = (shipped("recipes") / f"{preset}.toml").read_text()
+    else:
+        from stackctl.importer import import_launch
+
+        text = import_launch(Path(from_command), Path(lmcache_config) if lmcache_config else None, name)
+    if not output:
+        click.echo(text, nl=False)
+        return
+    write_new_file(Path(output), text, force)
+    click.echo(f"wrote {output}; next: stackctl validate {output}", err=True)
+
+
+def write_new_file(path: Path, text: str, force: bool) -> None:
+    """Write atomically; refuse to overwrite unless forced (nothing is lost)."""
+    if path.exists() and not force:
+        raise StackctlError(f"{path}: already exists (fix: choose another -o or pass --force)")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

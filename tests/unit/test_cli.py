@@ -1,0 +1,93 @@
+"""The CLI as users run it: help everywhere, exit codes, one-line errors."""
+
+import json
+
+import pytest
+from conftest import FIXTURES, RECIPES, run_cli
+
+from stackctl.cli import COMMANDS
+
+
+def test_python_m_and_top_level_help():
+    result = run_cli("--help", check=True)
+    for name in COMMANDS:
+        assert name in result.stdout
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_subcommand_has_help(command):
+    result = run_cli(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert "Usage:" in result.stdout
+
+
+def test_validate_shipped_recipes_exits_zero():
+    result = run_cli("validate", *sorted(str(p) for p in RECIPES.glob("*.toml")))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 error(s)" in result.stderr
+
+
+def test_validate_failing_fixture_exits_one_with_location():
+    path = FIXTURES / "rules" / "lmcache-hash-seed" / "fail.toml"
+    result = run_cli("validate", str(path))
+    assert result.returncode == 1
+    assert f"{path}:" in result.stdout and "error[lmcache-hash-seed]" in result.stdout
+
+
+def test_warnings_fail_only_with_strict():
+    path = str(FIXTURES / "rules" / "removed-env-var" / "fail.toml")
+    assert run_cli("validate", path).returncode == 0
+    assert run_cli("validate", "--strict", path).returncode == 1
+
+
+def test_validate_json():
+    path = FIXTURES / "rules" / "save-decode-cache" / "fail.toml"
+    payload = json.loads(run_cli("validate", "--format", "json", str(path)).stdout)
+    assert payload[0]["findings"][0]["rule_id"] == "save-decode-cache"
+    assert payload[0]["findings"][0]["line"] > 1
+
+
+def test_bad_recipe_is_one_line_per_problem_no_traceback(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[stack]\nname = "x"\nplatfrom = "cpu"\n[model]\npath = "/m"\n')
+    result = run_cli("validate", str(bad))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr + result.stdout
+    assert f"{bad}:3:1: stack.platfrom: unknown key (fix: did you mean `platform`?)" in result.stdout
+
+
+def test_shipped_recipe_by_name_and_unknown_file():
+    assert run_cli("validate", "cpu-smoke").returncode == 0
+    result = run_cli("validate", "no-such-recipe.toml")
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "no such recipe file" in result.stderr
+
+
+def test_explain_rules_and_schema():
+    assert "PYTHONHASHSEED" in run_cli("explain", "lmcache-hash-seed", check=True).stdout
+    unknown = run_cli("explain", "lmcache-hash-sed")
+    assert unknown.returncode == 1 and "did you mean `lmcache-hash-seed`" in unknown.stderr
+    assert "atom-cuda-graphs" in run_cli("rules", check=True).stdout
+    schema = json.loads(run_cli("schema", check=True).stdout)
+    assert schema["properties"]["cache"]["properties"]["tiers"]["items"]["properties"]["kind"]["enum"] == [
+        "cpu", "disk", "s3", "fs"]
+
+
+def test_init_preset_round_trips_through_validate(tmp_path):
+    out = tmp_path / "mine.toml"
+    run_cli("init", "--preset", "atom-lmcache-cpu", "-o", str(out), check=True)
+    assert run_cli("validate", str(out)).returncode == 0
+    again = run_cli("init", "--preset", "atom-lmcache-cpu", "-o", str(out))
+    assert again.returncode == 1 and "already exists" in again.stderr
+
+
+def test_readme_recipe_reference_is_in_step():
+    from conftest import REPO
+
+    from stackctl.recipe.schema import markdown_reference
+
+    readme = (REPO / "README.md").read_text()
+    start, end = "<!-- recipe-reference:start -->\n", "<!-- recipe-reference:end -->"
+    assert start in readme and end in readme, "README lacks the recipe reference markers"
+    current = readme.split(start, 1)[1].split(end, 1)[0]
+    assert current == markdown_reference(), "regenerate: stackctl schema --format markdown (see README)"
