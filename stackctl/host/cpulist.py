@@ -1,0 +1,58 @@
+"""The kernel's cpulist format ("0-3,8,10-11"), as in sysfs, /proc/cmdline and docker's --cpuset-cpus."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, List
+
+# One item of a cpulist: N, N-M, or N-M:used/group (the kernel's strided form, e.g. 0-15:2/4).
+_ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
+
+
+def parse_cpulist(text: str) -> List[int]:
+    """Sorted, de-duplicated CPU (or node) numbers of a cpulist; "" gives []. Raises ValueError when malformed."""
+    cpus = set()
+    text = text.strip()
+    if not text:
+        return []
+    for item in text.split(","):
+        match = _ITEM.match(item.strip())
+        if not match:
+            raise ValueError(f"not a cpulist: {text!r} (bad item {item!r})")
+        first = int(match.group(1))
+        last = int(match.group(2)) if match.group(2) is not None else first
+        if last < first:
+            raise ValueError(f"not a cpulist: {text!r} (range {item!r} runs backwards)")
+        if match.group(3) is not None:
+            used, group = int(match.group(3)), int(match.group(4))
+            if group == 0 or used == 0 or used > group:
+                raise ValueError(f"not a cpulist: {text!r} (stride {used}/{group} in {item!r})")
+            cpus.update(cpu for cpu in range(first, last + 1) if (cpu - first) % group < used)
+        else:
+            cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    """The shortest cpulist for a set of numbers: [0, 1, 2, 3, 8, 10, 11] -> "0-3,8,10-11"; [] -> ""."""
+    ordered = sorted(set(cpus))
+    parts = []
+    start = None
+    previous = None
+    for cpu in ordered:
+        if cpu < 0:
+            raise ValueError(f"negative CPU number {cpu}")
+        if start is None:
+            start = previous = cpu
+        elif cpu == previous + 1:
+            previous = cpu
+        else:
+            parts.append(_span(start, previous))
+            start = previous = cpu
+    if start is not None:
+        parts.append(_span(start, previous))
+    return ",".join(parts)
+
+
+def _span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"

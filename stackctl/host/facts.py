@@ -1,0 +1,80 @@
+"""Everything stackctl knows about a host, gathered once: `discover(root)` -> HostFacts.
+
+JSON-serialisable both ways (`to_dict` / `from_dict`): `doctor` prints it, fleet hosts send it back.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+from stackctl.host.cpu import CpuFacts, read_cpu_facts
+from stackctl.host.devices import DeviceFacts, read_device_facts
+from stackctl.host.gpus import GpuDiscovery, GpuInfo, discover_gpus
+from stackctl.host.memory import MemoryFacts, read_memory
+from stackctl.host.sysfs import is_live, read_text
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    root: str
+    hostname: Optional[str]
+    kernel: Optional[str]
+    gpu_discovery: GpuDiscovery
+    cpu: CpuFacts
+    memory: MemoryFacts
+    devices: DeviceFacts
+
+    @property
+    def gpus(self) -> List[GpuInfo]:
+        return self.gpu_discovery.gpus
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "schema": SCHEMA_VERSION,
+            "root": self.root,
+            "hostname": self.hostname,
+            "kernel": self.kernel,
+            "gpus": self.gpu_discovery.to_dict(),
+            "cpu": self.cpu.to_dict(),
+            "memory": self.memory.to_dict(),
+            "devices": self.devices.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "HostFacts":
+        return cls(
+            root=data.get("root", "/"),
+            hostname=data.get("hostname"),
+            kernel=data.get("kernel"),
+            gpu_discovery=GpuDiscovery.from_dict(data.get("gpus", {})),
+            cpu=CpuFacts.from_dict(data.get("cpu", {})),
+            memory=MemoryFacts.from_dict(data.get("memory", {})),
+            devices=DeviceFacts.from_dict(data.get("devices", {})),
+        )
+
+
+def discover(root: Path = Path("/")) -> HostFacts:
+    """Read the host under `root` ("/" for this machine, a fixture tree in tests). Never raises for a missing
+    fact: absent files become None/empty and the GPU probes record why they found nothing."""
+    root = Path(root)
+    return HostFacts(
+        root=str(root),
+        hostname=_hostname(root),
+        kernel=(read_text(root, "/proc/sys/kernel/osrelease") or "").strip() or None,
+        gpu_discovery=discover_gpus(root),
+        cpu=read_cpu_facts(root),
+        memory=read_memory(root),
+        devices=read_device_facts(root),
+    )
+
+
+def _hostname(root: Path) -> Optional[str]:
+    name = (read_text(root, "/proc/sys/kernel/hostname") or read_text(root, "/etc/hostname") or "").strip()
+    if not name and is_live(root):
+        name = socket.gethostname()
+    return name or None

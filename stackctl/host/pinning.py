@@ -1,0 +1,247 @@
+"""Where the server runs: CPUs and memory nodes near its GPUs, from the recipe's [host] policy and host facts.
+
+A pure function of its inputs. It returns docker's cpuset strings, the numactl/taskset prefix for serve.sh, and
+one human-readable reason per decision, so `plan` and `doctor` can show why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+
+from stackctl.errors import StackctlError
+from stackctl.host.cpu import NumaNode
+from stackctl.host.cpulist import format_cpulist, parse_cpulist
+from stackctl.host.gpus import GpuInfo
+
+NumaPolicy = Union[str, int, Sequence[int]]
+
+
+class PinningError(StackctlError):
+    """The recipe asks for GPUs, nodes or CPUs this host does not have."""
+
+
+@dataclass(frozen=True)
+class PinningDecision:
+    """cpuset strings for docker (None: not pinned) and why."""
+
+    cpuset_cpus: Optional[str]
+    cpuset_mems: Optional[str]
+    reasons: List[str] = field(default_factory=list, hash=False)
+    nodes: Tuple[int, ...] = ()  # NUMA nodes the memory is bound to
+    whole_nodes: bool = False  # cpuset_cpus is exactly the CPUs of `nodes`
+
+    @property
+    def pinned(self) -> bool:
+        return self.cpuset_cpus is not None or self.cpuset_mems is not None
+
+    def docker_kwargs(self) -> Dict[str, str]:
+        """The docker-py `containers.run` keyword arguments, only those that pin."""
+        kwargs = {}
+        if self.cpuset_cpus is not None:
+            kwargs["cpuset_cpus"] = self.cpuset_cpus
+        if self.cpuset_mems is not None:
+            kwargs["cpuset_mems"] = self.cpuset_mems
+        return kwargs
+
+    def launch_prefix(self) -> List[str]:
+        """argv to put before the server command in serve.sh: numactl when memory is bound, taskset when only
+        CPUs are, nothing when nothing is."""
+        if self.cpuset_mems is not None:
+            if self.cpuset_cpus is None:
+                return ["numactl", f"--membind={self.cpuset_mems}"]
+            if self.whole_nodes:
+                return ["numactl", f"--cpunodebind={self.cpuset_mems}", f"--membind={self.cpuset_mems}"]
+            return ["numactl", f"--physcpubind={self.cpuset_cpus}", f"--membind={self.cpuset_mems}"]
+        if self.cpuset_cpus is not None:
+            return ["taskset", "-c", self.cpuset_cpus]
+        return []
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"cpuset_cpus": self.cpuset_cpus, "cpuset_mems": self.cpuset_mems, "reasons": list(self.reasons),
+                "nodes": list(self.nodes), "whole_nodes": self.whole_nodes, "launch_prefix": self.launch_prefix()}
+
+
+def select_gpus(gpus: Sequence[GpuInfo], tensor_parallel: int = 1,
+                gpu_indices: Optional[Sequence[int]] = None) -> List[GpuInfo]:
+    """The GPUs a server uses: `gpu_indices` when given, else the first `tensor_parallel`. [] on a GPU-less host."""
+    if not gpus:
+        return []
+    by_index = {gpu.index: gpu for gpu in gpus}
+    have = format_cpulist(by_index)
+    if gpu_indices is not None:
+        missing = [i for i in gpu_indices if i not in by_index]
+        if missing:
+            raise PinningError(f"host.gpus names GPU(s) {format_cpulist(missing)} but this host has GPUs {have}")
+        return [by_index[i] for i in gpu_indices]
+    if tensor_parallel > len(gpus):
+        raise PinningError(f"tensor_parallel = {tensor_parallel} needs {tensor_parallel} GPUs; this host has "
+                           f"{len(gpus)} ({have})")
+    return sorted(gpus, key=lambda gpu: gpu.index)[:tensor_parallel]
+
+
+def decide_pinning(
+    gpus: Sequence[GpuInfo],
+    numa_nodes: Sequence[NumaNode],
+    isolated_cpus: Iterable[int] = (),
+    numa: NumaPolicy = "auto",
+    isolcpus: str = "auto",
+    tensor_parallel: int = 1,
+    gpu_indices: Optional[Sequence[int]] = None,
+    domain_isolated: bool = False,
+) -> PinningDecision:
+    """Decide cpuset_cpus/cpuset_mems for a server using some of `gpus` (see select_gpus).
+
+    numa: "auto" (the used GPUs' nodes), "off", a node or a list of nodes. isolcpus: "auto" (the isolated CPUs
+    of those nodes if any, else all their CPUs), "off" (all their CPUs) or an explicit cpulist.
+    domain_isolated: the isolated CPUs get no scheduler load balancing (isolcpus=domain), worth a warning.
+    """
+    reasons: List[str] = []
+    node_cpus = {node.node: set(node.cpus) for node in numa_nodes}
+    host_cpus: Set[int] = set().union(*node_cpus.values()) if node_cpus else set()
+    isolated = set(isolated_cpus)
+    numa_policy = _numa_policy(numa)
+    explicit_cpus = _cpus_policy(isolcpus, host_cpus)
+    used = select_gpus(gpus, tensor_parallel, gpu_indices)
+    if used:
+        how = "host.gpus" if gpu_indices is not None else f"the first tensor_parallel={tensor_parallel}"
+        reasons.append(f"server uses GPU(s) {_gpu_list(used)} ({how})")
+
+    # 1. Which nodes: cpu_nodes bound the CPU choice, mem_nodes become cpuset_mems.
+    cpu_nodes: List[int] = []
+    mem_nodes: List[int] = []
+    gpu_nodes = sorted({g.numa_node for g in used if g.numa_node is not None})
+    if numa_policy == "off":
+        reasons.append('numa = "off" -> no NUMA pinning')
+    elif isinstance(numa_policy, list):
+        missing = [n for n in numa_policy if n not in node_cpus]
+        if missing:
+            raise PinningError(f"host.numa names node(s) {format_cpulist(missing)} but this host has NUMA node(s) "
+                               f"{format_cpulist(node_cpus) or 'none'}")
+        cpu_nodes = mem_nodes = numa_policy
+        reasons.append(f"numa = {_numa_text(numa)} in the recipe -> cpuset_mems={format_cpulist(mem_nodes)}")
+        away = [n for n in gpu_nodes if n not in mem_nodes]
+        if away:
+            reasons.append(f"note: GPU(s) {_gpu_list(used)} are on NUMA node(s) {format_cpulist(gpu_nodes)}; "
+                           f"host memory on node(s) {format_cpulist(mem_nodes)} is remote to node(s) "
+                           f"{format_cpulist(away)}")
+    elif not node_cpus:
+        reasons.append("no NUMA topology visible (/sys/devices/system/node) -> no NUMA pinning")
+    elif not used:
+        reasons.append("no GPU on this host -> nothing to place the server near, no NUMA pinning")
+    elif len(node_cpus) == 1:
+        cpu_nodes = list(node_cpus)
+        reasons.append(f"one NUMA node ({cpu_nodes[0]}) -> memory placement needs no pinning")
+    else:
+        unknown = [g for g in used if g.numa_node is None]
+        if unknown:
+            reasons.append(f"NUMA node of GPU(s) {_gpu_list(unknown)} unknown (sysfs numa_node -1) -> "
+                           "no NUMA pinning")
+        else:
+            cpu_nodes = mem_nodes = gpu_nodes
+            where = (f"are on NUMA node {gpu_nodes[0]}" if len(gpu_nodes) == 1
+                     else f"span NUMA nodes {format_cpulist(gpu_nodes)}")
+            reasons.append(f"GPU(s) {_gpu_list(used)} {where} -> cpuset_mems={format_cpulist(mem_nodes)}")
+
+    # 2. Which CPUs.
+    cpus: Set[int] = set()
+    chosen_node_cpus: Set[int] = set().union(*(node_cpus[n] for n in cpu_nodes)) if cpu_nodes else set()
+    if explicit_cpus is not None:
+        cpus = set(explicit_cpus)
+        reasons.append(f'isolcpus = "{isolcpus}" in the recipe -> server pinned to CPUs {format_cpulist(cpus)}')
+        outside = cpus - chosen_node_cpus if cpu_nodes else set()
+        if outside:
+            reasons.append(f"note: CPU(s) {format_cpulist(outside)} are not on NUMA node(s) "
+                           f"{format_cpulist(cpu_nodes)}")
+    elif not cpu_nodes:
+        if isolcpus == "auto" and isolated and numa_policy == "off":
+            reasons.append('isolcpus = "auto" looks for isolated CPUs on the GPUs\' node; numa = "off" chose '
+                           "none -> no CPU pinning")
+    elif isolcpus == "auto":
+        cpus = isolated & chosen_node_cpus
+        reasons.extend(_isolation_reasons(cpu_nodes, node_cpus, isolated, bool(cpus)))
+        if cpus and domain_isolated:
+            reasons.append("note: these CPUs are isolated with isolcpus=domain: the kernel does not balance load "
+                           "across them, so processes that are not pinned one per CPU may share a single CPU")
+        if not cpus and len(node_cpus) > 1:
+            cpus = chosen_node_cpus
+    elif len(node_cpus) > 1:  # isolcpus = "off"
+        cpus = chosen_node_cpus
+        reasons.append(f'isolcpus = "off" -> all CPUs of NUMA node(s) {format_cpulist(cpu_nodes)} '
+                       f"({format_cpulist(cpus)})")
+    if len(node_cpus) == 1 and cpu_nodes and not cpus and explicit_cpus is None:
+        reasons.append("no CPU pinning needed: the server may use every CPU")
+
+    cpuset_cpus = format_cpulist(cpus) or None
+    cpuset_mems = format_cpulist(mem_nodes) or None
+    whole = bool(mem_nodes) and cpus == set().union(*(node_cpus[n] for n in mem_nodes))
+    return PinningDecision(cpuset_cpus, cpuset_mems, reasons, tuple(mem_nodes), whole)
+
+
+def pinning_for(recipe: Any, facts: Any) -> PinningDecision:
+    """decide_pinning with the recipe's [host] policy and [model] tensor_parallel, on discovered HostFacts."""
+    host = recipe.host
+    return decide_pinning(
+        facts.gpus,
+        facts.cpu.numa_nodes,
+        facts.cpu.isolated_cpus,
+        numa=host.numa,
+        isolcpus=host.isolcpus,
+        tensor_parallel=recipe.model.tensor_parallel,
+        gpu_indices=host.gpus,
+        domain_isolated=facts.cpu.isolation.domain_isolated,
+    )
+
+
+def _isolation_reasons(cpu_nodes: List[int], node_cpus: Dict[int, Set[int]], isolated: Set[int],
+                       any_used: bool) -> List[str]:
+    reasons = []
+    for node in cpu_nodes:
+        mine = isolated & node_cpus[node]
+        if mine:
+            reasons.append(f"node {node} has isolated CPUs {format_cpulist(mine)} -> server pinned to them")
+        elif any_used:
+            reasons.append(f"node {node} has no isolated CPUs -> none of its CPUs are used")
+        elif len(node_cpus) > 1:
+            reasons.append(f"node {node} has no isolated CPUs -> server may use all its CPUs "
+                           f"({format_cpulist(node_cpus[node])})")
+    return reasons
+
+
+def _numa_policy(numa: NumaPolicy) -> Union[str, List[int]]:
+    if isinstance(numa, bool):
+        raise PinningError(f'host.numa must be "auto", "off", a node or a list of nodes, not {numa!r}')
+    if numa in ("auto", "off"):
+        return numa  # type: ignore[return-value]
+    if isinstance(numa, int):
+        return [numa]
+    if isinstance(numa, (list, tuple)) and numa and all(isinstance(n, int) and not isinstance(n, bool)
+                                                         for n in numa):
+        return sorted(set(numa))
+    raise PinningError(f'host.numa must be "auto", "off", a node or a list of nodes, not {numa!r}')
+
+
+def _cpus_policy(isolcpus: str, host_cpus: Set[int]) -> Optional[List[int]]:
+    """None for "auto"/"off", else the explicit CPUs, checked against the host's."""
+    if isolcpus in ("auto", "off"):
+        return None
+    try:
+        cpus = parse_cpulist(isolcpus)
+    except ValueError:
+        raise PinningError(f'host.isolcpus must be "auto", "off" or a cpulist such as "8-15,24", '
+                           f"not {isolcpus!r}") from None
+    if not cpus:
+        raise PinningError('host.isolcpus is an empty cpulist; write "off" to pin no CPU')
+    absent = [cpu for cpu in cpus if host_cpus and cpu not in host_cpus]
+    if absent:
+        raise PinningError(f"host.isolcpus names CPU(s) {format_cpulist(absent)} this host does not have "
+                           f"(CPUs {format_cpulist(host_cpus)})")
+    return cpus
+
+
+def _gpu_list(gpus: Sequence[GpuInfo]) -> str:
+    return format_cpulist(g.index for g in gpus)
+
+
+def _numa_text(numa: NumaPolicy) -> str:
+    return str(list(numa)) if isinstance(numa, (list, tuple)) else str(numa)
