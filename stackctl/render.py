@@ -128,7 +128,7 @@ def _template_context(recipe: Recipe) -> dict:
     versions = stackspec.versions(recipe)
     lmcache_install = stackspec.lmcache_install(recipe)
     verify = ["vllm"] + (["lmcache"] if lmcache_install else [])
-    purge = recipe.build.purge_cuda_packages and (recipe.stack.platform == "rocm" or lmcache_install is not None)
+    purge = recipe.build.purge_cuda_packages
     return {
         "recipe": recipe,
         "stackctl_version": __version__,
@@ -138,6 +138,7 @@ def _template_context(recipe: Recipe) -> dict:
         "lmcache_install": lmcache_install,
         "purge": purge,
         "verify_imports": verify,
+        "keep_prefixes": ["nvidia-"] if recipe.stack.platform == "cpu" else [],
         "app_dir": stackspec.APP_DIR,
         "run_dir": stackspec.RUN_DIR,
         "probes_dir": stackspec.PROBES_DIR,

@@ -1,0 +1,147 @@
+"""What doctor checks read, gathered once and lazily: host facts, the image probe, the live server.
+
+Image facts come from ONE container run of the stack's image: the image probe plus two fresh processes that hash
+the same tokens with the image's own vLLM (run in parallel). Anything that cannot be gathered raises Unavailable,
+which makes the checks that need it skip with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+
+from stackctl import render as renderer
+from stackctl import stackspec
+from stackctl.doctor.registry import Unavailable
+from stackctl.recipe.model import Recipe
+
+PROBE = f"{stackspec.PROBES_DIR}/probe_image.py"
+MARK = "----stackctl-probe-boundary----"
+
+
+class DoctorContext:
+    def __init__(self, recipe: Recipe, deep: bool = False, say=None):
+        self.recipe = recipe
+        self.deep = deep
+        self.say = say or (lambda message: None)
+        self.engine_error = ""
+        self._cache: dict = {}
+
+    # -- host -----------------------------------------------------------------------------------------------
+
+    @property
+    def host(self):
+        if "host" not in self._cache:
+            from stackctl.host import discover
+
+            self._cache["host"] = discover()
+        return self._cache["host"]
+
+    def engine_or_none(self):
+        if "engine" not in self._cache:
+            from stackctl.engine import docker_adapter
+            from stackctl.errors import StackctlError
+
+            try:
+                self._cache["engine"] = docker_adapter.client()
+            except StackctlError as exc:
+                self.engine_error = str(exc)
+                self._cache["engine"] = None
+        return self._cache["engine"]
+
+    def engine(self):
+        engine = self.engine_or_none()
+        if engine is None:
+            raise Unavailable(f"no Docker engine: {self.engine_error}")
+        return engine
+
+    # -- image ----------------------------------------------------------------------------------------------
+
+    @property
+    def image_tag(self) -> str:
+        if "tag" not in self._cache:
+            files = renderer.render_files(self.recipe)
+            self._cache["tag"] = f"{stackspec.image_name(self.recipe)}:{renderer.image_hash(files)}"
+        return self._cache["tag"]
+
+    def hash_algo(self) -> str:
+        """The hash that keys the cache the stack shares across processes: LMCache's (Python's builtin hash, its
+        default pre_caching_hash_algorithm) when LMCache is on, else vLLM's prefix-caching hash."""
+        if self.recipe.cache.enabled:
+            return str(self.recipe.cache.extra.get("pre_caching_hash_algorithm", "builtin"))
+        return self.recipe.serve.prefix_caching_hash_algo or "sha256"
+
+    def image_facts(self) -> dict:
+        """{"probe": {...}, "hash_runs": [{...}, {...}]} from one run of the stack's image."""
+        if "image" in self._cache:
+            return self._cache["image"]
+        from stackctl.engine import docker_adapter
+
+        engine = self.engine()
+        if docker_adapter.find_image(engine, self.image_tag) is None:
+            raise Unavailable(f"image {self.image_tag} not built (run `stackctl build {self.recipe.source}`)")
+        algo = self.hash_algo()
+        script = (f"python {PROBE}; echo {MARK}; "
+                  f"python {PROBE} --hash-probe --hash-algo {algo} > /tmp/h1.json 2>/dev/null & "
+                  f"python {PROBE} --hash-probe --hash-algo {algo} > /tmp/h2.json 2>/dev/null; wait; "
+                  f"cat /tmp/h1.json; echo {MARK}; cat /tmp/h2.json")
+        output = engine.containers.run(
+            self.image_tag, ["-c", script], entrypoint="/bin/bash", remove=True, network_mode="host",
+            environment=stackspec.environment(self.recipe), stdout=True, stderr=False,
+        ).decode("utf-8", errors="replace")
+        parts = output.split(MARK)
+        try:
+            facts = {"probe": json.loads(parts[0]), "hash_runs": [json.loads(p) for p in parts[1:3]]}
+        except (ValueError, IndexError) as exc:
+            raise Unavailable(f"image probe output unreadable: {exc}: {output[:300]!r}") from None
+        self._cache["image"] = facts
+        return facts
+
+    def probe(self) -> dict:
+        return self.image_facts()["probe"]
+
+    # -- server ---------------------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.recipe.serve.host}:{self.recipe.serve.port}"
+
+    def container(self):
+        if "container" not in self._cache:
+            from stackctl.engine import docker_adapter
+
+            container = docker_adapter.find_container(self.engine(), stackspec.container_name(self.recipe))
+            if container is None or container.status != "running":
+                raise Unavailable(f"stack not running (run `stackctl up {self.recipe.source}`)")
+            self._cache["container"] = container
+        return self._cache["container"]
+
+    def server_log(self) -> str:
+        """The server's log since the container started, ANSI colour codes removed."""
+        if "log" not in self._cache:
+            import re
+
+            text = self.container().logs().decode("utf-8", errors="replace")
+            self._cache["log"] = re.sub(r"\x1b\[[0-9;]*m", "", text)
+        return self._cache["log"]
+
+    def healthy(self) -> bool:
+        from stackctl.httpclient import get_status
+
+        self.container()
+        return get_status(f"{self.base_url}/health", timeout=5.0) == 200
+
+    def require_healthy(self) -> None:
+        if not self.healthy():
+            raise Unavailable(f"server at {self.base_url} is not healthy")
+
+    def metrics(self) -> str:
+        from stackctl.httpclient import get_text
+
+        self.require_healthy()
+        return get_text(f"{self.base_url}/metrics")
+
+    def remember(self, key: str, compute):
+        """Cache a computed value for checks that share it (e.g. the hit test result)."""
+        if key not in self._cache:
+            self._cache[key] = compute()
+        return self._cache[key]

@@ -1,0 +1,214 @@
+"""Host checks: the machine the stack runs on (devices, GPUs, NUMA, CPU tuning, RAM and disk for the tiers)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from stackctl.doctor.registry import Unavailable, check, failed, passed, skipped, warned
+
+GiB = 1024 ** 3
+
+
+def _rocm_only(ctx) -> None:
+    if ctx.recipe.stack.platform != "rocm":
+        raise Unavailable("platform cpu: no GPU needed")
+
+
+@check("host.docker-engine", "host", "error", "the Docker engine answers",
+       "start dockerd (or set DOCKER_HOST) and check that this user may use the socket")
+def docker_engine(ctx):
+    """`stackctl up` and the image checks run through the Docker engine; without it nothing else can be proven."""
+    engine = ctx.engine_or_none()
+    if engine is None:
+        return failed(f"cannot reach the Docker engine: {ctx.engine_error}")
+    version = engine.version()
+    return passed(f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')})")
+
+
+@check("host.gpu-devices", "host", "error", "/dev/kfd and /dev/dri are present and usable",
+       "load the amdgpu driver; add the user to the video and render groups (then log in again)")
+def gpu_devices(ctx):
+    """ROCm containers need /dev/kfd and /dev/dri/renderD*, and the user needs the `video` and `render` groups."""
+    _rocm_only(ctx)
+    devices = ctx.host.devices
+    if not devices.kfd:
+        return failed("/dev/kfd is missing (amdgpu/KFD driver not loaded)")
+    if not devices.render_nodes:
+        return failed("no /dev/dri/renderD* node")
+    missing = [g for g in ("video", "render") if not devices.is_root and not devices.in_group(g)]
+    if missing:
+        return failed(f"user {devices.user} is not in group(s) {', '.join(missing)}")
+    return passed(f"/dev/kfd and {len(devices.render_nodes)} render node(s) usable by {devices.user}")
+
+
+@check("host.gpus", "host", "error", "enough AMD GPUs of the recipe's architecture",
+       "run on a host with the GPUs the recipe names, or fix model.tensor_parallel / versions.gpu_arch")
+def gpus(ctx):
+    """The stack needs `tensor_parallel` GPUs whose gfx architecture is among `versions.gpu_arch` (LMCache and the
+    kernels are built for exactly those)."""
+    _rocm_only(ctx)
+    found = ctx.host.gpus
+    tp = ctx.recipe.model.tensor_parallel
+    if not found:
+        return failed(ctx.host.gpu_discovery.reason)
+    if len(found) < tp:
+        return failed(f"{len(found)} GPU(s) found, tensor_parallel needs {tp}")
+    archs = sorted({g.gfx_arch or "unknown" for g in found})
+    wrong = [a for a in archs if a not in ctx.recipe.versions.gpu_arch]
+    if wrong:
+        return failed(f"GPU arch {', '.join(wrong)} not in versions.gpu_arch {ctx.recipe.versions.gpu_arch}",
+                      gpus=[g.to_dict() for g in found])
+    return passed(f"{len(found)} x {', '.join(archs)} ({ctx.host.gpu_discovery.source})",
+                  gpus=[g.to_dict() for g in found])
+
+
+@check("host.rocm-driver", "host", "info", "the amdgpu driver version",
+       "install the ROCm driver (amdgpu-dkms) your ROCm release supports")
+def rocm_driver(ctx):
+    """Reports the amdgpu driver version (DKMS driver: /sys/module/amdgpu/version; amdsmi when installed)."""
+    _rocm_only(ctx)
+    version = ctx.host.gpu_discovery.driver_version
+    if not version:
+        raise Unavailable("driver version not exposed (in-tree amdgpu, no amdsmi)")
+    return passed(f"amdgpu {version}")
+
+
+@check("host.numa-topology", "host", "warning", "each GPU's NUMA node is known",
+       "enable NUMA in the BIOS (NPS setting) so the kernel reports each GPU's node")
+def numa_topology(ctx):
+    """Pinning the server near its GPUs needs each GPU's NUMA node; `-1` in sysfs means the platform hides it."""
+    nodes = ctx.host.cpu.numa_nodes
+    layout = {n.node: len(n.cpus) for n in nodes}
+    if ctx.recipe.stack.platform != "rocm" or not ctx.host.gpus:
+        return passed(f"{len(nodes)} NUMA node(s): " + ", ".join(f"node {k}: {v} CPUs" for k, v in layout.items()))
+    unknown = [g.index for g in ctx.host.gpus if g.numa_node is None]
+    if unknown:
+        return failed(f"NUMA node unknown for GPU(s) {unknown}")
+    return passed(", ".join(f"GPU {g.index} -> node {g.numa_node}" for g in ctx.host.gpus))
+
+
+@check("host.numa-balancing", "host", "warning", "kernel.numa_balancing as the recipe expects (AMD: 0)",
+       "sysctl -w kernel.numa_balancing=0 (persist in /etc/sysctl.d/)")
+def numa_balancing(ctx):
+    """Automatic NUMA balancing migrates pages under a running server; AMD's MI300X tuning guide turns it off."""
+    value = ctx.host.cpu.numa_balancing
+    if value is None:
+        raise Unavailable("/proc/sys/kernel/numa_balancing not present (kernel without NUMA balancing)")
+    expected = 1 if ctx.recipe.host.numa_balancing else 0
+    if (value != 0) != bool(expected):
+        return failed(f"kernel.numa_balancing = {value}, recipe expects {expected}")
+    return passed(f"kernel.numa_balancing = {value}")
+
+
+@check("host.cpu-governor", "host", "warning", "CPU frequency governor as the recipe expects",
+       "cpupower frequency-set -g performance (or the tuned/BIOS equivalent)")
+def cpu_governor(ctx):
+    """The scheduler and tokenizer threads are on the critical path of every step; `performance` keeps them fast."""
+    wanted = ctx.recipe.host.governor
+    if wanted is None:
+        raise Unavailable("recipe does not ask for a governor")
+    governors = ctx.host.cpu.governor_summary()
+    if not governors or set(governors) == {"none"}:
+        raise Unavailable("no cpufreq on this host (a VM, or the BIOS owns frequency scaling)")
+    others = {g: cpus for g, cpus in governors.items() if g != wanted}
+    if others:
+        return failed("governor " + ", ".join(f"{g} on CPUs {c}" for g, c in others.items()), governors=governors)
+    return passed(f"{wanted} on all CPUs")
+
+
+@check("host.isolcpus", "host", "warning", "isolated CPUs as the recipe asks",
+       "add isolcpus=LIST (and nohz_full=LIST) to the kernel command line, then reboot")
+def isolcpus(ctx):
+    """`host.isolcpus` names cores kept free of other work for the server (or `auto`: use the isolated cores of
+    the GPUs' node when there are any)."""
+    from stackctl.host.cpulist import format_cpulist, parse_cpulist
+
+    mode = ctx.recipe.host.isolcpus
+    isolated = set(ctx.host.cpu.isolated_cpus)
+    if mode == "off":
+        return passed("not used (isolcpus = off)")
+    if mode == "auto":
+        if not isolated:
+            return passed("no isolated CPUs on this host: the server uses its node's CPUs (auto)")
+        return passed(f"isolated CPUs {format_cpulist(sorted(isolated))} available (auto)")
+    wanted = set(parse_cpulist(mode))
+    missing = sorted(wanted - isolated)
+    if missing:
+        return failed(f"CPUs {format_cpulist(missing)} are not isolated (recipe asks for {mode})")
+    return passed(f"CPUs {mode} are isolated")
+
+
+@check("host.pinning", "host", "error", "the server can be pinned as the recipe asks",
+       "fix host.numa / host.isolcpus / host.gpus to match this host")
+def pinning(ctx):
+    """The CPU/memory placement `up` will use, derived from the GPUs' NUMA node and the isolated cores."""
+    from stackctl.host import pinning_for
+    from stackctl.host.pinning import PinningError
+
+    try:
+        decision = pinning_for(ctx.recipe, ctx.host)
+    except PinningError as exc:
+        return failed(str(exc))
+    placement = (f"cpuset_cpus={decision.cpuset_cpus} cpuset_mems={decision.cpuset_mems}"
+                 if decision.pinned else "not pinned")
+    return passed(f"{placement}: {'; '.join(decision.reasons)}", reasons=decision.reasons)
+
+
+@check("host.cpu-tier-ram", "host", "error", "host RAM holds the CPU tier plus headroom",
+       "lower the cpu tier's size_gb, or add RAM")
+def cpu_tier_ram(ctx):
+    """LMCache pins the CPU tier in host memory (per tensor-parallel rank); the OS, the server process and page
+    cache need headroom on top. The headroom rule is the planner's (`stackctl plan`)."""
+    from stackctl.plan import host_ram_headroom
+
+    tiers = ctx.recipe.tiers_of("cpu") if ctx.recipe.cache.enabled else []
+    if not tiers:
+        raise Unavailable("no CPU tier in the recipe")
+    total = ctx.host.memory.total_bytes
+    if not total:
+        raise Unavailable("total RAM unknown (/proc/meminfo unreadable)")
+    want = int(tiers[0].size_gb * GiB)
+    headroom = host_ram_headroom(total)
+    if want + headroom > total:
+        return failed(f"CPU tier {want / GiB:.1f} GiB + headroom {headroom / GiB:.1f} GiB > RAM {total / GiB:.1f} GiB")
+    return passed(f"CPU tier {want / GiB:.1f} GiB + headroom {headroom / GiB:.1f} GiB <= RAM {total / GiB:.1f} GiB")
+
+
+@check("host.disk-tier", "host", "error", "the disk tier's path exists, is writable, has the space, is not rotational",
+       "create the directory on a local NVMe filesystem with enough free space")
+def disk_tier(ctx):
+    """LMCache's local disk tier writes chunk files under the path; it must exist, accept writes, hold
+    `size_gb`, and sit on solid-state storage (a rotational disk is slower than recomputing)."""
+    tiers = ctx.recipe.tiers_of("disk") if ctx.recipe.cache.enabled else []
+    if not tiers:
+        raise Unavailable("no disk tier in the recipe")
+    tier = tiers[0]
+    path = Path(tier.path)
+    if not path.is_dir():
+        return failed(f"{path} does not exist")
+    if not os.access(path, os.W_OK):
+        return failed(f"{path} is not writable")
+    stat = os.statvfs(path)
+    free = stat.f_bavail * stat.f_frsize
+    want = int(tier.size_gb * GiB)
+    if free < want:
+        return failed(f"{path}: {free / GiB:.1f} GiB free < tier size {want / GiB:.1f} GiB")
+    rotational = _rotational(path)
+    if rotational:
+        return warned(f"{path} is on a rotational disk")
+    note = "" if rotational is False else " (rotational flag unknown)"
+    return passed(f"{path}: {free / GiB:.1f} GiB free >= {want / GiB:.1f} GiB{note}")
+
+
+def _rotational(path: Path) -> bool | None:
+    """True/False from /sys/block/<dev>/queue/rotational for the device holding path; None when unknown."""
+    try:
+        device = os.stat(path).st_dev
+        sys_dev = Path(f"/sys/dev/block/{os.major(device)}:{os.minor(device)}")
+        for candidate in (sys_dev / "queue" / "rotational", sys_dev.resolve().parent / "queue" / "rotational"):
+            if candidate.is_file():
+                return candidate.read_text().strip() == "1"
+    except OSError:
+        return None
+    return None

@@ -1,0 +1,165 @@
+"""Image checks: what is installed in the stack's image, read by the image probe without importing torch."""
+
+from __future__ import annotations
+
+from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.knowledge import compat
+
+
+def _distributions(ctx) -> dict[str, str]:
+    return {d["name"]: d["version"] for d in ctx.probe().get("distributions") or []}
+
+
+def _lmcache_on(ctx) -> None:
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+
+
+@check("image.lmcache-backend", "image", "error", "LMCache's native module is a HIP build for the recipe's GPUs",
+       "build LMCache from source with BUILD_WITH_HIP=1 (build.lmcache_from = \"source\"), for versions.gpu_arch")
+def lmcache_backend(ctx):
+    """Reads the ELF of LMCache's native GPU module (`cuda_ops` in 0.5.x, `c_ops` in 0.4.x and 0.3.x) without
+    importing it: a HIP build (offload bundles for the recipe's gfx targets) is right on ROCm; a CUDA build (the PyPI
+    wheel, linked to libcudart) or no native module (the slow torch/Python fallback) is the 1.7x-slower-than-no-cache
+    failure."""
+    from stackctl.doctor.lmcache_backend import classify_backend
+
+    _lmcache_on(ctx)
+    probe = ctx.probe()
+    lmcache = probe.get("lmcache") or {}
+    if not lmcache.get("found"):
+        return failed("LMCache is not installed in the image")
+    archs = list(ctx.recipe.versions.gpu_arch) if ctx.recipe.stack.platform == "rocm" else []
+    verdict = classify_backend(probe, lmcache.get("version"), archs)
+    evidence = "; ".join(verdict.evidence[:3])
+    details = {"kind": verdict.kind, "module": verdict.module, "targets": verdict.targets,
+               "evidence": verdict.evidence}
+    if ctx.recipe.stack.platform != "rocm":
+        return warned(f"{verdict.kind} build ({verdict.module}) on platform cpu: LMCache has no CPU device "
+                      f"connector, so it can only run degraded ({evidence})", **details)
+    if verdict.kind == "hip":
+        if verdict.missing_archs:
+            return failed(f"HIP build of {verdict.module} lacks {', '.join(verdict.missing_archs)} "
+                          f"(has {', '.join(verdict.targets)})", **details)
+        targets = ", ".join(verdict.targets) if verdict.targets_known else "targets compressed, not listed"
+        return passed(f"HIP build of {verdict.module} ({targets})", **details)
+    if verdict.kind == "cuda":
+        return failed(f"CUDA build of {verdict.module} (the PyPI wheel): {evidence}", **details)
+    if verdict.kind == "fallback":
+        return failed(f"no native {verdict.module or 'GPU'} module: LMCache falls back to slow torch ops", **details)
+    raise Unavailable(f"native module not classified: {evidence or 'no evidence'}")
+
+
+@check("image.cuda-only-packages", "image", "error", "no CUDA-only Python distribution in the image",
+       "let stackctl purge them (build.purge_cuda_packages = true) and rebuild")
+def cuda_only_packages(ctx):
+    """CUDA-only wheels (nixl, cupy-cudaXXx, cuda-python, cufile-python, nvtx, nvidia-*) fail on ROCm at model
+    load (`libcuda.so.1`/`libcudart` ImportError) or with cudaErrorInsufficientDriver. On platform cpu, the
+    nvidia-* runtime wheels a PyPI (CUDA) torch depends on are tolerated: torch needs them to import, and they do
+    nothing there."""
+    installed = _distributions(ctx)
+    cpu = ctx.recipe.stack.platform == "cpu"
+    found = sorted(name for name in installed
+                   if compat.is_cuda_only(name) and not (cpu and name.startswith("nvidia-")))
+    if found:
+        return failed(f"{len(found)} CUDA-only distribution(s): {', '.join(found)}", found=found)
+    return passed(f"none among {len(installed)} distributions")
+
+
+@check("image.aiofile", "image", "error", "aiofile is installed where LMCache needs it",
+       "install aiofile in the image (stackctl's Dockerfiles do)")
+def aiofile(ctx):
+    """LMCache 0.5.x imports its GDS backend, which imports `aiofile` at top level, whenever the storage backends
+    load: without it the connector import fails."""
+    _lmcache_on(ctx)
+    if (ctx.probe().get("aiofile") or {}).get("found"):
+        return passed("aiofile importable")
+    return failed("aiofile is not installed")
+
+
+@check("image.atom-plugin", "image", "error", "ATOM's vLLM platform plugin is registered",
+       "use an ATOM image (rocm/atom-dev) or install ATOM; do not set ATOM_DISABLE_VLLM_PLUGIN")
+def atom_plugin(ctx):
+    """ATOM registers through the `vllm.platform_plugins` entry point `atom`; without it vLLM runs its stock ROCm
+    platform and the recipe's ATOM tuning does nothing."""
+    if ctx.recipe.stack.engine != "atom-vllm":
+        raise Unavailable("engine is not atom-vllm")
+    plugins = (ctx.probe().get("entry_points") or {}).get("vllm.platform_plugins") or []
+    atom = [p for p in plugins if p.get("name") == "atom"]
+    if not atom:
+        return failed("no `atom` entry point in vllm.platform_plugins")
+    return passed(f"atom -> {atom[0].get('value')}")
+
+
+@check("image.versions", "image", "error", "installed versions match the recipe's pins",
+       "rebuild the image (`stackctl build --rebuild`), or fix the pins in [versions]")
+def versions(ctx):
+    """The recipe pins vLLM, LMCache and torch; rules and checks key their expectations on those versions, so the
+    image must carry exactly them."""
+    from stackctl import stackspec
+
+    probe = ctx.probe()
+    pins = stackspec.versions(ctx.recipe)
+    actual = {
+        "vllm": (probe.get("vllm") or {}).get("version"),
+        "lmcache": (probe.get("lmcache") or {}).get("version"),
+        "torch": (probe.get("torch") or {}).get("version"),
+    }
+    wrong, shown = [], []
+    for name in ("vllm", "lmcache", "torch"):
+        pin = pins.get(name)
+        if not pin:
+            continue
+        have = actual[name]
+        shown.append(f"{name} {have}")
+        if have is None or have.split("+")[0] != pin.split("+")[0]:
+            wrong.append(f"{name} {have or 'missing'} (pinned {pin})")
+    if wrong:
+        return failed("; ".join(wrong), actual=actual, pins=pins)
+    if not shown:
+        raise Unavailable("the recipe pins no versions")
+    return passed(", ".join(shown), actual=actual)
+
+
+@check("image.torch-build", "image", "error", "torch is the build the platform needs (ROCm on rocm)",
+       "use a ROCm base image (its torch is built for HIP); never pip install torch from PyPI into it")
+def torch_build(ctx):
+    """A CUDA torch in a ROCm image cannot see the GPUs; a stray `pip install` can silently replace the base image's
+    ROCm torch with PyPI's CUDA one."""
+    torch = ctx.probe().get("torch") or {}
+    if not torch.get("found"):
+        return failed("torch is not installed")
+    build = torch.get("build")
+    if build is None:
+        raise Unavailable("torch build not readable from torch/version.py")
+    if ctx.recipe.stack.platform == "rocm":
+        if build != "rocm":
+            return failed(f"torch {torch.get('version')} is a {build} build")
+        return passed(f"torch {torch.get('version')} (HIP {torch.get('hip')})")
+    if build == "cuda":
+        return warned(f"torch {torch.get('version')} is a CUDA build on a CPU stack (runs, carries unused CUDA)")
+    return passed(f"torch {torch.get('version')} ({build})")
+
+
+@check("image.hash-seed", "image", "error", "two fresh processes compute the same cache keys",
+       "set cache.hash_seed (PYTHONHASHSEED) to one fixed value")
+def hash_seed(ctx):
+    """Two fresh processes, with the stack's environment, hash the same tokens into prefix block hashes using the
+    image's own vLLM (`init_none_hash` + `hash_block_tokens`) and the hash the shared cache is keyed with (LMCache:
+    Python's builtin hash; else vLLM's prefix-caching hash). Different results mean no process ever finds another's
+    entries: 0% hits across restarts, TP ranks and hosts."""
+    runs = ctx.image_facts()["hash_runs"]
+    probes = [run.get("hash_probe") or {} for run in runs]
+    errors = [p.get("error") for p in probes if p.get("error")]
+    if errors:
+        raise Unavailable(f"hash probe could not run: {errors[0]}")
+    first, second = probes[0].get("hashes"), probes[1].get("hashes")
+    if not first or not second:
+        raise Unavailable("hash probe returned no hashes")
+    algo = probes[0].get("algo")
+    seed = (runs[0].get("env") or {}).get("PYTHONHASHSEED")
+    if first != second:
+        return failed(f"{algo} block hashes differ between two processes (PYTHONHASHSEED "
+                      f"{'unset' if seed is None else seed!r})", first=first[0], second=second[0])
+    return passed(f"{algo}: identical block hashes in two processes (PYTHONHASHSEED "
+                  f"{'unset' if seed is None else repr(seed)}, seed {probes[0].get('seed')})")

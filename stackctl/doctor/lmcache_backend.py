@@ -1,0 +1,131 @@
+"""Judge which backend LMCache's native GPU module was built for, from the image probe's ELF facts.
+
+The image probe (checks/probe_image.py) reads the ELF files without importing anything; this module
+only interprets its JSON. The native module's name depends on the LMCache version: that table is data
+in stackctl/knowledge/compat.toml ([[lmcache_native_module]]).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from stackctl.knowledge import compat
+
+# Modules to look for when the LMCache version is unknown (a git ref, or no metadata), newest first.
+UNKNOWN_VERSION_MODULES: Tuple[str, ...] = ("cuda_ops", "c_ops")
+
+# Markers of a CUDA build: DT_NEEDED patterns, section names, registration symbol.
+CUDA_NEEDED = (re.compile(r"^libcudart\.so(\.\d+)*$"), re.compile(r"^libc10_cuda\.so$"),
+               re.compile(r"^libtorch_cuda\.so$"))
+CUDA_SECTIONS = (".nv_fatbin", ".nvFatBinSegment")
+CUDA_SYMBOL = "__cudaRegisterFatBinary"
+
+# Markers of a HIP (ROCm) build.
+HIP_NEEDED = (re.compile(r"^libamdhip64\.so(\.\d+)*$"),)
+HIP_SECTIONS = (".hip_fatbin", ".hipFatBinSegment")
+HIP_SYMBOL = "__hipRegisterFatBinary"
+
+KINDS = ("hip", "cuda", "fallback", "unknown")
+
+
+@dataclass(frozen=True)
+class BackendVerdict:
+    """What the native GPU module of LMCache is: hip, cuda, fallback (no module) or unknown."""
+
+    kind: str
+    module: Optional[str]
+    targets: List[str] = field(default_factory=list)  # gfx archs in the HIP offload bundles
+    targets_known: bool = False  # False when bundles are compressed or unreadable
+    missing_archs: List[str] = field(default_factory=list)
+    evidence: List[str] = field(default_factory=list)
+
+
+def expected_modules(lmcache_version: Optional[str]) -> Tuple[str, ...]:
+    """Native GPU module names LMCache of this version loads; all candidates when the version is unknown."""
+    entry = compat.lmcache_native_module(lmcache_version)
+    return (entry["module"],) if entry else UNKNOWN_VERSION_MODULES
+
+
+def base_arch(target_id: str) -> str:
+    """gfx90a:xnack- -> gfx90a (target features do not change which GPU the code runs on)."""
+    return target_id.split(":", 1)[0]
+
+
+def cuda_markers(elf: Dict[str, Any]) -> List[str]:
+    return _markers(elf, CUDA_NEEDED, CUDA_SECTIONS, CUDA_SYMBOL)
+
+
+def hip_markers(elf: Dict[str, Any]) -> List[str]:
+    return _markers(elf, HIP_NEEDED, HIP_SECTIONS, HIP_SYMBOL)
+
+
+def _markers(elf: Dict[str, Any], needed: Tuple[re.Pattern, ...], sections: Tuple[str, ...],
+             symbol: str) -> List[str]:
+    found = [f"DT_NEEDED {lib}" for lib in elf.get("needed") or [] if any(p.match(lib) for p in needed)]
+    found += [f"section {name}" for name in elf.get("sections") or [] if name in sections]
+    state = (elf.get("symbols") or {}).get(symbol)
+    if state in ("referenced", "defined"):
+        found.append(f"symbol {symbol} ({state})")
+    return found
+
+
+def _find_module(modules: List[Dict[str, Any]], names: Tuple[str, ...]) -> Optional[Dict[str, Any]]:
+    for name in names:
+        for module in modules:
+            if module.get("module") == name:
+                return module
+    return None
+
+
+def _hip_targets(elf: Dict[str, Any], expected_archs: List[str]) -> Tuple[List[str], bool, List[str], List[str]]:
+    """(targets, known, missing archs, evidence) from the probe's hip_offload facts."""
+    offload = elf.get("hip_offload") or {}
+    targets = sorted({base_arch(t) for t in offload.get("targets") or []})
+    known = bool(offload.get("targets_complete"))
+    evidence = [f"offload targets {', '.join(targets)}"] if targets else []
+    if offload.get("compressed_bundles"):
+        evidence.append(f"{offload['compressed_bundles']} compressed offload bundle(s): target list incomplete")
+    if not offload:
+        evidence.append("no .hip_fatbin section to read targets from")
+    wanted = [base_arch(a) for a in expected_archs]
+    # An arch seen is present even in a compressed bundle; an arch not seen is only missing when the list is complete.
+    missing = [a for a in wanted if a not in targets] if known else []
+    return targets, known, missing, evidence
+
+
+def classify_backend(probe: Dict[str, Any], lmcache_version: Optional[str],
+                     expected_archs: List[str]) -> BackendVerdict:
+    """Classify LMCache's native GPU module from the full image-probe JSON.
+
+    lmcache_version: the installed version (falls back to probe["lmcache"]["version"]); None or a
+    non-version string means "look for either module name". expected_archs: the recipe's gpu_arch list.
+    """
+    lmcache = probe.get("lmcache") or {}
+    version = lmcache_version or lmcache.get("version")
+    if not lmcache.get("found"):
+        return BackendVerdict("unknown", None, evidence=["LMCache package not found in the image"])
+    names = expected_modules(version)
+    evidence = [f"LMCache {version or 'version unknown'} loads lmcache.{' or lmcache.'.join(names)}"]
+    modules = lmcache.get("native_modules") or []
+    module = _find_module(modules, names)
+    if module is None:
+        others = sorted(m.get("module") for m in modules if m.get("module") in UNKNOWN_VERSION_MODULES)
+        evidence.append(f"no {'/'.join(names)}*.so in {lmcache.get('package_dir')}: torch baseline ops")
+        if others:
+            evidence.append(f"found {', '.join(others)} instead, which this version does not load")
+        return BackendVerdict("fallback", None, evidence=evidence)
+    name, elf = module["module"], module.get("elf")
+    if not elf:
+        evidence.append(f"{module.get('file')}: ELF unreadable ({module.get('error') or 'no facts'})")
+        return BackendVerdict("unknown", name, evidence=evidence)
+    cuda, hip = cuda_markers(elf), hip_markers(elf)
+    evidence += cuda + hip
+    if cuda and not hip:
+        return BackendVerdict("cuda", name, evidence=evidence)
+    if hip and not cuda:
+        targets, known, missing, target_evidence = _hip_targets(elf, expected_archs)
+        return BackendVerdict("hip", name, targets, known, missing, evidence + target_evidence)
+    evidence.append("both CUDA and HIP markers" if cuda else "no CUDA or HIP markers")
+    return BackendVerdict("unknown", name, evidence=evidence)

@@ -1,0 +1,94 @@
+"""The check registry: every doctor check has a stable id, a scope, a severity, a summary, a fix and a doc page.
+
+A check is a function from a DoctorContext to a Result. Checks never print; reporters do. A check that cannot
+determine its fact returns SKIP with the reason, never PASS.
+"""
+
+from __future__ import annotations
+
+SCOPES = ("host", "image", "server")
+PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+
+
+class Result:
+    """One check's outcome. ``details`` holds the evidence (figures, log lines) for reporters and JSON."""
+
+    __slots__ = ("check_id", "status", "message", "details")
+
+    def __init__(self, status: str, message: str, details: dict | None = None, check_id: str = ""):
+        self.check_id, self.status, self.message, self.details = check_id, status, message, details or {}
+
+    def to_dict(self) -> dict:
+        check = CHECKS[self.check_id]
+        return {"id": self.check_id, "scope": check.scope, "severity": check.severity, "status": self.status,
+                "message": self.message, "fix": check.fix if self.status in (FAIL, WARN) else "",
+                "details": self.details}
+
+    def __repr__(self):
+        return f"Result({self.check_id}: {self.status}: {self.message})"
+
+
+def passed(message: str, **details) -> Result:
+    return Result(PASS, message, details)
+
+
+def failed(message: str, **details) -> Result:
+    return Result(FAIL, message, details)
+
+
+def warned(message: str, **details) -> Result:
+    return Result(WARN, message, details)
+
+
+def skipped(reason: str, **details) -> Result:
+    return Result(SKIP, reason, details)
+
+
+class Check:
+    def __init__(self, check_id: str, scope: str, severity: str, summary: str, fix: str, doc: str, func):
+        self.id, self.scope, self.severity, self.summary, self.fix, self.doc, self.func = (
+            check_id, scope, severity, summary, fix, doc, func)
+
+    def run(self, context) -> Result:
+        """Run the check; a failure to determine the fact is a skip with the reason, never a pass."""
+        try:
+            result = self.func(context)
+        except Unavailable as exc:
+            result = skipped(str(exc))
+        if self.severity == "warning" and result.status == FAIL:
+            result.status = WARN
+        result.check_id = self.id
+        return result
+
+
+class Unavailable(Exception):
+    """A fact a check needs cannot be determined (no engine, no image, server down): the check skips."""
+
+
+CHECKS: dict[str, Check] = {}
+
+
+def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
+    """Register a check function under a stable id."""
+    assert scope in SCOPES, scope
+
+    def register(func):
+        CHECKS[check_id] = Check(check_id, scope, severity, summary, fix, _paragraphs(func.__doc__ or summary),
+                                 func)
+        return func
+
+    return register
+
+
+def _paragraphs(text: str) -> str:
+    lines = text.expandtabs().splitlines()
+    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
+    margin = min(indents) if indents else 0
+    return "\n".join([lines[0].strip()] + [line[margin:] for line in lines[1:]]).strip()
+
+
+def load_all() -> dict[str, Check]:
+    """Import every check module (they register themselves) and return the registry."""
+    from stackctl.doctor import host_checks, image_checks, server_checks  # noqa: F401
+
+    return CHECKS

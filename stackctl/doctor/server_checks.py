@@ -1,0 +1,259 @@
+"""Server checks: the live stack, judged by what it says about itself (startup log, /metrics) and by a hit test."""
+
+from __future__ import annotations
+
+import random
+import re
+
+from stackctl import metrics
+from stackctl.doctor.registry import Unavailable, check, failed, passed
+
+ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v([^)]*)\) with config: (.*)")
+DEGRADED = "degraded mode (recompute)"
+STALL = "No available shared memory broadcast block found"
+LMCACHE_HIT = re.compile(r"Reqid: (\S+), Total tokens (\d+), Inference Engine computed tokens: (\d+), "
+                         r"LMCache hit tokens: (\d+), need to load: (\d+)")
+NATIVE_MISSING = ("compiled extension not found", "Failed to import backend lmcache.c_ops")
+NATIVE_OK = "Using backend: lmcache.c_ops"
+
+
+@check("server.health", "server", "error", "/health answers 200",
+       "read `stackctl logs RECIPE`; restart with `stackctl up RECIPE`")
+def health(ctx):
+    """vLLM's /health is 200 when the engine is alive, 503 when it died; it refuses connections while loading."""
+    from stackctl.httpclient import get_status
+
+    ctx.container()
+    code = get_status(f"{ctx.base_url}/health", timeout=5.0)
+    if code == 200:
+        return passed(f"{ctx.base_url}/health 200")
+    return failed(f"{ctx.base_url}/health {'did not answer' if code is None else code}")
+
+
+@check("server.models", "server", "error", "/v1/models lists the recipe's served name",
+       "set model.served_name to what clients use, and restart")
+def models(ctx):
+    """Clients address the model by its served name; a mismatch makes every request fail with 404."""
+    from stackctl.httpclient import get_json
+
+    ctx.require_healthy()
+    names = [m.get("id") for m in get_json(f"{ctx.base_url}/v1/models").get("data", [])]
+    if ctx.recipe.served_name in names:
+        return passed(f"serves {ctx.recipe.served_name}")
+    return failed(f"serves {names}, recipe says {ctx.recipe.served_name}")
+
+
+def engine_config(ctx) -> dict:
+    """Effective settings from the one startup line that prints the engine config."""
+    for line in ctx.server_log().splitlines():
+        match = ENGINE_CONFIG.search(line)
+        if match:
+            text = match.group(2)
+            found = {"vllm_version": match.group(1)}
+            for key, pattern in (("enforce_eager", r"enforce_eager=(True|False)"),
+                                 ("kv_cache_dtype", r"kv_cache_dtype=([\w.]+)"),
+                                 ("enable_prefix_caching", r"enable_prefix_caching=(True|False|None)"),
+                                 ("cudagraph_mode", r"'cudagraph_mode': <CUDAGraphMode\.(\w+)")):
+                value = re.search(pattern, text)
+                found[key] = value.group(1) if value else None
+            return found
+    raise Unavailable("the engine config line is not in the log (log rotated, or not a vLLM V1 server)")
+
+
+@check("server.engine-config", "server", "error", "the running engine has the recipe's settings",
+       "the server ignored or overrode a flag: read the startup warnings in `stackctl logs RECIPE`")
+def engine_settings(ctx):
+    """Compares the startup line `Initializing a V1 LLM engine ... with config:` with the recipe: enforce_eager,
+    KV cache dtype, prefix caching, and the CUDA-graph mode (ROCm; on CPU there are no graphs). vLLM silently
+    downgrades some settings (e.g. FULL to PIECEWISE with LMCache layer-wise), which only this line shows."""
+    config = engine_config(ctx)
+    recipe = ctx.recipe
+    wrong = []
+    expect = {
+        "enforce_eager": str(recipe.serve.enforce_eager),
+        "enable_prefix_caching": str(recipe.serve.prefix_caching),
+    }
+    if recipe.model.kv_cache_dtype != "auto":
+        expect["kv_cache_dtype"] = recipe.model.kv_cache_dtype
+    for key, value in expect.items():
+        if config.get(key) is not None and config[key] != value:
+            wrong.append(f"{key}={config[key]} (recipe: {value})")
+    mode = config.get("cudagraph_mode")
+    if recipe.stack.platform == "rocm":
+        wanted = (recipe.serve.cudagraph_mode or "").upper()
+        if wanted and mode and mode != wanted:
+            wrong.append(f"cudagraph_mode={mode} (recipe: {wanted})")
+        elif recipe.stack.engine == "atom-vllm" and mode == "NONE":
+            wrong.append("cudagraph_mode=NONE on ATOM (3-5x throughput loss)")
+    if wrong:
+        return failed("; ".join(wrong), config=config)
+    shown = ", ".join(f"{k}={config[k]}" for k in ("enforce_eager", "enable_prefix_caching", "kv_cache_dtype",
+                                                  "cudagraph_mode") if config.get(k) is not None)
+    return passed(f"vLLM {config['vllm_version']}: {shown}", config=config)
+
+
+@check("server.atom-activated", "server", "error", "the ATOM platform plugin is active",
+       "unset ATOM_DISABLE_VLLM_PLUGIN; use the ATOM image")
+def atom_activated(ctx):
+    """vLLM logs `Platform plugin atom is activated` when ATOM took over the platform."""
+    if ctx.recipe.stack.engine != "atom-vllm":
+        raise Unavailable("engine is not atom-vllm")
+    if "Platform plugin atom is activated" in ctx.server_log():
+        return passed("Platform plugin atom is activated")
+    return failed("no `Platform plugin atom is activated` in the startup log")
+
+
+@check("server.lmcache-initialised", "server", "error", "LMCache attached to the engine (not degraded mode)",
+       "LMCache could not attach to the device: on ROCm rebuild it for HIP; on platform cpu turn cache.enabled off")
+def lmcache_initialised(ctx):
+    """A server whose LMCache failed to attach is still healthy: it logs `System will operate in degraded mode
+    (recompute)` and then stores and loads nothing. On vLLM's CPU build LMCache 0.5.6 says `No supported cpu
+    connector found.` first."""
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+    log = ctx.server_log()
+    degraded = [line.strip() for line in log.splitlines() if DEGRADED in line or "No supported" in line]
+    if degraded:
+        return failed(f"LMCache in degraded mode: {degraded[-1][-160:]}", lines=degraded[-5:])
+    if "LMCache" not in log and "lmcache" not in log:
+        return failed("no LMCache line in the log: the connector did not load")
+    return passed("LMCache connector initialised (no degraded-mode line)")
+
+
+@check("server.lmcache-native", "server", "error", "LMCache runs its native kernels, not the slow fallback",
+       "build LMCache from source for HIP (build.lmcache_from = \"source\")")
+def lmcache_native(ctx):
+    """LMCache 0.5.x logs `lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch
+    baseline`, 0.4.x `Failed to import backend lmcache.c_ops`, when the native module cannot load; healthy 0.4.x
+    logs `Using backend: lmcache.c_ops`."""
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+    log = ctx.server_log()
+    for marker in NATIVE_MISSING:
+        for line in log.splitlines():
+            if marker in line:
+                return failed(f"native module not loaded: {line.strip()[-160:]}")
+    if NATIVE_OK in log:
+        return passed(NATIVE_OK)
+    raise Unavailable("no native-backend line in the log (this LMCache release logs none when healthy)")
+
+
+@check("server.broadcast-stall", "server", "error", "no shared-memory broadcast stall in the log",
+       "a known deadlock class with the connector at TP>=2: retry with cudagraph_mode PIECEWISE, or enforce_eager "
+       "to narrow it down")
+def broadcast_stall(ctx):
+    """`No available shared memory broadcast block found in 60 seconds` repeating means the workers wait on each
+    other and no request makes progress."""
+    hits = [line for line in ctx.server_log().splitlines() if STALL in line]
+    if hits:
+        return failed(f"{len(hits)} broadcast stall line(s): {hits[-1].strip()[-140:]}")
+    return passed("none")
+
+
+def hit_test(ctx) -> dict:
+    """Send one unique long prompt twice; read the hit counters from /metrics around the second request. With
+    LMCache on and the dev endpoints available, the HBM prefix cache is reset in between so that hits must come
+    from LMCache."""
+    from stackctl.httpclient import post_json, stream_completion
+
+    def run():
+        ctx.require_healthy()
+        words = ctx.recipe.checks.hit_test_tokens
+        offset = random.SystemRandom().randrange(4000)
+        prompt = " ".join(f"w{(offset + i) % 4088}" for i in range(words))
+        model = ctx.recipe.served_name
+        cold = stream_completion(ctx.base_url, model, prompt)
+        reset = False
+        if ctx.recipe.cache.enabled and ctx.recipe.serve.dev_endpoints:
+            post_json(f"{ctx.base_url}/reset_prefix_cache")
+            reset = True
+        before = ctx.metrics()
+        warm = stream_completion(ctx.base_url, model, prompt)
+        after = ctx.metrics()
+
+        def delta(name):
+            a, b = metrics.total(after, name), metrics.total(before, name)
+            return None if a is None or b is None else a - b
+
+        return {
+            "prompt": prompt, "prompt_tokens": warm["usage"].get("prompt_tokens"), "reset_hbm": reset,
+            "cold_ttft_s": cold["ttft_s"], "warm_ttft_s": warm["ttft_s"],
+            "queries": delta("vllm:prefix_cache_queries_total"), "hbm_hits": delta("vllm:prefix_cache_hits_total"),
+            "external_queries": delta("vllm:external_prefix_cache_queries_total"),
+            "external_hits": delta("vllm:external_prefix_cache_hits_total"),
+        }
+
+    return ctx.remember("hit_test", run)
+
+
+@check("server.hit-test", "server", "error", "a repeated prompt is served from the cache",
+       "prefix caching off, or keys unstable (PYTHONHASHSEED), or LMCache not storing: see the other checks")
+def cache_hits(ctx):
+    """The proof that the cache works: the same long prompt, twice. The second request's prompt tokens must come
+    from the cache, read from the server's own counters (vllm:prefix_cache_hits_total for HBM,
+    vllm:external_prefix_cache_hits_total for LMCache), not from what a client expects."""
+    result = hit_test(ctx)
+    tokens = result["prompt_tokens"] or 0
+    figures = (f"TTFT {result['cold_ttft_s'] * 1000:.0f} ms cold -> {result['warm_ttft_s'] * 1000:.0f} ms warm, "
+               f"{tokens} prompt tokens")
+    details = {k: v for k, v in result.items() if k != "prompt"}
+    if result["hbm_hits"] is None:
+        raise Unavailable("vllm:prefix_cache_hits_total not in /metrics")
+    if ctx.recipe.cache.enabled and result["reset_hbm"]:
+        hits = result["external_hits"] or 0
+        if hits <= 0:
+            return failed(f"0 LMCache hit tokens after resetting the HBM cache ({figures})", **details)
+        return passed(f"{hits:.0f}/{tokens} tokens from LMCache after an HBM reset; {figures}", **details)
+    hits = (result["hbm_hits"] or 0) + (result["external_hits"] or 0)
+    if hits <= 0 or (tokens and hits < 0.5 * tokens):
+        return failed(f"{hits:.0f}/{tokens} prompt tokens hit the cache on the repeat ({figures})", **details)
+    where = "HBM prefix cache" if not ctx.recipe.cache.enabled else "HBM + LMCache (no dev endpoints to separate)"
+    return passed(f"{hits:.0f}/{tokens} tokens from the {where}; {figures}", **details)
+
+
+@check("server.lmcache-hit-log", "server", "error", "LMCache reports hit tokens for the repeated prompt",
+       "see server.lmcache-initialised and image.hash-seed")
+def lmcache_hit_log(ctx):
+    """LMCache logs `Reqid: ..., Total tokens N, Inference Engine computed tokens: C, LMCache hit tokens: H, need to
+    load: L` per request; after the hit test the last such line must show H > 0."""
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+    hit_test(ctx)
+    ctx._cache.pop("log", None)  # re-read: the hit test added lines
+    lines = LMCACHE_HIT.findall(ctx.server_log())
+    if not lines:
+        return failed("no LMCache hit line in the log after the hit test")
+    total, _, hits = int(lines[-1][1]), int(lines[-1][2]), int(lines[-1][3])
+    if hits <= 0:
+        return failed(f"LMCache hit tokens: 0 of {total}")
+    return passed(f"LMCache hit tokens: {hits} of {total}")
+
+
+@check("server.restart-hits", "server", "error", "(--deep) LMCache hits survive a restart of the server",
+       "set cache.hash_seed: without a fixed PYTHONHASHSEED a new process computes new keys")
+def restart_hits(ctx):
+    """The cross-process proof of a stable hash seed: restart the container (a new process, a new NONE_HASH
+    unless PYTHONHASHSEED is fixed), send the hit-test prompt again, and require LMCache hits from a tier that
+    outlives the process (disk, S3, fs)."""
+    if not ctx.deep:
+        raise Unavailable("runs with --deep only (restarts the server)")
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+    if not [t for t in ctx.recipe.cache.tiers if t.kind in ("disk", "s3", "fs")]:
+        raise Unavailable("no tier outlives the process (the CPU tier is process memory)")
+    from stackctl.httpclient import stream_completion
+    from stackctl.runner import wait_healthy
+
+    prompt = hit_test(ctx)["prompt"]
+    container = ctx.container()
+    container.restart(timeout=30)
+    wait_healthy(ctx.recipe, container, ctx.recipe.checks.startup_timeout_s, ctx.say)
+    before = ctx.metrics()
+    stream_completion(ctx.base_url, ctx.recipe.served_name, prompt)
+    after = ctx.metrics()
+    hits = (metrics.total(after, "vllm:external_prefix_cache_hits_total") or 0) - \
+        (metrics.total(before, "vllm:external_prefix_cache_hits_total") or 0)
+    if hits <= 0:
+        return failed("0 LMCache hit tokens for the same prompt after a restart")
+    return passed(f"{hits:.0f} LMCache hit tokens after a restart")
+

@@ -1,0 +1,114 @@
+"""The Docker engine edge: docker-py imported lazily, errors turned into one-line StackctlErrors.
+
+Pure functions build the docker-py keyword arguments (tests assert on them, `--dry-run` prints them); the few
+functions that talk to the engine take those kwargs and do nothing else.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from stackctl.errors import StackctlError
+
+LABEL_STACK = "dev.stackctl.stack"
+LABEL_RECIPE_HASH = "dev.stackctl.recipe-hash"
+LABEL_IMAGE_HASH = "dev.stackctl.image-hash"
+LABEL_RECIPE_PATH = "dev.stackctl.recipe"
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+
+
+def client():
+    """A docker-py client for the engine in DOCKER_HOST (default: the local socket)."""
+    try:
+        import docker
+    except ImportError:  # pragma: no cover - docker is a dependency
+        raise StackctlError("the `docker` Python package is missing (fix: pip install docker)") from None
+    try:
+        engine = docker.from_env(timeout=600)
+        engine.ping()
+        return engine
+    except Exception as exc:
+        where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+        raise StackctlError(f"cannot reach the Docker engine at {where}: {_short(exc)} (fix: start dockerd, "
+                            "or set DOCKER_HOST)", exit_code=2) from None
+
+
+def build_kwargs(context_dir: str, tag: str, labels: dict) -> dict:
+    """Arguments of the low-level `APIClient.build`: host networking (no bridge exists on many build hosts),
+    proxies passed through as build args (Docker keeps these out of the image history)."""
+    return {
+        "path": context_dir,
+        "tag": tag,
+        "labels": labels,
+        "network_mode": "host",
+        "rm": True,
+        "forcerm": True,
+        "decode": True,
+        "buildargs": {name: os.environ[name] for name in PROXY_VARS if os.environ.get(name)},
+    }
+
+
+def stream_build(engine, kwargs: dict, out=None) -> None:
+    """Run a build, showing progress: `Step N/M` lines (in place on a terminal), errors in full."""
+    out = out or sys.stderr
+    tty = out.isatty()
+    tail: list[str] = []
+    try:
+        for chunk in engine.api.build(**kwargs):
+            if "error" in chunk:
+                detail = chunk.get("error", "").strip()
+                context = "".join(tail[-15:])
+                raise StackctlError(f"image build failed: {detail}\n--- last build output ---\n{context}".rstrip())
+            text = chunk.get("stream", "")
+            if not text:
+                continue
+            tail.append(text)
+            del tail[:-40]
+            if text.startswith("Step "):
+                line = text.strip()
+                if tty:
+                    out.write("\r\033[K" + line[: os.get_terminal_size(out.fileno()).columns - 1])
+                else:
+                    out.write(line + "\n")
+                out.flush()
+    finally:
+        if tty:
+            out.write("\n")
+
+
+def find_image(engine, tag: str):
+    import docker
+
+    try:
+        return engine.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def find_container(engine, name: str):
+    import docker
+
+    try:
+        return engine.containers.get(name)
+    except docker.errors.NotFound:
+        return None
+
+
+def stack_containers(engine, stack: str | None = None) -> list:
+    label = f"{LABEL_STACK}={stack}" if stack else LABEL_STACK
+    return engine.containers.list(all=True, filters={"label": label})
+
+
+def remove_container(container) -> None:
+    import docker
+
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
