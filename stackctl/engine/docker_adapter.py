@@ -50,10 +50,12 @@ def build_kwargs(context_dir: str, tag: str, labels: dict) -> dict:
 
 
 def stream_build(engine, kwargs: dict, out=None) -> None:
-    """Run a build, showing progress: `Step N/M` lines (in place on a terminal), errors in full."""
+    """Run a build, showing progress: on a terminal one line updated in place (current step and its latest output);
+    otherwise every line of build output, plain, for CI logs. A failure shows the end of the output."""
     out = out or sys.stderr
     tty = out.isatty()
     tail: list[str] = []
+    step = ""
     try:
         for chunk in engine.api.build(**kwargs):
             if "error" in chunk:
@@ -65,13 +67,16 @@ def stream_build(engine, kwargs: dict, out=None) -> None:
                 continue
             tail.append(text)
             del tail[:-40]
-            if text.startswith("Step "):
+            if not tty:
+                out.write(text if text.endswith("\n") else text + "\n")
+            else:
                 line = text.strip()
-                if tty:
-                    out.write("\r\033[K" + line[: os.get_terminal_size(out.fileno()).columns - 1])
-                else:
-                    out.write(line + "\n")
-                out.flush()
+                if line.startswith("Step "):
+                    step = line.split(" :", 1)[0]
+                if line:
+                    width = os.get_terminal_size(out.fileno()).columns - 1
+                    out.write("\r\033[K" + f"{step}: {line}"[:width])
+            out.flush()
     finally:
         if tty:
             out.write("\n")
