@@ -441,3 +441,54 @@ def format_text(plan: Plan) -> str:
     if plan.notes:
         lines += ["", "Notes:"] + [f"  - {n}" for n in plan.notes]
     return "\n".join(lines) + "\n"
+
+
+def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] = None, host=None) -> Plan:
+    """The plan for a recipe: model shape from its config.json (else the built-in table), GPU memory from the host
+    (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM and disk free space from this host."""
+    import os
+    from pathlib import Path
+
+    from stackctl.errors import StackctlError
+    from stackctl.knowledge.gpu_table import lookup_gpu
+    from stackctl.knowledge.model_table import lookup, resolve_shape
+    from stackctl.knowledge.weights import weights_size
+
+    model_dir = Path(recipe.model.path)
+    resolved = resolve_shape(recipe.model.path, model_dir if model_dir.is_dir() else None)
+    if resolved is None:
+        raise StackctlError(f"{recipe.source}: model.path {recipe.model.path!r}: no config.json there and not in the "
+                            "built-in model table (fix: run plan where the model directory is readable)")
+    shape, shape_source = resolved
+    notes = [f"model shape from {shape_source}"]
+    weights = weights_size(model_dir) if model_dir.is_dir() else None
+    weights_bytes = weights.bytes if weights else None
+    if weights is None:
+        entry = lookup(recipe.model.path)
+        weights_bytes = entry.weights_bytes if entry else None
+        if weights_bytes:
+            notes.append(f"weights size from the built-in table ({entry.weights_source})")
+    vram = None
+    if host is not None and host.gpus and recipe.stack.platform == "rocm":
+        vram = min((g.vram_bytes for g in host.gpus if g.vram_bytes), default=None)
+        if vram:
+            notes.append(f"GPU memory probed on this host ({host.gpus[0].name})")
+    if vram is None and recipe.stack.platform == "rocm":
+        match = lookup_gpu(gpu or " ".join(recipe.versions.gpu_arch))
+        if match:
+            vram = match.spec.vram_bytes
+            notes.append(f"GPU memory from the built-in table: {match.spec.name}" + (f" ({match.note})"
+                                                                                       if match.note else ""))
+    cpu = recipe.tiers_of("cpu") if recipe.cache.enabled else []
+    disk = recipe.tiers_of("disk") if recipe.cache.enabled else []
+    disk_free = None
+    if disk and os.path.isdir(disk[0].path):
+        stat = os.statvfs(disk[0].path)
+        disk_free = stat.f_bavail * stat.f_frsize
+    ram = host.memory.total_bytes if host is not None else None
+    return make_plan(
+        shape, tensor_parallel=recipe.model.tensor_parallel, kv_cache_dtype=recipe.model.kv_cache_dtype,
+        gpu_memory_utilization=recipe.serve.gpu_memory_utilization, gpu_vram_bytes=vram,
+        weights_bytes=weights_bytes, cpu_tier_bytes=int(cpu[0].size_gb * GiB) if cpu else None,
+        disk_tier_bytes=int(disk[0].size_gb * GiB) if disk else None, users=users, context_tokens=context_tokens,
+        host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes)

@@ -26,9 +26,19 @@ def main():
     parser.add_argument("--from-dist", required=True, help="installed distribution whose requirements to read")
     parser.add_argument("--drop", action="append", default=[], help="requirement name to leave out")
     parser.add_argument("--drop-cuda-only", metavar="JSON", help="cuda_only.json: leave those out too")
+    parser.add_argument("--constraints-out", metavar="FILE",
+                        help="write NAME==VERSION for each dropped name already installed, so that pip keeps it "
+                             "(torchvision's newest release would otherwise pull a newer, CUDA, torch)")
     args = parser.parse_args()
     cuda_only = json.load(open(args.drop_cuda_only)) if args.drop_cuda_only else {"names": [], "prefixes": []}
     dropped = {normalize(name) for name in args.drop}
+    if args.constraints_out:
+        with open(args.constraints_out, "w") as out:
+            for name in args.drop:
+                try:
+                    out.write(f"{name}=={metadata.version(name)}\n")
+                except metadata.PackageNotFoundError:
+                    pass
     for line in metadata.requires(args.from_dist) or []:
         requirement = Requirement(line)
         if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
