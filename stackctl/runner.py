@@ -104,12 +104,12 @@ def read_secrets(recipe: Recipe) -> dict[str, str]:
 # -- build -----------------------------------------------------------------------------------------------------
 
 def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
-          rebuild: bool = False, say=print) -> tuple[str, bool]:
+          rebuild: bool = False, no_cache: bool = False, say=print) -> tuple[str, bool]:
     """Build the stack's image unless one with the same hash exists. Returns (tag, built)."""
     files = renderer.render_files(recipe)
     tag = image_tag(recipe, files)
     engine = engine or dk.client()
-    if not rebuild and dk.find_image(engine, tag) is not None:
+    if not (rebuild or no_cache) and dk.find_image(engine, tag) is not None:
         say(f"image {tag} is up to date (same build inputs): not rebuilding")
         return tag, False
     with tempfile.TemporaryDirectory(prefix="stackctl-build-") as context:
@@ -120,7 +120,7 @@ def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bund
         labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: renderer.image_hash(files)}
         say(f"building {tag} from {stackspec.base_image(recipe)}")
         started = time.monotonic()
-        dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels))
+        dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels, nocache=no_cache))
         say(f"built {tag} in {time.monotonic() - started:.0f} s")
     return tag, True
 
@@ -160,7 +160,7 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     for reason in pinning.reasons:
         say(f"pinning: {reason}")
     if dry_run:
-        say(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
+        print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
         return 0
 
     engine = dk.client()

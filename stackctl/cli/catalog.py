@@ -14,10 +14,9 @@ def _all_entries() -> dict:
     from stackctl.recipe.rules import RULES
 
     entries = {rule_id: ("rule", rule) for rule_id, rule in RULES.items()}
-    try:
-        from stackctl.doctor.registry import CHECKS
-    except ImportError:  # doctor not installed in this build
-        CHECKS = {}
+    from stackctl.doctor.registry import load_all
+
+    CHECKS = load_all()
     entries.update({check_id: ("check", check) for check_id, check in CHECKS.items()})
     return entries
 

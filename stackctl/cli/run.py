@@ -28,12 +28,14 @@ def say(message: str) -> None:
 @click.argument("recipe")
 @site_options
 @click.option("--rebuild", is_flag=True, help="Build even when an image with the same hash exists.")
-def build(recipe, wheelhouse, ca_bundle, rebuild):
+@click.option("--no-cache", is_flag=True, help="Rebuild every layer (implies --rebuild).")
+def build(recipe, wheelhouse, ca_bundle, rebuild, no_cache):
     """Build RECIPE's image (tag stackctl/NAME:HASH); reuse an existing one with the same build inputs."""
     from stackctl.cli.common import load
     from stackctl.runner import build as build_image
 
-    tag, _ = build_image(load(recipe), wheelhouse=wheelhouse, ca_bundle=ca_bundle, rebuild=rebuild, say=say)
+    tag, _ = build_image(load(recipe), wheelhouse=wheelhouse, ca_bundle=ca_bundle, rebuild=rebuild,
+                         no_cache=no_cache, say=say)
     click.echo(tag)
 
 

@@ -145,8 +145,10 @@ def broadcast_stall(ctx):
     """`No available shared memory broadcast block found in 60 seconds` repeating means the workers wait on each
     other and no request makes progress."""
     hits = [line for line in ctx.server_log().splitlines() if STALL in line]
-    if hits:
-        return failed(f"{len(hits)} broadcast stall line(s): {hits[-1].strip()[-140:]}")
+    if len(hits) >= 2:
+        return failed(f"{len(hits)} broadcast stall lines: {hits[-1].strip()[-140:]}")
+    if hits:  # one during start-up compilation is normal (vLLM says so in the same line)
+        return passed("one broadcast wait during start-up (compilation), not repeating")
     return passed("none")
 
 

@@ -34,7 +34,7 @@ def client():
                             "or set DOCKER_HOST)", exit_code=2) from None
 
 
-def build_kwargs(context_dir: str, tag: str, labels: dict) -> dict:
+def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False) -> dict:
     """Arguments of the low-level `APIClient.build`: host networking (no bridge exists on many build hosts),
     proxies passed through as build args (Docker keeps these out of the image history)."""
     return {
@@ -44,6 +44,7 @@ def build_kwargs(context_dir: str, tag: str, labels: dict) -> dict:
         "network_mode": "host",
         "rm": True,
         "forcerm": True,
+        "nocache": nocache,
         "decode": True,
         "buildargs": {name: os.environ[name] for name in PROXY_VARS if os.environ.get(name)},
     }

@@ -1,0 +1,103 @@
+"""Doctor against real images and real servers: the smoke stack passes; LMCache on CPU is caught degraded; an
+unpurged image fails the CUDA-only check; an unset PYTHONHASHSEED fails the offline hash check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import REPO, run_cli
+from integration.conftest import Stack, variant
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+LMCACHE_ON = {
+    '[versions]\n': '[versions]\nlmcache = "0.5.6"\n',
+    "[cache]\nenabled = false": "[cache]\nenabled = true",
+}
+
+
+def doctor(env, recipe, *args):
+    result = run_cli("doctor", str(recipe), "--format", "json", *args, env=env, timeout=1200)
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    return result.returncode, {r["id"]: r for r in report["results"]}
+
+
+def test_smoke_stack_is_healthy(smoke_stack):
+    code, results = doctor(smoke_stack.env, smoke_stack.recipe)
+    failing = {k: v["message"] for k, v in results.items() if v["status"] == "fail"}
+    assert code == 0, failing
+    assert results["server.hit-test"]["status"] == "pass"
+    hit = results["server.hit-test"]["details"]
+    assert hit["hbm_hits"] >= 0.5 * hit["prompt_tokens"] > 0
+    assert results["server.engine-config"]["status"] == "pass"
+    assert results["image.hash-seed"]["status"] == "pass"
+    assert results["image.cuda-only-packages"]["status"] == "pass"
+    assert results["image.versions"]["status"] == "pass"
+    assert results["server.models"]["status"] == "pass"
+    # Nothing LMCache-specific can pass on a stack without LMCache: those checks skip with the reason.
+    assert results["server.lmcache-initialised"]["status"] == "skip"
+
+
+def test_junit_report_reads_with_a_junit_parser(smoke_stack, tmp_path):
+    from junitparser import JUnitXml
+
+    out = tmp_path / "doctor.xml"
+    result = run_cli("doctor", smoke_stack.recipe, "--scope", "host,image", "--format", "junit", "-o", str(out),
+                     env=smoke_stack.env, timeout=600)
+    assert result.returncode == 0, result.stderr
+    xml = JUnitXml.fromfile(str(out))
+    cases = [case for suite in xml for case in suite]
+    assert {case.name for case in cases} >= {"host.docker-engine", "image.hash-seed", "image.cuda-only-packages"}
+    assert not any(r.__class__.__name__ == "Failure" for case in cases for r in case.result)
+
+
+@pytest.fixture(scope="module")
+def lmcache_recipes(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("lmcache")
+    on = dict(LMCACHE_ON, **{'name = "cpu-smoke"': 'name = "cpu-smoke-lmcache"', "port = 8000": "port = 8020"})
+    unseeded = dict(on, **{"hash_seed = 0\n": ""})
+    unpurged = dict(LMCACHE_ON, **{'name = "cpu-smoke"': 'name = "cpu-smoke-unpurged"',
+                                   "[checks]": "[build]\npurge_cuda_packages = false\n\n[checks]"})
+    return {"on": variant(tmp, "lmcache", on), "unseeded": variant(tmp, "lmcache-unseeded", unseeded),
+            "unpurged": variant(tmp, "lmcache-unpurged", unpurged)}
+
+
+def test_unpurged_lmcache_image_fails_cuda_only_check_purged_passes(docker_engine, stack_env, lmcache_recipes):
+    for key in ("unpurged", "on"):
+        build = run_cli("build", str(lmcache_recipes[key]), env=stack_env, timeout=3600)
+        assert build.returncode == 0, build.stderr[-3000:]
+    code, results = doctor(stack_env, lmcache_recipes["unpurged"], "--scope", "image")
+    check = results["image.cuda-only-packages"]
+    assert code == 1 and check["status"] == "fail"
+    assert "cupy-cuda13x" in check["details"]["found"]
+    code, results = doctor(stack_env, lmcache_recipes["on"], "--scope", "image")
+    assert results["image.cuda-only-packages"]["status"] == "pass"
+    # The PyPI wheel's native module is a CUDA build: on platform cpu that is reported, not passed.
+    backend = results["image.lmcache-backend"]
+    assert backend["status"] == "warn" and backend["details"]["kind"] == "cuda"
+
+
+def test_offline_hash_check_needs_pythonhashseed(docker_engine, stack_env, lmcache_recipes):
+    build = run_cli("build", str(lmcache_recipes["on"]), env=stack_env, timeout=3600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    _, seeded = doctor(stack_env, lmcache_recipes["on"], "--scope", "image")
+    assert seeded["image.hash-seed"]["status"] == "pass", seeded["image.hash-seed"]
+    code, unseeded = doctor(stack_env, lmcache_recipes["unseeded"], "--scope", "image")
+    assert unseeded["image.hash-seed"]["status"] == "fail", unseeded["image.hash-seed"]
+    assert "differ" in unseeded["image.hash-seed"]["message"] and code == 1
+
+
+def test_lmcache_on_cpu_is_caught_degraded(docker_engine, stack_env, lmcache_recipes):
+    stack = Stack(lmcache_recipes["on"], stack_env)
+    try:
+        stack.up()
+        code, results = doctor(stack_env, lmcache_recipes["on"], "--scope", "server")
+        check = results["server.lmcache-initialised"]
+        assert code == 1 and check["status"] == "fail"
+        assert "degraded" in check["message"]
+        assert check["fix"]
+    finally:
+        stack.down()

@@ -1,0 +1,98 @@
+"""End to end on the real Docker engine: the CPU smoke stack built, served, checked, replaced and removed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from conftest import RECIPES, run_cli
+from integration.conftest import Stack, variant
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_up_serves_a_real_completion(smoke_stack):
+    from stackctl.httpclient import get_json, post_json
+
+    models = get_json("http://127.0.0.1:8000/v1/models")
+    assert [m["id"] for m in models["data"]] == ["tiny"]
+    answer = post_json("http://127.0.0.1:8000/v1/completions",
+                       {"model": "tiny", "prompt": "w1 w2 w3 w4", "max_tokens": 4, "temperature": 0})
+    assert answer["usage"]["prompt_tokens"] >= 4 and answer["usage"]["completion_tokens"] == 4
+
+
+def test_status_reports_healthy(smoke_stack):
+    rows = json.loads(smoke_stack.cli("status", smoke_stack.recipe, "--format", "json").stdout)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["state"] == "running" and row["health"] == "healthy"
+    assert row["recipe_current"] is True and row["hash_seed"] == "0"
+    assert row["image"].startswith("stackctl/cpu-smoke:")
+
+
+def test_second_up_is_a_no_op(smoke_stack, docker_engine):
+    before = docker_engine.containers.get("stackctl-cpu-smoke")
+    result = smoke_stack.up()
+    assert "nothing to do" in result.stderr
+    after = docker_engine.containers.get("stackctl-cpu-smoke")
+    assert after.id == before.id and after.attrs["State"]["StartedAt"] == before.attrs["State"]["StartedAt"]
+
+
+def test_build_reuses_the_image(smoke_stack):
+    result = smoke_stack.cli("build", smoke_stack.recipe)
+    assert result.returncode == 0
+    assert "up to date" in result.stderr and "Step 1/" not in result.stderr
+
+
+def test_logs_show_the_server(smoke_stack):
+    result = smoke_stack.cli("logs", smoke_stack.recipe, "--tail", "0")
+    assert result.returncode == 0 and "Initializing a V1 LLM engine" in result.stdout
+
+
+def test_failed_start_exits_nonzero_with_log_and_leaves_nothing(docker_engine, stack_env, tmp_path):
+    empty_model = tmp_path / "empty-model"
+    empty_model.mkdir()
+    recipe = variant(tmp_path, "broken", {
+        'name = "cpu-smoke"': 'name = "cpu-smoke-broken"',
+        'path = "/opt/stackctl/models/tiny-random-llama"': f'path = "{empty_model}"',
+        'generate = "tiny-random-llama"\n': "",
+        "port = 8000": "port = 8010",
+    })
+    result = Stack(recipe, stack_env).cli("up", str(recipe), timeout=1800)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "exited during start-up" in result.stderr
+    assert "Traceback" in result.stderr or "Error" in result.stderr  # the relevant log excerpt is shown
+    assert docker_engine.containers.list(all=True, filters={"name": "stackctl-cpu-smoke-broken"}) == []
+
+
+def test_changed_runtime_flag_replaces_container_without_rebuild(docker_engine, stack_env, tmp_path):
+    """Runs after the smoke stack tests (module order): a changed serve flag restarts, never rebuilds."""
+    recipe = variant(tmp_path, "tuned", {'name = "cpu-smoke"': 'name = "cpu-smoke-tuned"',
+                                         "port = 8000": "port = 8011"})
+    stack = Stack(recipe, stack_env)
+    try:
+        stack.up()
+        first = docker_engine.containers.get("stackctl-cpu-smoke-tuned")
+        changed = variant(tmp_path, "tuned", {'name = "cpu-smoke"': 'name = "cpu-smoke-tuned"',
+                                              "port = 8000": "port = 8011",
+                                              "max_num_batched_tokens = 4096": "max_num_batched_tokens = 2048"})
+        started = time.monotonic()
+        result = stack.cli("up", str(changed))
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "up to date" in result.stderr and "replacing stackctl-cpu-smoke-tuned" in result.stderr
+        second = docker_engine.containers.get("stackctl-cpu-smoke-tuned")
+        assert second.id != first.id and second.image.id == first.image.id
+        assert time.monotonic() - started < 900
+    finally:
+        stack.down()
+    assert docker_engine.containers.list(all=True, filters={"name": "stackctl-cpu-smoke-tuned"}) == []
+
+
+def test_dry_run_prints_docker_arguments_only(docker_engine, stack_env):
+    result = run_cli("up", str(RECIPES / "cpu-smoke.toml"), "--dry-run", env=stack_env)
+    assert result.returncode == 0
+    kwargs = json.loads(result.stdout)
+    assert "pinning:" in result.stderr
+    assert kwargs["network_mode"] == "host" and kwargs["environment"]["PYTHONHASHSEED"] == "0"
