@@ -1,0 +1,246 @@
+"""Measure what the cache buys: a cold/warm probe, and a prefix-reuse workload shaped like agentic coding sessions.
+
+Every hit rate reported here is read from the server's own counters (/metrics), never from what the client expects.
+Workloads are bounded in request count and in time, and talk only to the stack's own address.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from stackctl import metrics
+from stackctl.httpclient import get_text, stream_completion
+
+VOCAB_WORDS = 4088  # the smoke model's vocabulary of "wN" words; other tokenizers split them, which is fine
+
+
+def words(count: int, offset: int) -> str:
+    return " ".join(f"w{(offset + i) % VOCAB_WORDS}" for i in range(count))
+
+
+def cache_counters(base_url: str) -> dict:
+    text = get_text(f"{base_url}/metrics")
+    names = {"queries": "vllm:prefix_cache_queries_total", "hits": "vllm:prefix_cache_hits_total",
+             "external_queries": "vllm:external_prefix_cache_queries_total",
+             "external_hits": "vllm:external_prefix_cache_hits_total"}
+    return {key: metrics.total(text, name) or 0.0 for key, name in names.items()}
+
+
+def hit_rate(before: dict, after: dict) -> float | None:
+    """Share of prompt tokens served from any cache tier between two counter readings (server's numbers)."""
+    queries = after["queries"] - before["queries"]
+    hits = (after["hits"] - before["hits"]) + (after["external_hits"] - before["external_hits"])
+    return hits / queries if queries > 0 else None
+
+
+# -- the single-prompt probe ------------------------------------------------------------------------------------
+
+def probe(base_url: str, model: str, tokens: int = 1024) -> dict:
+    """A unique prompt, then the same prompt again: cold TTFT, warm TTFT, their ratio, and the server's hit rate
+    for the repeat."""
+    prompt = words(tokens, random.SystemRandom().randrange(VOCAB_WORDS))
+    cold = stream_completion(base_url, model, prompt)
+    before = cache_counters(base_url)
+    warm = stream_completion(base_url, model, prompt)
+    after = cache_counters(base_url)
+    return {
+        "prompt_tokens": warm["usage"].get("prompt_tokens"),
+        "cold_ttft_s": cold["ttft_s"], "warm_ttft_s": warm["ttft_s"],
+        "warm_over_cold": warm["ttft_s"] / cold["ttft_s"] if cold["ttft_s"] else None,
+        "speedup": cold["ttft_s"] / warm["ttft_s"] if warm["ttft_s"] else None,
+        "hit_rate": hit_rate(before, after),
+    }
+
+
+# -- workloads --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Request:
+    """One request of a workload: when to send it (seconds from start), its prompt, how many tokens to generate."""
+
+    at: float
+    session: int
+    prompt: str
+    max_tokens: int
+
+
+def agentic_sessions(users: int, turns: int, system_tokens: int, turn_tokens: int, output_tokens: int,
+                     think_s: float = 0.0, seed: int = 0) -> list[list[Request]]:
+    """Concurrent sessions whose context grows turn by turn: a shared system prefix, then each turn repeats the
+    whole previous conversation and adds a new user message (the shape of agentic coding traffic)."""
+    rng = random.Random(seed)
+    system = words(system_tokens, 0)
+    sessions = []
+    for user in range(users):
+        context = system
+        requests = []
+        for turn in range(turns):
+            context += " " + words(turn_tokens, rng.randrange(VOCAB_WORDS))
+            requests.append(Request(at=turn * think_s, session=user, prompt=context, max_tokens=output_tokens))
+        sessions.append(requests)
+    return sessions
+
+
+def trace_sessions(path: Path, block_tokens: int = 64) -> list[list[Request]]:
+    """A kv-cache-tester style trace: {"requests": [{"t", "type", "in", "out", "hash_ids"}...]} (64-token blocks).
+    Each hash id becomes a fixed 64-word block, so requests sharing hash ids share prompt prefixes."""
+    data = json.loads(Path(path).read_text())
+    requests = data["requests"] if isinstance(data, dict) else data
+    out = []
+    for index, item in enumerate(requests):
+        blocks = [words(block_tokens, (int(h) * 7919) % VOCAB_WORDS) for h in item.get("hash_ids", [])]
+        prompt = " ".join(blocks)
+        extra = int(item.get("in", 0)) - len(blocks) * block_tokens
+        if extra > 0:
+            prompt += " " + words(extra, index * 31)
+        out.append([Request(at=float(item.get("t", 0.0)), session=index, prompt=prompt.strip() or "w0",
+                            max_tokens=max(1, int(item.get("out", 1))))])
+    return out
+
+
+@dataclass
+class RunResult:
+    arm: str
+    requests: list = field(default_factory=list)  # per request: start_s, ttft_s, e2e_s, in/out tokens, session
+    errors: int = 0
+    wall_s: float = 0.0
+    hit_rate: float | None = None
+    probe: dict | None = None
+
+    def summary(self) -> dict:
+        ttft = sorted(r["ttft_s"] for r in self.requests)
+        e2e = sorted(r["e2e_s"] for r in self.requests)
+        tokens_in = sum(r["prompt_tokens"] for r in self.requests)
+        tokens_out = sum(r["completion_tokens"] for r in self.requests)
+        wall = self.wall_s or 1e-9
+        return {
+            "arm": self.arm, "completed": len(self.requests), "errors": self.errors,
+            "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95), "ttft_max_s": ttft[-1] if ttft else None,
+            "e2e_p50_s": _pct(e2e, 50), "e2e_p95_s": _pct(e2e, 95), "e2e_max_s": e2e[-1] if e2e else None,
+            "input_tokens_per_s": tokens_in / wall, "output_tokens_per_s": tokens_out / wall,
+            "hit_rate": self.hit_rate, "wall_s": self.wall_s,
+            "probe_cold_ttft_s": (self.probe or {}).get("cold_ttft_s"),
+            "probe_warm_ttft_s": (self.probe or {}).get("warm_ttft_s"),
+        }
+
+
+def run_workload(base_url: str, model: str, sessions: list[list[Request]], arm: str, max_requests: int = 200,
+                 max_seconds: float = 300.0) -> RunResult:
+    """Each session runs in its own thread, its requests in order; the whole run stops at max_requests or
+    max_seconds, whichever comes first."""
+    result = RunResult(arm=arm)
+    lock = threading.Lock()
+    budget = {"left": max_requests}
+    started = time.perf_counter()
+    deadline = started + max_seconds
+    before = cache_counters(base_url)
+
+    def session_worker(requests: list[Request]) -> None:
+        for request in requests:
+            wait = started + request.at - time.perf_counter()
+            if wait > 0:
+                time.sleep(min(wait, max(0.0, deadline - time.perf_counter())))
+            with lock:
+                if budget["left"] <= 0 or time.perf_counter() >= deadline:
+                    return
+                budget["left"] -= 1
+            begin = time.perf_counter()
+            try:
+                timing = stream_completion(base_url, model, request.prompt, max_tokens=request.max_tokens,
+                                           timeout=max(5.0, deadline - begin + 60))
+            except Exception:  # a failed request is counted, never hidden
+                with lock:
+                    result.errors += 1
+                continue
+            usage = timing["usage"]
+            with lock:
+                result.requests.append({
+                    "session": request.session, "start_s": begin - started, "ttft_s": timing["ttft_s"],
+                    "e2e_s": timing["e2e_s"], "prompt_tokens": usage.get("prompt_tokens", 0),
+                    "completion_tokens": usage.get("completion_tokens", 0)})
+
+    threads = [threading.Thread(target=session_worker, args=(s,), daemon=True) for s in sessions]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=max(0.0, deadline - time.perf_counter()) + 120)
+    result.wall_s = time.perf_counter() - started
+    result.hit_rate = hit_rate(before, cache_counters(base_url))
+    return result
+
+
+def _pct(values: list, pct: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(pct) - 1]
+
+
+# -- reports ----------------------------------------------------------------------------------------------------
+
+def markdown_table(summaries: list[dict]) -> str:
+    columns = [("arm", "arm", "{}"), ("completed", "requests", "{}"), ("errors", "errors", "{}"),
+               ("ttft_p50_s", "TTFT p50 (s)", "{:.3f}"), ("ttft_p95_s", "TTFT p95 (s)", "{:.3f}"),
+               ("ttft_max_s", "TTFT max (s)", "{:.3f}"), ("e2e_p50_s", "E2E p50 (s)", "{:.3f}"),
+               ("e2e_p95_s", "E2E p95 (s)", "{:.3f}"), ("input_tokens_per_s", "in tok/s", "{:.0f}"),
+               ("output_tokens_per_s", "out tok/s", "{:.1f}"), ("hit_rate", "hit rate (server)", "{:.1%}"),
+               ("probe_cold_ttft_s", "probe cold TTFT (s)", "{:.3f}"),
+               ("probe_warm_ttft_s", "probe warm TTFT (s)", "{:.3f}")]
+    lines = ["| " + " | ".join(title for _, title, _ in columns) + " |",
+             "|" + "---|" * len(columns)]
+    for summary in summaries:
+        cells = [fmt.format(summary[key]) if summary.get(key) is not None else "-" for key, _, fmt in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(results: list[RunResult], path: Path) -> Path:
+    """TTFT over time per arm, and the cold vs warm probe bars, side by side (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (timeline, bars) = plt.subplots(1, 2, figsize=(12, 4.5), dpi=100,
+                                            gridspec_kw={"width_ratios": [2, 1]})
+    for result in results:
+        points = sorted((r["start_s"], r["ttft_s"]) for r in result.requests)
+        if points:
+            timeline.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
+                          linewidth=1, label=result.arm)
+    timeline.set_xlabel("request start (s)")
+    timeline.set_ylabel("TTFT (s)")
+    timeline.set_title("TTFT over time")
+    timeline.legend()
+    timeline.grid(alpha=0.3)
+    names = [r.arm for r in results]
+    cold = [(r.probe or {}).get("cold_ttft_s") or 0 for r in results]
+    warm = [(r.probe or {}).get("warm_ttft_s") or 0 for r in results]
+    positions = range(len(names))
+    bars.bar([p - 0.2 for p in positions], cold, width=0.4, label="cold")
+    bars.bar([p + 0.2 for p in positions], warm, width=0.4, label="warm (repeat)")
+    bars.set_xticks(list(positions), names)
+    bars.set_ylabel("TTFT (s)")
+    bars.set_title("single prompt: cold vs warm")
+    bars.legend()
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def write_reports(results: list[RunResult], out_dir: Path) -> dict:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summaries = [r.summary() for r in results]
+    payload = {"summaries": summaries, "runs": [asdict(r) for r in results]}
+    (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
+    (out_dir / "bench.md").write_text(markdown_table(summaries))
+    plot(results, out_dir / "bench.png")
+    return {"json": out_dir / "bench.json", "markdown": out_dir / "bench.md", "png": out_dir / "bench.png"}
