@@ -14,9 +14,10 @@ import click
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here (e.g. junit.xml).")
 @click.option("--deep", is_flag=True, help="Also restart the server and require LMCache hits afterwards.")
 @click.option("--skip", multiple=True, metavar="ID", help="Skip a check (repeatable).")
+@click.option("--fresh", is_flag=True, help="Probe the image again instead of reusing facts gathered for it.")
 @click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")
 @click.pass_context
-def doctor(ctx, recipe, scope, output_format, output, deep, skip, list_checks):
+def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks):
     """Prove RECIPE's stack is what the recipe says. Without RECIPE: check this host for ROCm serving.
 
     Exit status: 0 no check failed, 1 a check failed, 2 doctor could not run (no engine, a crashed check).
@@ -37,7 +38,7 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, list_checks):
     loaded = _recipe(recipe)
     if recipe is None:
         scopes = ["host"]
-    context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True))
+    context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh)
     results, broken = run_doctor(context, scopes, skip)
     report = _report(results, output_format, loaded, scopes)
     if output:

@@ -19,9 +19,10 @@ MARK = "----stackctl-probe-boundary----"
 
 
 class DoctorContext:
-    def __init__(self, recipe: Recipe, deep: bool = False, say=None):
+    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True):
         self.recipe = recipe
         self.deep = deep
+        self.use_cache = use_cache
         self.say = say or (lambda message: None)
         self.engine_error = ""
         self._cache: dict = {}
@@ -77,16 +78,24 @@ class DoctorContext:
         from stackctl.engine import docker_adapter
 
         engine = self.engine()
-        if docker_adapter.find_image(engine, self.image_tag) is None:
+        image = docker_adapter.find_image(engine, self.image_tag)
+        if image is None:
             raise Unavailable(f"image {self.image_tag} not built (run `stackctl build {self.recipe.source}`)")
         algo = self.hash_algo()
+        environment = stackspec.environment(self.recipe)
+        # An image never changes under its id: facts gathered for the same image, environment and hash algorithm
+        # are reused (the hash probe imports vLLM twice, seconds each). --fresh gathers them again.
+        cache_file = self._facts_cache_file(image.id, environment, algo)
+        if self.use_cache and cache_file.is_file():
+            self._cache["image"] = json.loads(cache_file.read_text())
+            return self._cache["image"]
         script = (f"python {PROBE}; echo {MARK}; "
                   f"python {PROBE} --hash-probe --hash-algo {algo} > /tmp/h1.json 2>/dev/null & "
                   f"python {PROBE} --hash-probe --hash-algo {algo} > /tmp/h2.json 2>/dev/null; wait; "
                   f"cat /tmp/h1.json; echo {MARK}; cat /tmp/h2.json")
         output = engine.containers.run(
             self.image_tag, ["-c", script], entrypoint="/bin/bash", remove=True, network_mode="host",
-            environment=stackspec.environment(self.recipe), stdout=True, stderr=False,
+            environment=environment, stdout=True, stderr=False,
         ).decode("utf-8", errors="replace")
         parts = output.split(MARK)
         try:
@@ -94,7 +103,16 @@ class DoctorContext:
         except (ValueError, IndexError) as exc:
             raise Unavailable(f"image probe output unreadable: {exc}: {output[:300]!r}") from None
         self._cache["image"] = facts
+        _write_atomically(cache_file, json.dumps(facts))
         return facts
+
+    def _facts_cache_file(self, image_id: str, environment: dict, algo: str):
+        import hashlib
+
+        from stackctl.runner import state_dir
+
+        key = hashlib.sha256(json.dumps([image_id, environment, algo], sort_keys=True).encode()).hexdigest()[:16]
+        return state_dir(self.recipe) / "image-facts" / f"{key}.json"
 
     def probe(self) -> dict:
         return self.image_facts()["probe"]
@@ -145,3 +163,12 @@ class DoctorContext:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
+
+
+def _write_atomically(path, text: str) -> None:
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
