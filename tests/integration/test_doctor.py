@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from conftest import REPO, run_cli
-from integration.conftest import Stack, variant
+from helpers import REPO, run_cli
+from stacks import Stack, variant
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

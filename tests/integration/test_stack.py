@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from conftest import RECIPES, run_cli
-from integration.conftest import Stack, variant
+from helpers import RECIPES, run_cli
+from stacks import Stack, variant
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

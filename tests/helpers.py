@@ -1,0 +1,22 @@
+"""Shared test helpers: paths of the repository and a runner for the real `stackctl` CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPES = REPO / "recipes"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600,
+            check: bool = False) -> subprocess.CompletedProcess:
+    """Run `python -m stackctl ARGS` as a user would, capturing text output."""
+    result = subprocess.run([sys.executable, "-m", "stackctl", *args], cwd=cwd or REPO, env=env,
+                            capture_output=True, text=True, timeout=timeout)
+    if check and result.returncode != 0:
+        raise AssertionError(f"stackctl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n"
+                             f"{result.stderr}")
+    return result
