@@ -41,7 +41,7 @@ def hit_rate(before: dict, after: dict) -> float | None:
 
 # -- the single-prompt probe ------------------------------------------------------------------------------------
 
-def probe(base_url: str, model: str, tokens: int = 1024) -> dict:
+def probe(base_url: str, model: str, tokens: int = 1200) -> dict:
     """A unique prompt, then the same prompt again: cold TTFT, warm TTFT, their ratio, and the server's hit rate
     for the repeat."""
     prompt = words(tokens, random.SystemRandom().randrange(VOCAB_WORDS))

@@ -11,7 +11,7 @@ import click
 @click.option("--probe", "probe_only", is_flag=True, help="Only the cold/warm single-prompt probe on RECIPE's stack.")
 @click.option("--min-speedup", type=float, help="With --probe: exit 1 unless cold TTFT / warm TTFT >= this.")
 @click.option("--min-hit-rate", type=float, help="With --probe: exit 1 unless the server's hit rate >= this.")
-@click.option("--tokens", type=click.IntRange(min=16), default=1024, show_default=True, help="Probe prompt length.")
+@click.option("--tokens", type=click.IntRange(min=16), default=1200, show_default=True, help="Probe prompt length.")
 @click.option("--trace", type=click.Path(exists=True, dir_okay=False), help="kv-cache-tester style trace JSON.")
 @click.option("--users", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--turns", type=click.IntRange(min=1), default=4, show_default=True)
