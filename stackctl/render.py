@@ -166,9 +166,9 @@ def _flag_lines(args: list[str]) -> list[list[str]]:
 
 def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
     files_dir = shipped("templates") / "files"
-    wanted = ["pip.sh", "filter_requirements.py", "purge_cuda.py"]
-    if recipe.model.generate:
-        wanted.append("make_tiny_model.py")
+    # The same helpers for every recipe: the `COPY build/` layer, and every layer after it, stays shared in the
+    # build cache between stacks.
+    wanted = ["pip.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py"]
     files = {f"build/{name}": (files_dir / name).read_bytes() for name in wanted}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
     for probe in sorted(shipped("checks").glob("*.py")):

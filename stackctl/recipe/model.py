@@ -86,11 +86,11 @@ def _plain(value):
 
 class Stack(Section):
     name = option(REQUIRED, "Stack name: image tag, container name and fleet label.", "str",
-                       pattern=NAME_PATTERN, example="minimax-m25-lmcache")
+                  pattern=NAME_PATTERN, example="minimax-m25-lmcache")
     platform = option("rocm", "Where it runs: AMD Instinct GPUs (rocm) or any x86 host (cpu).", "str",
-                           choices=("rocm", "cpu"))
+                      choices=("rocm", "cpu"))
     engine = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
-                         choices=("vllm", "atom-vllm"))
+                    choices=("vllm", "atom-vllm"))
     base_image = option(None, "Base image; default depends on platform and engine.", "str",
                         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", example="rocm/atom-dev:vllm-latest")
     description = option("", "Free text shown by `stackctl status`.", "str")
@@ -103,11 +103,11 @@ class Versions(Section):
                      pattern=VERSION_PATTERN, example="0.5.6")
     lmcache_git = option(None, "Build LMCache from this git URL@ref instead of the sdist.", "str",
                          pattern=r"^(https|ssh|file)://[^\s'\"]+@[A-Za-z0-9._/-]+$",
-                                        example="https://github.com/LMCache/LMCache@v0.5.6")
+                         example="https://github.com/LMCache/LMCache@v0.5.6")
     torch = option(None, "torch version installed in CPU images.", "str",
                    pattern=VERSION_PATTERN, example="2.13.0")
     gpu_arch = option(["gfx942"], "GPU architectures the HIP build targets (PYTORCH_ROCM_ARCH).",
-                                 "str_list", pattern=r"^gfx[0-9a-f]{3,4}$")
+                      "str_list", pattern=r"^gfx[0-9a-f]{3,4}$")
 
 
 class Model(Section):
@@ -121,51 +121,51 @@ class Model(Section):
     tool_call_parser = option(None, "vLLM --tool-call-parser (enables auto tool choice).", "str")
     reasoning_parser = option(None, "vLLM --reasoning-parser.", "str")
     generate = option(None, "Create a small random model at image build time instead of mounting "
-                                     "one (smoke tests; no download).", "str", choices=("tiny-random-llama",))
+                      "one (smoke tests; no download).", "str", choices=("tiny-random-llama",))
 
 
 class Serve(Section):
     port = option(8000, "HTTP port of the OpenAI-compatible server.", "int", minimum=1, maximum=65535)
     host = option("127.0.0.1", "Address the server binds.", "str")
     gpu_memory_utilization = option(0.9, "Fraction of each GPU's memory vLLM may use.", "float",
-                                           exclusive_minimum=0.0, maximum=1.0)
+                                    exclusive_minimum=0.0, maximum=1.0)
     max_num_batched_tokens = option(None, "vLLM --max-num-batched-tokens.", "int", minimum=1)
     max_num_seqs = option(None, "vLLM --max-num-seqs.", "int", minimum=1)
     block_size = option(None, "KV block size in tokens.", "int", minimum=1)
     async_scheduling = option(False, "vLLM --async-scheduling.", "bool")
     prefix_caching = option(True, "vLLM automatic prefix caching (the HBM tier).", "bool")
     prefix_caching_hash_algo = option(None, "vLLM --prefix-caching-hash-algo.", "str",
-                                                     choices=HASH_ALGOS)
+                                      choices=HASH_ALGOS)
     cudagraph_mode = option(None, "compilation_config.cudagraph_mode.", "str",
-                                           choices=CUDAGRAPH_MODES)
+                            choices=CUDAGRAPH_MODES)
     enforce_eager = option(False, "vLLM --enforce-eager (disables CUDA/HIP graphs).", "bool")
     compilation_config = option({}, "Extra compilation_config keys, merged with cudagraph_mode.",
-                                                "table")
+                                "table")
     dev_endpoints = option(False, "VLLM_SERVER_DEV_MODE=1: /reset_prefix_cache and /server_info, used by "
-                                 "`doctor` to prove hits come from LMCache.", "bool")
+                           "`doctor` to prove hits come from LMCache.", "bool")
     env = option({}, "Environment of the server process (no secrets: see secret_env).", "str_map")
     secret_env = option({}, "Container variable -> name of the host variable that holds the "
-                                        "secret; read at run time only.", "str_map")
+                        "secret; read at run time only.", "str_map")
     extra_args = option([], "Extra arguments appended to the server command line.", "str_list")
 
 
 class Tier(Section):
     kind = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
-                       "str", choices=TIER_KINDS)
+                  "str", choices=TIER_KINDS)
     size_gb = option(None, "Capacity in GiB (cpu, disk; optional for fs).", "float",
-                                      exclusive_minimum=0.0)
+                     exclusive_minimum=0.0)
     path = option(None, "Directory on the host (disk, fs).", "str")
     url = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
-                                "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
-                                pattern=r"^s3://[^/\s]+$", example="s3://kvcache.rgw.example.com:7480")
+                 "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
+                 pattern=r"^s3://[^/\s]+$", example="s3://kvcache.rgw.example.com:7480")
     region = option(None, "S3 region; LMCache requires it, also for Ceph (s3).", "str")
     disable_tls = option(False, "Plain HTTP to the S3 endpoint (lab Ceph clusters) (s3).", "bool")
     access_key_env = option(None, "Host variable holding the access key id (s3).", "str",
-                                           pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+                            pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     secret_key_env = option(None, "Host variable holding the secret key (s3).", "str",
-                                           pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+                            pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     credentials_file = option(None, "AWS-style credentials file on the host, mounted read-only (s3).",
-                                             "str")
+                              "str")
 
 
 # Which optional tier fields each kind accepts and requires.
@@ -182,7 +182,7 @@ class Cache(Section):
     enabled = option(False, "Use LMCache (KV offload beyond GPU HBM) through LMCacheConnectorV1.", "bool")
     chunk_size = option(256, "LMCache chunk size in tokens.", "int", minimum=1)
     hash_seed = option(None, "PYTHONHASHSEED for every server process; required for cache hits "
-                                      "across processes, restarts and hosts.", "int", minimum=0, maximum=4294967295)
+                       "across processes, restarts and hosts.", "int", minimum=0, maximum=4294967295)
     save_decode_cache = option(False, "Offload KV of decode steps too (causes long stalls).", "bool")
     use_layerwise = option(False, "LMCache layer-wise transfer (requires PIECEWISE graphs).", "bool")
     async_loading = option(False, "LMCache enable_async_loading.", "bool")
@@ -192,24 +192,24 @@ class Cache(Section):
 
 class Host(Section):
     numa = option("auto", "NUMA pinning: auto (the GPUs' nodes), off, a node, or nodes.",
-                                              "numa")
+                  "numa")
     isolcpus = option("auto", "Server CPUs: auto (isolated cores of the node if any), off, or a cpulist.",
-                           "cpulist_or_mode")
+                      "cpulist_or_mode")
     governor = option("performance", "Expected CPU frequency governor (null: do not check).", "str")
     numa_balancing = option(False, "Expected kernel.numa_balancing (AMD guidance: off).", "bool")
     gpus = option(None, "GPU indices the server uses; default the first tensor_parallel.",
-                                       "int_list")
+                  "int_list")
     shm_size = option("16g", "Shared memory size of the container.", "str", pattern=r"^[0-9]+[bkmg]?$")
 
 
 class Build(Section):
     wheelhouse = option(None, "Local folder of wheels pip may install from (air-gapped sites).",
-                                       "str")
+                        "str")
     ca_bundle = option(None, "CA bundle for pip inside the build (proxies with TLS inspection).",
-                                      "str")
+                       "str")
     pip_index = option(None, "pip index URL used inside the build.", "str")
     lmcache_from = option(None, "source (build for HIP) or wheel (PyPI); default: source on rocm, "
-                                         "wheel on cpu.", "str", choices=("source", "wheel"))
+                          "wheel on cpu.", "str", choices=("source", "wheel"))
     purge_cuda_packages = option(True, "Remove CUDA-only Python packages from the image.", "bool")
 
 
