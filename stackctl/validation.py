@@ -8,7 +8,7 @@ from stackctl.errors import RecipeError, StackctlError
 
 
 def validate_and_report(names: list[str], output_format: str = "text", strict: bool = False,
-                        skip: tuple = ()) -> int:
+                        skip: tuple = (), host: bool = False) -> int:
     """Check each recipe, print the findings, return the exit status (0 clean, 1 errors or strict warnings)."""
     from stackctl.cli.common import resolve_recipe_path
     from stackctl.recipe import load_recipe
@@ -18,7 +18,8 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
     for name in names:
         try:
             path = resolve_recipe_path(name)
-            findings = run_rules(load_recipe(path), skip)
+            recipe = load_recipe(path)
+            findings = run_rules(recipe, skip) + (host_capacity_findings(recipe) if host else [])
         except RecipeError as exc:
             path, findings = name, exc.findings
         except StackctlError as exc:
@@ -41,6 +42,33 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
     return 1 if failed else 0
 
 
+# Doctor's host checks whose numbers validate --host reports, and the tier kind each is about.
+_CAPACITY_CHECKS = {"host.cpu-tier-ram": "cpu", "host.disk-tier": "disk"}
+
+
+def host_capacity_findings(recipe) -> list:
+    """The recipe's tiers against THIS host (RAM minus headroom, free disk): the same checks and numbers as
+    `stackctl doctor`, reported at the tier's line."""
+    from stackctl.doctor.context import DoctorContext
+    from stackctl.doctor.registry import CHECKS, FAIL, WARN, load_all
+    from stackctl.findings import Finding, key_path_text
+    from stackctl.recipe.positions import lookup
+
+    load_all()
+    context = DoctorContext(recipe)
+    findings = []
+    for check_id, kind in _CAPACITY_CHECKS.items():
+        result = CHECKS[check_id].run(context)
+        if result.status not in (FAIL, WARN):
+            continue
+        index = next(i for i, tier in enumerate(recipe.cache.tiers) if tier.kind == kind)
+        path = ("cache", "tiers", index)
+        line, col = lookup(recipe.positions, path)
+        findings.append(Finding(recipe.source, line, col, key_path_text(path), f"on this host: {result.message}",
+                                CHECKS[check_id].fix, check_id, "warning"))
+    return findings
+
+
 def _print_text(results) -> None:
     counts = {"error": 0, "warning": 0, "info": 0}
     for result in results:
@@ -59,7 +87,7 @@ def _print_text(results) -> None:
 
 def parse_fast_args(args: list[str]):
     """Parse `validate` arguments without click; None when anything is unusual (click then handles it)."""
-    names, output_format, strict, skip = [], "text", False, []
+    names, output_format, strict, skip, host = [], "text", False, [], False
     it = iter(args)
     for arg in it:
         if arg == "--strict":
@@ -72,6 +100,8 @@ def parse_fast_args(args: list[str]):
                 output_format = value
             else:
                 skip.append(value)
+        elif arg == "--host":
+            host = True
         elif arg.startswith("--format="):
             output_format = arg.split("=", 1)[1]
         elif arg.startswith("-"):
@@ -80,4 +110,4 @@ def parse_fast_args(args: list[str]):
             names.append(arg)
     if not names or output_format not in ("text", "json"):
         return None
-    return names, output_format, strict, tuple(skip)
+    return names, output_format, strict, tuple(skip), host

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import FIXTURES, RECIPES, run_cli
+from helpers import FIXTURES, RECIPES, run_cli
 
 from stackctl.cli import COMMANDS
 
@@ -82,7 +82,7 @@ def test_init_preset_round_trips_through_validate(tmp_path):
 
 
 def test_readme_recipe_reference_is_in_step():
-    from conftest import REPO
+    from helpers import REPO
 
     from stackctl.recipe.schema import markdown_reference
 
@@ -91,3 +91,13 @@ def test_readme_recipe_reference_is_in_step():
     assert start in readme and end in readme, "README lacks the recipe reference markers"
     current = readme.split(start, 1)[1].split(end, 1)[0]
     assert current == markdown_reference(), "regenerate: stackctl schema --format markdown (see README)"
+
+
+def test_validate_host_reports_tiers_this_host_cannot_hold(tmp_path):
+    recipe = tmp_path / "big.toml"
+    recipe.write_text((RECIPES / "atom-lmcache-cpu.toml").read_text().replace("size_gb = 200", "size_gb = 100000"))
+    assert "host.cpu-tier-ram" not in run_cli("validate", str(recipe)).stdout  # host-independent by default
+    result = run_cli("validate", "--host", str(recipe))
+    assert result.returncode == 0, result.stderr
+    assert "warning[host.cpu-tier-ram] cache.tiers[0]: on this host: CPU tier 100000.0 GiB" in result.stdout
+    assert run_cli("validate", "--host", "--strict", str(recipe)).returncode == 1
