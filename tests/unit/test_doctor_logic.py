@@ -4,7 +4,7 @@ The same checks run against real servers and images in tests/integration/test_do
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, RECIPES
+from helpers import FIXTURES, RECIPES
 
 from stackctl import metrics
 from stackctl.doctor import registry, reporters

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 from stackctl.host.cpu import (
     CpuFacts,

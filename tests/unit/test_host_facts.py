@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 from stackctl.host import HostFacts, discover
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 from stackctl.host.gpus import (
     GpuDiscovery,

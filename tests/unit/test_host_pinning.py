@@ -1,7 +1,7 @@
 """Pinning decisions for several recipe policies on the fixture hosts."""
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 from stackctl.host import discover
 from stackctl.host.cpu import NumaNode

@@ -3,7 +3,7 @@
 import re
 
 import pytest
-from conftest import FIXTURES, RECIPES
+from helpers import FIXTURES, RECIPES
 
 from stackctl.recipe import load_recipe
 from stackctl.recipe.rules import RULES, run_rules
