@@ -279,7 +279,7 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
             begun = datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")
             uptime = int((datetime.now(timezone.utc) - begun).total_seconds())
         env = dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
-        port = _port_from_command(container.attrs["Config"].get("Cmd") or [], container) or "?"
+        port = _served_port(container) or "?"
         health = None
         if container.status == "running":
             code = get_status(f"http://127.0.0.1:{port}/health", timeout=2.0) if port != "?" else None
@@ -295,7 +295,7 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
     return rows
 
 
-def _port_from_command(cmd: list, container) -> str | None:
+def _served_port(container) -> str | None:
     """The server port, read from the bundle's serve.sh the container runs (the recipe may have changed since)."""
     for mount in container.attrs.get("Mounts", []):
         if mount.get("Destination") == stackspec.RUN_DIR:

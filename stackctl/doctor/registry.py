@@ -6,6 +6,8 @@ determine its fact returns SKIP with the reason, never PASS.
 
 from __future__ import annotations
 
+from stackctl.text import clean_doc
+
 SCOPES = ("host", "image", "server")
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
@@ -73,18 +75,10 @@ def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
     assert scope in SCOPES, scope
 
     def register(func):
-        CHECKS[check_id] = Check(check_id, scope, severity, summary, fix, _paragraphs(func.__doc__ or summary),
-                                 func)
+        CHECKS[check_id] = Check(check_id, scope, severity, summary, fix, clean_doc(func.__doc__ or summary), func)
         return func
 
     return register
-
-
-def _paragraphs(text: str) -> str:
-    lines = text.expandtabs().splitlines()
-    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
-    margin = min(indents) if indents else 0
-    return "\n".join([lines[0].strip()] + [line[margin:] for line in lines[1:]]).strip()
 
 
 def load_all() -> dict[str, Check]:

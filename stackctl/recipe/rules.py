@@ -13,6 +13,7 @@ from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 from stackctl.recipe.positions import lookup
+from stackctl.text import clean_doc
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from typing import Callable, Iterable, Iterator
@@ -34,7 +35,7 @@ def rule(rule_id: str, severity: str, summary: str, fix: str):
     """Register a rule function under a stable id."""
 
     def register(check: Callable[[Recipe], Iterable[Hit]]):
-        doc = _clean_doc(check.__doc__ or summary)
+        doc = clean_doc(check.__doc__ or summary)
         RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check)
         return check
 
@@ -54,13 +55,6 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
             findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
                                     rule_.id, rule_.severity))
     return sorted(findings, key=lambda f: (f.line, f.col, f.rule_id))
-
-
-def _clean_doc(text: str) -> str:
-    lines = text.expandtabs().splitlines()
-    indents = [len(line) - len(line.lstrip()) for line in lines[1:] if line.strip()]
-    margin = min(indents) if indents else 0
-    return "\n".join([lines[0].strip()] + [line[margin:] for line in lines[1:]]).strip()
 
 
 # -- helpers shared by rules ----------------------------------------------------------------------------------
