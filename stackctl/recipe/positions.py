@@ -17,6 +17,15 @@ Path = tuple  # tuple[str | int, ...]
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
+def _string_end(text: str, start: int) -> int:
+    """Index just after the one-line string that opens at text[start] (basic strings honour backslash escapes)."""
+    quote = text[start]
+    end = start + 1
+    while end < len(text) and text[end] != quote:
+        end += 2 if (quote == '"' and text[end] == "\\") else 1
+    return end + 1
+
+
 def _read_key(text: str, i: int) -> tuple[list[str], int]:
     """Read a (possibly dotted, possibly quoted) key starting at text[i]; return parts and the index after it."""
     parts: list[str] = []
@@ -24,12 +33,9 @@ def _read_key(text: str, i: int) -> tuple[list[str], int]:
         while i < len(text) and text[i] in " \t":
             i += 1
         if i < len(text) and text[i] in "\"'":
-            quote = text[i]
-            end = i + 1
-            while end < len(text) and text[end] != quote:
-                end += 2 if (quote == '"' and text[end] == "\\") else 1
-            parts.append(text[i + 1 : end])
-            i = end + 1
+            end = _string_end(text, i)
+            parts.append(text[i + 1 : end - 1])
+            i = end
         else:
             match = _BARE_KEY.match(text, i)
             if not match:
@@ -63,10 +69,7 @@ def _skip_value(lines: list[str], row: int, col: int) -> tuple[int, int]:
                 col = close + 3
                 continue
             if ch in "\"'":
-                close = col + 1
-                while close < len(line) and line[close] != ch:
-                    close += 2 if (ch == '"' and line[close] == "\\") else 1
-                col = close + 1
+                col = _string_end(line, col)
                 continue
             if ch == "#":
                 break
@@ -140,10 +143,7 @@ def _index_inline_table(line: str, start: int, base: Path, row: int, positions: 
         while j < len(line):
             ch = line[j]
             if ch in "\"'":
-                close = j + 1
-                while close < len(line) and line[close] != ch:
-                    close += 2 if (ch == '"' and line[close] == "\\") else 1
-                j = close + 1
+                j = _string_end(line, j)
                 continue
             if ch in "[{":
                 depth += 1
