@@ -175,8 +175,11 @@ def lmcache_config(recipe: Recipe) -> dict | None:
             if tier.disable_tls:
                 extra["disable_tls"] = True
         elif tier.kind == "fs":
-            config["remote_url"] = "fs://" + tier.path
-    if "remote_url" in config:
+            # The plugin form: LMCache 0.5.6 cannot parse a host-less legacy URL like fs:///path (it only warns,
+            # and runs without the tier).
+            config["remote_storage_plugins"] = ["fs"]
+            extra["remote_storage_plugin.fs.base_path"] = tier.path
+    if "remote_url" in config or "remote_storage_plugins" in config:
         config["remote_serde"] = "naive"
     config["save_decode_cache"] = cache.save_decode_cache
     config["use_layerwise"] = cache.use_layerwise

@@ -240,11 +240,19 @@ class _Loader:
         if "exclusive_minimum" in meta and isinstance(value, (int, float)) and value <= meta["exclusive_minimum"]:
             self.problem(path, f"must be > {meta['exclusive_minimum']}, got {value}",
                          f"set {name} to a positive value")
+        if "key_pattern" in meta and isinstance(value, dict):
+            for key in value:
+                if not re.match(meta["key_pattern"], key):
+                    self.problem(path + (key,), f"{key!r} is not a variable name", "use letters, digits and _")
         if "pattern" in meta:
-            for item in value if isinstance(value, list) else [value]:
+            items = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
+            for item in items:
                 if isinstance(item, str) and not re.match(meta["pattern"], item):
                     self.problem(path, f"{item!r} does not match {meta['pattern']}",
                                  f"for example {meta.get('example', 'see `stackctl schema`')}")
+        if name == "pip_index" and isinstance(value, str) and re.match(r"^[a-z+]+://[^/]*@", value):
+            self.problem(path, "holds credentials; secrets never go in a recipe (they would stay in the image)",
+                         "give pip its credentials through a netrc file or keyring on the build host")
         if name == "env" and isinstance(value, dict):
             for key in value:
                 if _SECRET_ENV_NAME.search(key):

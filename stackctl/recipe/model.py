@@ -12,6 +12,7 @@ from __future__ import annotations
 REQUIRED = object()  # marks a field the recipe must set
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$"
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
@@ -143,16 +144,18 @@ class Serve(Section):
                                 "table")
     dev_endpoints = option(False, "VLLM_SERVER_DEV_MODE=1: /reset_prefix_cache and /server_info, used by "
                            "`doctor` to prove hits come from LMCache.", "bool")
-    env = option({}, "Environment of the server process (no secrets: see secret_env).", "str_map")
+    env = option({}, "Environment of the server process (no secrets: see secret_env).", "str_map",
+                 key_pattern=ENV_NAME_PATTERN)
     secret_env = option({}, "Container variable -> name of the host variable that holds the "
-                        "secret; read at run time only.", "str_map")
+                        "secret; read at run time only.", "str_map", key_pattern=ENV_NAME_PATTERN,
+                        pattern=ENV_NAME_PATTERN)
     extra_args = option([], "Extra arguments appended to the server command line.", "str_list")
 
 
 class Tier(Section):
     kind = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
                   "str", choices=TIER_KINDS)
-    size_gb = option(None, "Capacity in GiB (cpu, disk; optional for fs).", "float",
+    size_gb = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).", "float",
                      exclusive_minimum=0.0)
     path = option(None, "Directory on the host (disk, fs).", "str")
     url = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
@@ -174,7 +177,7 @@ TIER_FIELDS = {
     "disk": {"allowed": {"size_gb", "path"}, "required": {"size_gb", "path"}},
     "s3": {"allowed": {"url", "region", "disable_tls", "access_key_env", "secret_key_env", "credentials_file"},
            "required": {"url", "region"}},
-    "fs": {"allowed": {"path", "size_gb"}, "required": {"path"}},
+    "fs": {"allowed": {"path"}, "required": {"path"}},
 }
 
 
@@ -207,7 +210,8 @@ class Build(Section):
                         "str")
     ca_bundle = option(None, "CA bundle for pip inside the build (proxies with TLS inspection).",
                        "str")
-    pip_index = option(None, "pip index URL used inside the build.", "str")
+    pip_index = option(None, "pip index URL used inside the build (no credentials: they would stay in the "
+                       "image; use a netrc or a proxy).", "str", example="https://pypi.internal.example/simple")
     lmcache_from = option(None, "source (build for HIP) or wheel (PyPI); default: source on rocm, "
                           "wheel on cpu.", "str", choices=("source", "wheel"))
     purge_cuda_packages = option(True, "Remove CUDA-only Python packages from the image.", "bool")

@@ -90,7 +90,7 @@ def test_readme_recipe_reference_is_in_step():
     start, end = "<!-- recipe-reference:start -->\n", "<!-- recipe-reference:end -->"
     assert start in readme and end in readme, "README lacks the recipe reference markers"
     current = readme.split(start, 1)[1].split(end, 1)[0]
-    assert current == markdown_reference(), "regenerate: stackctl schema --format markdown (see README)"
+    assert current == markdown_reference(), "regenerate it: python scripts/update-readme.py"
 
 
 def test_validate_host_reports_tiers_this_host_cannot_hold(tmp_path):

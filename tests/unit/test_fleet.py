@@ -1,0 +1,420 @@
+"""The pure parts of `stackctl fleet`: batches, inventory order, per-host recipes, the shared-tier consistency
+check, the ansible-runner arguments, the event tracker and the reports. Ansible itself runs in
+tests/integration/test_fleet.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+
+from helpers import RECIPES, REPO
+from stackctl import fleet as fl
+from stackctl.errors import StackctlError
+from stackctl.recipe import load_recipe, load_recipe_text
+from stackctl.stackspec import recipe_hash
+
+PLAYBOOKS = REPO / "playbooks"
+ROLE = PLAYBOOKS / "roles" / "stackctl_host"
+
+
+# -- batches ---------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [("2", 2), ("1", 1), (" 3 ", 3), ("50%", "50%"), ("100%", "100%"),
+                                            (None, None), ("", None)])
+def test_parse_batch(text, expected):
+    assert fl.parse_batch(text) == expected
+
+
+@pytest.mark.parametrize("text", ["0", "0%", "101%", "-1", "two", "2.5", "%"])
+def test_parse_batch_refuses(text):
+    with pytest.raises(StackctlError, match="--batch"):
+        fl.parse_batch(text)
+
+
+@pytest.mark.parametrize("text, expected", [("0", 0), ("25%", 25), ("100", 100), (10, 10)])
+def test_parse_percent(text, expected):
+    assert fl.parse_percent(text) == expected
+
+
+@pytest.mark.parametrize("text", ["101", "-5", "ten", "5.5%"])
+def test_parse_percent_refuses(text):
+    with pytest.raises(StackctlError, match="--max-fail"):
+        fl.parse_percent(text)
+
+
+HOSTS3 = ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("hosts, batch, expected", [
+    (HOSTS3, None, [["a", "b", "c"]]),
+    (HOSTS3, 1, [["a"], ["b"], ["c"]]),
+    (HOSTS3, 2, [["a", "b"], ["c"]]),
+    (HOSTS3, 5, [["a", "b", "c"]]),
+    (HOSTS3, "50%", [["a"], ["b"], ["c"]]),      # int(3 * 0.5) = 1, as Ansible rounds
+    (HOSTS3, "1%", [["a"], ["b"], ["c"]]),       # never below one host
+    (HOSTS3, "100%", [["a", "b", "c"]]),
+    (["a", "b", "c", "d"], "50%", [["a", "b"], ["c", "d"]]),
+    ([], 2, []),
+])
+def test_batches_follow_ansible_serial(hosts, batch, expected):
+    assert fl.batches(hosts, batch) == expected
+
+
+# -- inventory and plan ------------------------------------------------------------------------------------------
+
+def test_inventory_hosts_keep_inventory_order_without_duplicates():
+    listing = {
+        "_meta": {"hostvars": {"z-meta-only": {}, "web-1": {}, "gpu-1": {}, "gpu-2": {}}},
+        "all": {"children": ["ungrouped", "gpus", "web"]},
+        "ungrouped": {"hosts": []},
+        "gpus": {"hosts": ["gpu-1"], "children": ["rack2"]},
+        "rack2": {"hosts": ["gpu-2", "gpu-1"]},
+        "web": {"hosts": ["web-1", "gpu-2"]},
+    }
+    assert fl.inventory_hosts(listing) == ["gpu-1", "gpu-2", "web-1", "z-meta-only"]
+
+
+def test_host_recipe_names_prefer_the_inventory_variable():
+    names = fl.host_recipe_names(["a", "b"], {"b": {"stackctl_recipe": "b.toml"}}, "default.toml")
+    assert names == {"a": "default.toml", "b": "b.toml"}
+
+
+def test_host_recipe_names_refuse_a_host_without_recipe():
+    with pytest.raises(StackctlError, match=r"no recipe for host\(s\) a"):
+        fl.host_recipe_names(["a", "b"], {"b": {"stackctl_recipe": "b.toml"}}, None)
+
+
+def test_inventory_recipe_paths_are_relative_to_the_inventory(tmp_path):
+    (tmp_path / "recipes").mkdir()
+    (tmp_path / "recipes" / "x.toml").write_text("")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("")
+    assert fl.resolve_inventory_path("recipes/x.toml", str(inventory)) == str(tmp_path / "recipes" / "x.toml")
+    assert fl.resolve_inventory_path("recipes/x.toml", str(tmp_path)) == str(tmp_path / "recipes" / "x.toml")
+    assert fl.resolve_inventory_path("cpu-smoke", str(inventory)) == "cpu-smoke"   # a shipped name stays
+    assert fl.resolve_inventory_path("/abs/r.toml", str(inventory)) == "/abs/r.toml"
+
+
+def test_tuning_follows_the_recipe():
+    smoke = load_recipe(RECIPES / "cpu-smoke.toml")
+    assert fl.tuning_for(smoke) == {"numa_balancing": 0, "governor": "performance"}
+    pinned = _recipe('[host]\nisolcpus = "8-15"\nnuma_balancing = true\ngovernor = "schedutil"\n')
+    assert fl.tuning_for(pinned) == {"numa_balancing": 1, "governor": "schedutil", "isolcpus": "8-15"}
+
+
+def test_host_plan_carries_the_recipe_hash():
+    smoke = load_recipe(RECIPES / "cpu-smoke.toml")
+    plan = fl.host_plan("/r/cpu-smoke.toml", smoke)
+    assert plan == {"recipe": "/r/cpu-smoke.toml", "recipe_hash": recipe_hash(smoke), "stack": "cpu-smoke",
+                    "tuning": fl.tuning_for(smoke)}
+
+
+def test_wheelhouse_id_follows_content(tmp_path):
+    (tmp_path / "a-1.0-py3-none-any.whl").write_bytes(b"one")
+    (tmp_path / "notes.txt").write_text("not a wheel")
+    first = fl.wheelhouse_id(tmp_path)
+    assert first == fl.wheelhouse_id(tmp_path) and len(first) == 16
+    (tmp_path / "notes.txt").write_text("changed, still not a wheel")
+    assert fl.wheelhouse_id(tmp_path) == first
+    (tmp_path / "a-1.0-py3-none-any.whl").write_bytes(b"rebuilt, same version")
+    assert fl.wheelhouse_id(tmp_path) != first
+
+
+# -- shared-tier consistency -----------------------------------------------------------------------------------
+
+S3 = (RECIPES / "vllm-lmcache-s3.toml").read_text()
+FS = (RECIPES / "vllm-lmcache-remote-fs.toml").read_text()
+
+
+def _variant(text: str, old: str, new: str):
+    assert old in text, old
+    return load_recipe_text(text.replace(old, new, 1), "variant.toml")
+
+
+def _recipe(extra: str):
+    return load_recipe_text('[stack]\nname = "t"\nplatform = "cpu"\n[model]\npath = "/m"\n' + extra, "t.toml")
+
+
+def test_identical_recipes_on_a_shared_tier_agree():
+    same = load_recipe_text(S3, "s3.toml")
+    assert fl.find_tier_mismatches({"h1": same, "h2": same, "h3": load_recipe_text(S3, "copy.toml")}) == []
+    fl.check_shared_tiers({"h1": same, "h2": same})
+
+
+@pytest.mark.parametrize("old, new, key", [
+    ("chunk_size = 256", "chunk_size = 512", "cache.chunk_size"),
+    ("hash_seed = 0", "hash_seed = 7", "cache.hash_seed"),
+    ('kv_cache_dtype = "auto"', 'kv_cache_dtype = "fp8"', "model.kv_cache_dtype"),
+    ('path = "/models/Qwen3-32B"', 'path = "/models/Qwen3-32B-v2"', "model.path"),
+    ("tensor_parallel = 2", "tensor_parallel = 4", "model.tensor_parallel"),
+    ('lmcache = "0.5.6"', 'lmcache = "0.5.5"', "versions.lmcache"),
+    ("hash_seed = 0", 'hash_seed = 0\nextra = { pre_caching_hash_algorithm = "sha256_cbor" }',
+     "cache.extra.pre_caching_hash_algorithm"),
+    ('cudagraph_mode = "FULL_AND_PIECEWISE"', 'cudagraph_mode = "FULL_AND_PIECEWISE"\n'
+     'extra_args = ["--revision", "abc123"]', "model revision (serve.extra_args --revision)"),
+])
+def test_a_cache_key_difference_on_a_shared_tier_is_refused(old, new, key):
+    fleet = {"h1": load_recipe_text(S3, "s3.toml"), "h2": load_recipe_text(S3, "s3.toml"),
+             "h3": _variant(S3, old, new)}
+    mismatches = fl.find_tier_mismatches(fleet)
+    assert [m.key for m in mismatches] == [key]
+    with pytest.raises(StackctlError) as error:
+        fl.check_shared_tiers(fleet)
+    message = str(error.value)
+    assert "\n" not in message
+    assert key in message and "h1, h2" in message and "on h3" in message
+    assert "s3 s3://kvcache.rgw.example.com:7480" in message
+
+
+def test_the_message_counts_further_differences():
+    other = _variant(S3.replace("chunk_size = 256", "chunk_size = 128"), "hash_seed = 0", "hash_seed = 1")
+    with pytest.raises(StackctlError, match=r"\(and 1 more difference\(s\)\)"):
+        fl.check_shared_tiers({"a": load_recipe_text(S3, "s3.toml"), "b": other})
+
+
+def test_equal_settings_written_differently_agree():
+    # The LMCache default version and an explicit pin of the same version write the same keys; so do
+    # cache.hash_seed and serve.env PYTHONHASHSEED with the same value.
+    base = load_recipe_text(S3, "s3.toml")
+    default_version = _variant(S3, 'lmcache = "0.5.6"\n', "")
+    from stackctl import stackspec
+
+    if stackspec.versions(default_version)["lmcache"] != "0.5.6":
+        pytest.skip("the compatibility table's default LMCache is no longer 0.5.6")
+    env_seed = load_recipe_text(S3.replace("hash_seed = 0", "").replace(
+        "[serve]\n", '[serve]\nenv = { PYTHONHASHSEED = "0" }\n', 1), "env.toml")
+    assert fl.find_tier_mismatches({"a": base, "b": default_version, "c": env_seed}) == []
+
+
+def test_hosts_on_different_tiers_or_without_cache_are_not_compared():
+    base = load_recipe_text(S3, "s3.toml")
+    other_bucket = _variant(S3.replace("chunk_size = 256", "chunk_size = 512"),
+                            "s3://kvcache.rgw.example.com:7480", "s3://other.rgw.example.com:7480")
+    no_cache = _variant(S3.replace("chunk_size = 256", "chunk_size = 512"),
+                        "[cache]\nenabled = true", "[cache]\nenabled = false")
+    fs_host = load_recipe_text(FS.replace("chunk_size = 256", "chunk_size = 64"), "fs.toml")
+    assert fl.find_tier_mismatches({"a": base, "b": other_bucket, "c": no_cache, "d": fs_host}) == []
+
+
+def test_shared_fs_tier_is_compared_too():
+    fleet = {"a": load_recipe_text(FS, "fs.toml"),
+             "b": load_recipe_text(FS.replace("/mnt/pnfs/lmcache", "/mnt/pnfs/lmcache/"), "fs2.toml")}
+    assert fl.find_tier_mismatches(fleet) == []   # the same directory, written with a trailing slash
+    fleet["c"] = _variant(FS, "chunk_size = 256", "chunk_size = 512")
+    (mismatch,) = fl.find_tier_mismatches(fleet)
+    assert mismatch.tier == "fs /mnt/pnfs/lmcache" and mismatch.values == {"256": ["a", "b"], "512": ["c"]}
+
+
+# -- ansible-runner arguments -------------------------------------------------------------------------------------
+
+def _extravars(**overrides):
+    values = dict(batch=2, max_fail=10, skip_up=True, wheelhouse="/w", wheelhouse_archive="/w.tar",
+                  wheelhouse_hash="abc", artifacts_dir="/art", tune=True, allow_reboot=False,
+                  doctor_skip=("host.x",), up_args=())
+    values.update(overrides)
+    return fl.rollout_extravars({"h": {"recipe": "/r.toml"}}, **values)
+
+
+def test_rollout_extravars():
+    extra = _extravars()
+    assert extra["stackctl_fleet_serial"] == 2
+    assert extra["stackctl_fleet_max_fail_percentage"] == 10
+    assert extra["stackctl_host_fleet_plan"] == {"h": {"recipe": "/r.toml"}}
+    assert extra["stackctl_host_skip_up"] is True and extra["stackctl_host_apply_tuning"] is True
+    assert extra["stackctl_host_allow_reboot"] is False
+    assert extra["stackctl_host_doctor_skip"] == ["host.x"]
+    assert _extravars(batch=None)["stackctl_fleet_serial"] == "100%"
+    assert _extravars(batch="25%")["stackctl_fleet_serial"] == "25%"
+    json.dumps(extra)  # extra vars travel as JSON
+
+
+def test_extravars_are_the_variables_the_playbooks_read():
+    role_text = "\n".join(p.read_text() for p in ROLE.rglob("*.yml"))
+    plays = (PLAYBOOKS / "rollout.yml").read_text()
+    names = set(_extravars()) | set(fl.doctor_extravars({}, scope="host"))
+    for name in names:
+        where = plays if name.startswith("stackctl_fleet_") else role_text
+        assert re.search(rf"\b{name}\b", where), f"{name} is not used by the playbooks"
+    defaults = (ROLE / "defaults" / "main.yml").read_text()
+    for name in names:
+        if name.startswith("stackctl_host_"):
+            assert re.search(rf"^{name}:", defaults, re.M), f"{name} has no default in the role"
+
+
+def test_task_names_the_tracker_reads_exist_in_the_playbooks():
+    tasks = {m.group(1).strip().strip('"') for p in ROLE.rglob("*.yml")
+             for m in re.finditer(r"^\s*- name: (.+)$", p.read_text(), re.M)}
+    plays = {m.group(1) for p in PLAYBOOKS.glob("*.yml") for m in re.finditer(r"^- name: (.+)$", p.read_text(), re.M)}
+    assert fl.TASK_DONE <= tasks
+    assert {fl.TASK_RECIPE_HASH, fl.TASK_ROLLOUT_RECORD, fl.TASK_UP} <= tasks
+    assert {t for t in tasks if t.startswith(fl.DOCTOR_TASK_PREFIX)} == {
+        "Run stackctl doctor (preflight)", "Run stackctl doctor (gate)", "Run stackctl doctor"}
+    assert {fl.ROLLOUT_PLAY, fl.DOCTOR_PLAY} <= plays
+
+
+def test_runner_kwargs():
+    kwargs = fl.runner_kwargs(private_data_dir="/run/x", playbook="/p/playbooks/rollout.yml", inventory="/i/hosts",
+                              extravars={"a": 1}, forks=3, envvars={"EXTRA": "1"})
+    assert kwargs["playbook"] == "/p/playbooks/rollout.yml"
+    assert kwargs["project_dir"] == "/p/playbooks"          # roles/ resolve beside the playbook
+    assert kwargs["inventory"] == "/i/hosts" and kwargs["private_data_dir"] == "/run/x"
+    assert kwargs["extravars"] == {"a": 1} and kwargs["forks"] == 3
+    assert kwargs["quiet"] is True and kwargs["verbosity"] == 0
+    assert kwargs["envvars"]["ANSIBLE_PIPELINING"] == "True" and kwargs["envvars"]["EXTRA"] == "1"
+
+
+@pytest.mark.parametrize("hosts, forks", [(0, 1), (1, 1), (3, 3), (500, 50)])
+def test_default_forks_check_hosts_in_parallel(hosts, forks):
+    assert fl.default_forks(hosts) == forks
+
+
+# -- events -> outcomes -------------------------------------------------------------------------------------------
+
+def _event(kind, host=None, task="", res=None, **data):
+    event_data = {"task": task, **data}
+    if host is not None:
+        event_data["host"] = host
+    if res is not None:
+        event_data["res"] = res
+    return {"event": kind, "event_data": event_data}
+
+
+def _report(*results):
+    return json.dumps({"stack": "s", "summary": {}, "results": [
+        {"id": i, "status": s, "message": m, "scope": "host", "severity": "error", "fix": "", "details": {}}
+        for i, s, m in results]})
+
+
+def _host_finishes(host, changed_tasks=1, recipe="aaaaaaaaaaaa"):
+    yield _event("runner_on_start", host, "Create the venv")
+    for index in range(changed_tasks):
+        yield _event("runner_on_ok", host, f"Change {index}", {"changed": True})
+    yield _event("runner_on_ok", host, fl.TASK_RECIPE_HASH, {"changed": False, "stdout": recipe + "\n"})
+    yield _event("runner_on_ok", host, "Run stackctl doctor (preflight)",
+                 {"changed": False, "stdout": _report(("host.pinning", "pass", "fine"), ("host.x", "warn", "meh"))})
+    yield _event("runner_on_skipped", host, "Set kernel.numa_balancing")
+    yield _event("runner_on_ok", host, "Rollout finished on this host", {"changed": False})
+
+
+def _rollout_tracker(hosts=("h1", "h2", "h3"), batch=1):
+    hosts = list(hosts)
+    plans = {h: {"recipe_hash": "aaaaaaaaaaaa"} for h in hosts}
+    return fl.FleetTracker(hosts, fl.batches(hosts, batch), fl.ROLLOUT_PLAY, plans)
+
+
+def test_a_failed_preflight_names_host_and_check_and_later_hosts_are_not_reached():
+    tracker = _rollout_tracker()
+    lines = []
+    lines += tracker.handle(_event("playbook_on_play_start", name="Pack the wheelhouse on the controller"))
+    lines += tracker.handle(_event("runner_on_ok", "localhost", "Pack the wheelhouse", {"changed": True}))
+    lines += tracker.handle(_event("playbook_on_play_start", name=fl.ROLLOUT_PLAY))
+    for event in _host_finishes("h1", changed_tasks=2):
+        lines += tracker.handle(event)
+    lines += tracker.handle(_event("playbook_on_play_start", name=fl.ROLLOUT_PLAY))
+    lines += tracker.handle(_event("runner_on_ok", "h2", "Run stackctl doctor (preflight)", {
+        "changed": False, "stdout": _report(("host.cpu-tier-ram", "fail", "CPU tier 4096.0 GiB > RAM 23.5 GiB"),
+                                            ("host.pinning", "pass", "ok"))}))
+    lines += tracker.handle(_event("runner_on_failed", "h2", "Stop when a preflight check failed", {
+        "msg": "preflight failed: host.cpu-tier-ram: CPU tier 4096.0 GiB > RAM 23.5 GiB"}))
+    lines += tracker.handle(_event("runner_on_ok", "h2", "Collect the result", {"changed": False}))
+    lines += tracker.handle(_event("playbook_on_stats"))
+
+    assert "batch 1/3: h1" in lines and "batch 2/3: h2" in lines
+    assert any("h2" in line and "FAILED" in line and "host.cpu-tier-ram" in line for line in lines)
+    assert not any("localhost" in line for line in lines)  # the controller's own play is not a fleet host
+
+    h1, h2, h3 = tracker.results()
+    assert (h1.status, h2.status, h3.status) == ("changed", "failed", "not reached")
+    assert (h1.batch, h2.batch, h3.batch) == (1, 2, 3)
+    assert h1.changed == 2 and h1.running_recipe() == "aaaaaaaaaaaa"
+    assert h2.checks("fail") == [{"id": "host.cpu-tier-ram", "message": "CPU tier 4096.0 GiB > RAM 23.5 GiB"}]
+    assert h2.failed_task == "Stop when a preflight check failed"
+    assert h2.running_recipe() == "unchanged" and h3.running_recipe() == "unchanged"
+    assert fl.detail(h2) == "preflight: host.cpu-tier-ram: CPU tier 4096.0 GiB > RAM 23.5 GiB"
+    assert fl.detail(h1) == "2 change(s); warnings: host.x"
+    assert fl.exit_status(tracker.results()) == 1
+    assert fl.recipe_groups(tracker.results()) == {"aaaaaaaaaaaa": ["h1"], "unchanged": ["h2", "h3"]}
+
+    table = fl.summary_table(tracker.results(), "title")
+    rows = {line.split()[0]: line for line in table.splitlines()[2:6]}
+    assert rows["HOST"].split()[:4] == ["HOST", "BATCH", "STATUS", "RECIPE"]
+    assert re.match(r"h1\s+1\s+changed\s+aaaaaaaaaaaa\s+2 change", rows["h1"])
+    assert re.match(r"h2\s+2\s+failed\s+unchanged\s+preflight: host.cpu-tier-ram: CPU tier", rows["h2"])
+    assert re.match(r"h3\s+3\s+not reached\s+unchanged\s+not touched", rows["h3"])
+    assert "recipe aaaaaaaaaaaa: h1" in table
+    assert "unchanged (previous recipe, untouched): h2, h3" in table
+    assert table.splitlines()[-1] == "1 changed, 1 failed, 1 not reached"
+
+    summary = fl.summary_json(tracker.results(), {"action": "rollout"})
+    assert summary["summary"] == {"ok": 0, "changed": 1, "failed": 1, "unreachable": 0, "stopped": 0,
+                                  "not reached": 1}
+    by_host = {h["host"]: h for h in summary["hosts"]}
+    assert by_host["h2"]["failed_checks"][0]["id"] == "host.cpu-tier-ram"
+    assert by_host["h2"]["doctor_phase"] == "preflight"
+    assert by_host["h1"]["recipe"] == "aaaaaaaaaaaa" and by_host["h3"]["recipe"] == "unchanged"
+    json.dumps(summary)
+
+
+def test_all_hosts_finished_is_exit_zero_and_an_unchanged_host_is_ok():
+    tracker = _rollout_tracker(("h1", "h2"), batch=None)
+    tracker.handle(_event("playbook_on_play_start", name=fl.ROLLOUT_PLAY))
+    for host, changes in (("h1", 0), ("h2", 3)):
+        for event in _host_finishes(host, changed_tasks=changes):
+            tracker.handle(event)
+    assert [o.status for o in tracker.results()] == ["ok", "changed"]
+    assert fl.exit_status(tracker.results()) == 0
+    assert fl.recipe_groups(tracker.results()) == {"aaaaaaaaaaaa": ["h1", "h2"]}
+
+
+def test_unreachable_ignored_and_stopped_hosts():
+    tracker = _rollout_tracker(("h1", "h2", "h3"), batch=None)
+    tracker.handle(_event("runner_on_unreachable", "h1", "Check the rollout inputs",
+                          {"msg": "Failed to connect to the host via ssh: Connection refused", "unreachable": True}))
+    tracker.handle(_event("runner_on_failed", "h2", "Optional probe", {"msg": "nope"}, ignore_errors=True))
+    for event in _host_finishes("h2", changed_tasks=0):
+        tracker.handle(event)
+    tracker.handle(_event("runner_on_ok", "h3", "Create the venv", {"changed": True}))
+    h1, h2, h3 = tracker.results()
+    assert h1.status == "unreachable" and "Connection refused" in fl.detail(h1)
+    assert h2.status == "ok"
+    assert h3.status == "stopped" and h3.running_recipe() == "unchanged"
+
+
+def test_a_host_that_fails_during_up_has_an_unknown_recipe():
+    tracker = _rollout_tracker(("h1",), batch=None)
+    tracker.handle(_event("runner_on_start", "h1", fl.TASK_UP))
+    tracker.handle(_event("runner_on_failed", "h1", fl.TASK_UP, {
+        "msg": "non-zero return code", "rc": 1, "stderr": "pinning: ...\nstackctl: server exited during start-up\n"}))
+    (h1,) = tracker.results()
+    assert h1.status == "failed" and h1.running_recipe() == "unknown"
+    assert h1.message == "stackctl: server exited during start-up (exit 1)"
+    assert fl.detail(h1) == "Run stackctl up: stackctl: server exited during start-up (exit 1)"
+
+
+def test_fleet_doctor_reads_each_hosts_rollout_record():
+    tracker = fl.FleetTracker(["h1", "h2"], None, fl.DOCTOR_PLAY)
+    record = base64.b64encode(json.dumps({"recipe_hash": "bbbbbbbbbbbb"}).encode()).decode()
+    tracker.handle(_event("runner_on_ok", "h1", fl.TASK_ROLLOUT_RECORD, {"content": record}))
+    tracker.handle(_event("runner_on_ok", "h1", "Run stackctl doctor", {"stdout": _report(("host.a", "pass", ""))}))
+    tracker.handle(_event("runner_on_ok", "h1", "Checks finished on this host", {}))
+    tracker.handle(_event("runner_on_failed", "h2", "Stop when stackctl is not installed", {
+        "msg": "stackctl is not installed in /opt/stackctl/venv (run `stackctl fleet rollout` first)"}))
+    h1, h2 = tracker.results()
+    assert h1.status == "ok" and h1.recipe_hash == "bbbbbbbbbbbb" and h1.report_phase == ""
+    assert h2.status == "failed" and "not installed" in fl.detail(h2, "doctor")
+    table = fl.summary_table(tracker.results(), "t", "doctor")
+    assert table.splitlines()[2].split() == ["HOST", "STATUS", "RECIPE", "DETAIL"]
+    assert "recipe bbbbbbbbbbbb: h1" in table and "recipe no rollout record: h2" in table
+
+
+@pytest.mark.parametrize("result, message", [
+    ({"msg": "preflight failed: host.a: x"}, "preflight failed: host.a: x"),
+    ({"msg": "non-zero return code", "rc": 2, "stderr": "warn\nstackctl: no engine\n"}, "stackctl: no engine (exit 2)"),
+    ({"msg": "", "rc": 1, "stderr": ""}, "failed (exit 1)"),
+    ({"msg": "line one\n   line two"}, "line one line two"),
+])
+def test_failure_message(result, message):
+    assert fl.failure_message(result) == message
