@@ -167,18 +167,21 @@ def _atom_cuda_graphs(recipe: Recipe) -> Iterator[Hit]:
         yield (("serve", "cudagraph_mode"), "ATOM run with cudagraph_mode NONE")
 
 
-@rule("disk-tier-needs-cpu-tier", "error",
-      "a disk tier without a CPU tier: LMCache's local disk backend needs the CPU backend",
-      "add a [[cache.tiers]] with kind = \"cpu\" before the disk tier")
-def _disk_needs_cpu(recipe: Recipe) -> Iterator[Hit]:
-    """LMCache's `local_disk` backend writes through the CPU backend (`local_cpu`) and needs
-    `max_local_disk_size > 0`. Without a CPU tier, the disk tier is silently never used.
+@rule("tier-needs-cpu-tier", "error",
+      "a disk or remote tier without a CPU tier: LMCache stages those through its CPU backend",
+      "add a [[cache.tiers]] with kind = \"cpu\" before the other tiers")
+def _tier_needs_cpu(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache's `local_disk` backend writes through the CPU backend (`local_cpu`), and its remote backends (S3, fs)
+    use the CPU backend as their buffer (0.5.6 asserts "Remote backend requires local CPU backend as a buffer").
+    Without a CPU tier the lower tiers are silently never used, or the connector fails to start.
 
     Fix: add a CPU tier (`kind = "cpu"`, `size_gb = ...`).
     """
-    if recipe.cache.enabled and recipe.tiers_of("disk") and not recipe.tiers_of("cpu"):
-        index = next(i for i, t in enumerate(recipe.cache.tiers) if t.kind == "disk")
-        yield (("cache", "tiers", index), "disk tier without a CPU tier")
+    if recipe.cache.enabled and not recipe.tiers_of("cpu"):
+        for index, tier in enumerate(recipe.cache.tiers):
+            if tier.kind in ("disk", "s3", "fs"):
+                yield (("cache", "tiers", index), f"{tier.kind} tier without a CPU tier")
+                return
 
 
 @rule("gpu-visibility-mismatch", "error",
