@@ -101,3 +101,26 @@ def test_validate_host_reports_tiers_this_host_cannot_hold(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "warning[host.cpu-tier-ram] cache.tiers[0]: on this host: CPU tier 100000.0 GiB" in result.stdout
     assert run_cli("validate", "--host", "--strict", str(recipe)).returncode == 1
+
+
+def test_ctrl_c_exits_130_and_bugs_are_one_line_without_debug(monkeypatch, capsys):
+    import stackctl.cli as cli_module
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module, "_run", interrupted)
+    with pytest.raises(SystemExit) as info:
+        cli_module.main(["validate", "x.toml"])
+    assert info.value.code == 130 and "interrupted" in capsys.readouterr().err
+
+    def bug(argv):
+        raise ZeroDivisionError("boom")
+
+    monkeypatch.setattr(cli_module, "_run", bug)
+    with pytest.raises(SystemExit) as info:
+        cli_module.main(["validate", "x.toml"])
+    err = capsys.readouterr().err
+    assert info.value.code == 70 and err.count("\n") == 1 and "internal error: ZeroDivisionError: boom" in err
+    with pytest.raises(ZeroDivisionError):
+        cli_module.main(["--debug", "validate", "x.toml"])
