@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from stackctl.errors import StackctlError
 
 
-def resolve_recipe_path(name: str) -> Path:
+def resolve_recipe_path(name: str) -> str:
     """A recipe path as given, or the name of a shipped recipe (``cpu-smoke`` or ``cpu-smoke.toml``)."""
-    path = Path(name)
-    if path.exists():
-        return path
-    if path.parent == Path(".") or str(path.parent) == "recipes":
+    if os.path.exists(name):
+        return name  # os.path, not pathlib: this runs on `validate`'s start-up path
+    folder, base = os.path.split(name)
+    if folder in ("", "recipes"):
         from stackctl.resources import shipped
 
-        stem = path.name[:-5] if path.name.endswith(".toml") else path.name
+        stem = base[:-5] if base.endswith(".toml") else base
         candidate = shipped("recipes") / f"{stem}.toml"
         if candidate.exists():
-            return candidate
+            return str(candidate)
     raise StackctlError(f"{name}: no such recipe file (fix: check the path; shipped recipes: "
                         f"{', '.join(shipped_recipe_names())})")
 

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
-from pathlib import Path
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-_COMPAT_FILE = Path(__file__).with_name("compat.toml")
+_COMPAT_FILE = os.path.join(os.path.dirname(__file__), "compat.toml")
 
 
 @functools.lru_cache(maxsize=None)
 def table() -> dict:
     """The parsed compatibility table."""
-    return tomllib.loads(_COMPAT_FILE.read_text(encoding="utf-8"))
+    with open(_COMPAT_FILE, encoding="utf-8") as handle:
+        return tomllib.loads(handle.read())
 
 
 def parse_version(text: str | None):
