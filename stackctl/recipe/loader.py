@@ -29,7 +29,7 @@ _INLINE_SECRET_KEYS = {
     "aws_secret_access_key": "secret_key_env", "password": "a *_env reference", "token": "a *_env reference",
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_SECRET_ENV_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|ACCESS_KEY|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
+SECRET_ENV_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|ACCESS_KEY|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
 def load_recipe(path: str | Path) -> model.Recipe:
@@ -257,7 +257,7 @@ class _Loader:
                          "give pip its credentials through a netrc file or keyring on the build host")
         if name == "env" and isinstance(value, dict):
             for key in value:
-                if _SECRET_ENV_NAME.search(key):
+                if SECRET_ENV_NAME.search(key):
                     self.problem(path + (key,), "looks like a secret; secrets never go in a recipe",
                                  f'move it to serve.secret_env: {key} = "NAME_OF_HOST_VARIABLE"')
 

@@ -1,0 +1,261 @@
+"""vLLM server flags -> recipe keys: the inverse of stackspec.serve_args. Flags without a recipe field go to
+serve.extra_args verbatim; secrets on the command line are never copied."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from stackctl import stackspec
+from stackctl.errors import StackctlError
+from stackctl.importer.draft import Draft
+from stackctl.importer.flag_values import INVALID, convert, flag_name, has_control, merge_dict_flags, one_line
+from stackctl.importer.launch import Launch
+from stackctl.importer.values import CONTROL, drop_nulls, fits
+from stackctl.recipe import model
+
+# flag -> (section, key, converter): the inverse of stackspec.serve_args.
+VALUE_FLAGS = {
+    "--host": ("serve", "host", str),
+    "--port": ("serve", "port", int),
+    "--tensor-parallel-size": ("model", "tensor_parallel", int),
+    "-tp": ("model", "tensor_parallel", int),
+    "--dtype": ("model", "dtype", str),
+    "--kv-cache-dtype": ("model", "kv_cache_dtype", str),
+    "--max-model-len": ("model", "max_model_len", "human_int"),
+    "--gpu-memory-utilization": ("serve", "gpu_memory_utilization", float),
+    "--max-num-batched-tokens": ("serve", "max_num_batched_tokens", "human_int"),
+    "--max-num-seqs": ("serve", "max_num_seqs", int),
+    "--block-size": ("serve", "block_size", int),
+    "--prefix-caching-hash-algo": ("serve", "prefix_caching_hash_algo", str),
+    "--reasoning-parser": ("model", "reasoning_parser", str),
+}
+BOOL_FLAGS = {
+    "--trust-remote-code": ("model", "trust_remote_code"),
+    "--enable-prefix-caching": ("serve", "prefix_caching"),
+    "--async-scheduling": ("serve", "async_scheduling"),
+    "--enforce-eager": ("serve", "enforce_eager"),
+}
+_SECRET_FLAG = re.compile(r"^--([a-z0-9]+-)*(api-key|token|secret|password|credentials?|access-key)$")
+_SECRET_FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
+
+
+class ServerFlags:
+    """Reads the server's argv into the draft: known flags to recipe keys, the rest verbatim to extra_args."""
+
+    def __init__(self, draft: Draft, launch: Launch):
+        self.draft, self.launch, self.args = draft, launch, launch.args
+        self.extra: list[str] = []
+        self.compilation: list[tuple[list[str], str, object]] = []  # (tokens, dotted key or "", value)
+        self.kv_transfer: list[tuple[list[str], str, object]] = []
+        self.tool_choice: list[str] = []
+        self.tool_parser: tuple[list[str], str] | None = None
+        self.lmcache_overrides: dict = {}
+        self.model_arg = ""
+
+    def read(self) -> None:
+        args, i = self.args, 0
+        if self.launch.kind == "vllm serve" and args and not args[0].startswith("-"):
+            self.set_model(args[0], "")
+            i = 1
+        while i < len(args):
+            i = self.read_one(i)
+        self.finish()
+
+    def value_at(self, i: int) -> tuple[str | None, int]:
+        """The value of the flag at i (`--flag=value` or the next token) and the index after it."""
+        token = self.args[i]
+        if token.startswith("-") and "=" in token:
+            return token.split("=", 1)[1], i + 1
+        if i + 1 < len(self.args) and not self.args[i + 1].startswith("--"):
+            return self.args[i + 1], i + 2
+        return None, i + 1
+
+    def read_one(self, i: int) -> int:
+        token = self.args[i]
+        name = flag_name(token)
+        if not token.startswith("-"):
+            self.extra.append(token)
+            return i + 1
+        if name == "--model":
+            value, after = self.value_at(i)
+            if value is not None:
+                self.set_model(value, "from --model")
+            return after
+        if name in VALUE_FLAGS:
+            return self.read_value_flag(i, name)
+        bare = name[5:] if name.startswith("--no-") else name[2:]
+        if "--" + bare in BOOL_FLAGS and "=" not in token:
+            section, key = BOOL_FLAGS["--" + bare]
+            self.draft.set(section, key, not name.startswith("--no-"))
+            return i + 1
+        if name == "--served-model-name":
+            return self.read_served_names(i)
+        if name in ("--compilation-config", "-cc") or name.startswith(("--compilation-config.", "-cc.")):
+            return self.read_dict_flag(i, name, self.compilation)
+        if name == "-O" or name.startswith("-O.") or token.startswith("-O") or name == "--optimization-level":
+            return self.read_optimization(i, token)
+        if name == "--kv-transfer-config" or name.startswith("--kv-transfer-config."):
+            return self.read_dict_flag(i, name, self.kv_transfer)
+        if name == "--enable-auto-tool-choice":
+            self.tool_choice = [token]
+            return i + 1
+        if name == "--tool-call-parser":
+            value, after = self.value_at(i)
+            if value is not None:
+                self.tool_parser = (self.args[i:after], value)
+            return after
+        if _SECRET_FLAG.match(name):
+            return self.read_secret_flag(i, name)
+        self.extra.append(token)
+        return i + 1
+
+    def set_model(self, path: str, why: str) -> None:
+        if CONTROL.search(path) or not path:
+            raise StackctlError(f"model {path!r}: not a usable model path (fix: a directory or a Hugging Face id)")
+        self.model_arg = path
+        host_path, mapped = self.launch.host_path(path)
+        self.draft.set("model", "path", host_path, why or None)
+        if mapped:
+            self.draft.comment("model", "path", f"host path of the container's {path} (docker volume): stackctl "
+                                                "mounts it at the same path")
+
+    def read_value_flag(self, i: int, name: str) -> int:
+        section, key, converter = VALUE_FLAGS[name]
+        value, after = self.value_at(i)
+        tokens = self.args[i:after]
+        converted = convert(value, converter) if value is not None else None
+        cls = model.SECTION_TYPES[section]
+        if converted is None or not fits(cls, key, converted):
+            self.extra += tokens
+            if value is not None:
+                self.draft.notes.append(f"{name} {value}: not a valid {section}.{key}; kept in serve.extra_args")
+            return after
+        self.draft.set(section, key, converted)
+        return after
+
+    def read_served_names(self, i: int) -> int:
+        token = self.args[i]
+        names = [token.split("=", 1)[1]] if "=" in token else []
+        after = i + 1
+        if not names:
+            while after < len(self.args) and not self.args[after].startswith("-"):
+                names.append(self.args[after])
+                after += 1
+        if names and fits(model.Model, "served_name", names[0]):
+            self.draft.set("model", "served_name", names[0])
+            if len(names) > 1:
+                self.draft.notes.append(f"--served-model-name aliases {', '.join(names[1:])} dropped: a recipe "
+                                        "serves one name")
+        else:
+            self.extra += self.args[i:after]
+        return after
+
+    def read_dict_flag(self, i: int, name: str, store: list) -> int:
+        value, after = self.value_at(i)
+        tokens = self.args[i:after]
+        dotted = name.split(".", 1)[1] if "." in name else ""
+        if value is None:
+            self.extra += tokens
+            return after
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value if dotted else INVALID
+        store.append((tokens, dotted, parsed))
+        return after
+
+    def read_optimization(self, i: int, token: str) -> int:
+        """-O3 / -O 3 / --optimization-level 3 is vLLM's optimization level (no recipe field: kept verbatim);
+        -O '{json}' and -O.key=value are the older spelling of --compilation-config."""
+        if token.startswith("-O.") or (token == "-O" and i + 1 < len(self.args)
+                                       and self.args[i + 1].lstrip().startswith("{")):
+            return self.read_dict_flag(i, "-cc" + token[2:].split("=", 1)[0], self.compilation)
+        attached = (token.startswith("-O") and token != "-O") or "=" in token
+        after = min(i + 1 if attached else i + 2, len(self.args))
+        self.extra += self.args[i:after]
+        self.draft.comment("serve", "extra_args", "-O / --optimization-level is kept as given; it also sets the "
+                                                  "default cudagraph_mode (O2/O3: FULL_AND_PIECEWISE)")
+        return after
+
+    def read_secret_flag(self, i: int, name: str) -> int:
+        value, after = self.value_at(i)
+        if value is None or value.startswith("-"):
+            self.extra.append(self.args[i])
+            return i + 1
+        variable = _SECRET_FLAG_ENV.get(name)
+        if variable:
+            self.draft.values["serve"].setdefault("secret_env", {})[variable] = variable
+            self.draft.notes.append(f"{name} carried a secret on the command line; not copied: vLLM reads "
+                                    f"{variable} instead (serve.secret_env)")
+        else:
+            self.draft.notes.append(f"{name} carried a secret on the command line; not copied: pass it through "
+                                    "serve.secret_env")
+        return after
+
+    def finish(self) -> None:
+        self.finish_compilation()
+        self.finish_kv_transfer()
+        if self.tool_choice and self.tool_parser and fits(model.Model, "tool_call_parser", self.tool_parser[1]):
+            self.draft.set("model", "tool_call_parser", self.tool_parser[1])
+        else:
+            self.extra += self.tool_choice + (self.tool_parser[0] if self.tool_parser else [])
+        extra = []
+        for token in self.extra:
+            token = one_line(token)
+            if token is None:
+                self.draft.notes.append("a multi-line argument that is not JSON was dropped: add it to "
+                                        "serve.extra_args by hand")
+            else:
+                extra.append(token)
+        if extra:
+            self.draft.set("serve", "extra_args", extra, "flags stackctl has no field for, kept as given")
+
+    def finish_compilation(self) -> None:
+        config = merge_dict_flags(self.compilation)
+        if config is None:
+            for tokens, _, _ in self.compilation:
+                self.extra += tokens
+            return
+        if not self.compilation:
+            return
+        if has_control(config):
+            for tokens, _, _ in self.compilation:
+                self.extra += tokens
+            return
+        mode = config.pop("cudagraph_mode", None)
+        if isinstance(mode, str) and mode.upper() in model.CUDAGRAPH_MODES:
+            self.draft.set("serve", "cudagraph_mode", mode.upper())
+        elif mode is not None:
+            config["cudagraph_mode"] = mode
+        dropped = drop_nulls(config)
+        if dropped:
+            self.draft.notes.append(f"--compilation-config keys set to null (vLLM's default) were dropped: "
+                                    f"{', '.join(dropped)}")
+        if config:
+            self.draft.set("serve", "compilation_config", config)
+
+    def finish_kv_transfer(self) -> None:
+        config = merge_dict_flags(self.kv_transfer)
+        tokens = [t for entry in self.kv_transfer for t in entry[0]]
+        if config is None or config.get("kv_connector") != stackspec.KV_CONNECTOR["kv_connector"]:
+            if config and "LMCache" in json.dumps(config):
+                self.draft.notes.append("--kv-transfer-config names LMCache in a form stackctl does not manage; "
+                                        "kept in serve.extra_args")
+            self.extra += tokens
+            return
+        self.draft.set("cache", "enabled", True, "--kv-transfer-config with LMCacheConnectorV1")
+        rest = dict(config)
+        rest.pop("kv_connector")
+        extra_config = rest.pop("kv_connector_extra_config", None) or {}
+        other = {}
+        if isinstance(extra_config, dict):
+            for key, value in extra_config.items():
+                if key.startswith("lmcache."):
+                    self.lmcache_overrides[key[len("lmcache."):]] = value
+                else:
+                    other[key] = value
+        if rest != {"kv_role": stackspec.KV_CONNECTOR["kv_role"]} or other or not isinstance(extra_config, dict):
+            self.extra += tokens
+            self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
+                                    "serve.extra_args, where it overrides the one stackctl writes")

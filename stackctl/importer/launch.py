@@ -1,0 +1,203 @@
+"""Finding the launch in a shell script: the server's argv and environment, the wrappers and container around it."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from pathlib import Path
+
+from stackctl.errors import StackctlError
+from stackctl.importer.docker import read_docker_run
+from stackctl.importer.shell import ASSIGNMENT, KEYWORDS, assignment, command_words, expand, split_commands
+
+
+class Launch:
+    """What a launch script runs: the server's argv and environment, and the container around it (if any)."""
+
+    def __init__(self):
+        self.kind = ""                  # "vllm serve", "api_server" or "image entrypoint"
+        self.args: list[str] = []       # server arguments after `vllm serve` / `-m module`
+        self.env: dict[str, str] = {}   # the server process's environment as the script sets it
+        self.passthrough: list[str] = []  # docker -e NAME: taken from the host at run time
+        self.image: str | None = None
+        self.devices: list[str] = []
+        self.volumes: list[tuple[str, str]] = []  # (host, container)
+        self.container_name: str | None = None
+        self.shm_size: str | None = None
+        self.numa: str | None = None    # numactl --cpunodebind / --membind
+        self.cpus: str | None = None    # taskset -c / docker --cpuset-cpus
+        self.notes: list[str] = []
+
+    def host_path(self, path: str) -> tuple[str, bool]:
+        """(host path, whether it differs) behind a container path (docker -v): stackctl mounts host paths at the
+        same place."""
+        if not path.startswith("/"):
+            return path, False
+        for host, container in sorted(self.volumes, key=lambda v: -len(v[1])):
+            container = container.rstrip("/") or "/"
+            if host.startswith("/") and (path == container or path.startswith(container.rstrip("/") + "/")):
+                mapped = posixpath.normpath(host.rstrip("/") + path[len(container.rstrip("/")):]) \
+                    if container != "/" else posixpath.normpath(host + path)
+                return mapped, mapped != path
+        return path, False
+
+
+def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
+    """The first server launch in a shell script (a StackctlError when there is none)."""
+    launches = _scan(text, {}, set(), script_dir, in_container=False)
+    if not launches:
+        raise StackctlError("no server command found (fix: the script must run `vllm serve MODEL ...`, `python -m "
+                            "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... IMAGE vllm "
+                            "serve MODEL ...`)")
+    launch = launches[0]
+    if len(launches) > 1:
+        launch.notes.append(f"the script starts {len(launches)} servers; imported the first one")
+    return launch
+
+
+def _scan(text: str, variables: dict, exported: set, script_dir, in_container: bool) -> list[Launch]:
+    """Every launch in text, following the variables and exports the script sets on the way."""
+    launches = []
+    for command in split_commands(text):
+        words = command_words(command)
+        while words and words[0] in KEYWORDS:
+            words = words[1:]
+        if not words:
+            continue
+        head = words[0]
+        if all(ASSIGNMENT.match(w) for w in words):
+            for word in words:
+                key, value = assignment(word, variables)
+                if value is not None:
+                    variables[key] = value
+        elif head in ("export", "declare", "typeset", "readonly", "local"):
+            exporting = head == "export" or any(w.startswith("-") and "x" in w for w in words[1:])
+            for word in words[1:]:
+                if word.startswith("-"):
+                    continue
+                key, value = assignment(word, variables)
+                if value is not None:
+                    variables[key] = value
+                if exporting:
+                    exported.add(key)
+        elif head == "unset":
+            for word in words[1:]:
+                variables.pop(word, None)
+                exported.discard(word)
+        else:
+            launch = _launch_in(words, variables, exported, script_dir, in_container)
+            if launch is not None:
+                launches.append(launch)
+    return launches
+
+
+def _launch_in(words, variables, exported, script_dir, in_container) -> Launch | None:
+    """The launch in one command, if it starts a server (directly, through docker, or through `bash -c`)."""
+    inline = {}
+    index = 0
+    while index < len(words) and ASSIGNMENT.match(words[index]):
+        key, value = assignment(words[index], variables)
+        if value is not None:
+            inline[key] = value
+        index += 1
+    argv = [part for word in words[index:] for part in expand(word, variables)]
+    env = {key: variables[key] for key in sorted(exported) if key in variables}
+    env.update(inline)
+    for position, word in enumerate(argv):
+        base = posixpath.basename(word)
+        if base in ("docker", "podman") and not in_container:
+            rest = argv[position + 1:]
+            if rest[:1] == ["run"] or rest[:2] == ["container", "run"]:
+                return _docker_launch(rest[1 if rest[0] == "run" else 2:], env, script_dir)
+        kind, start = _server_at(argv, position)
+        if kind:
+            launch = Launch()
+            launch.kind, launch.args, launch.env = kind, argv[start:], env
+            _read_wrappers(argv[:position], launch)
+            return launch
+        if base in ("bash", "sh") and position + 2 < len(argv) and argv[position + 1] in ("-c", "-lc", "-ec"):
+            inner = _scan(argv[position + 2], {**variables, **inline}, set(exported) | set(inline), script_dir,
+                          in_container)
+            if inner:
+                _read_wrappers(argv[:position], inner[0])
+                return inner[0]
+            return None
+    return None
+
+
+def _server_at(argv: list[str], i: int) -> tuple[str, int]:
+    """("vllm serve" | "api_server", index of its first argument) when a server command starts at argv[i]."""
+    base = posixpath.basename(argv[i])
+    if base == "vllm" and argv[i + 1:i + 2] == ["serve"]:
+        return "vllm serve", i + 2
+    if re.fullmatch(r"python[0-9.]*", base) and argv[i + 1:i + 3] == ["-m", "vllm.entrypoints.openai.api_server"]:
+        return "api_server", i + 3
+    return "", 0
+
+
+def _docker_launch(words: list[str], host_env: dict, script_dir) -> Launch | None:
+    """`docker run [options] IMAGE [command]`: the container's environment, devices and mounts, then the server.
+    host_env is what the script exported (docker -e NAME copies from it)."""
+    run = read_docker_run(words, host_env, script_dir)
+    if run is None:
+        return None
+    if run.command and run.command[0].startswith("-"):
+        server = Launch()
+        server.kind, server.args = "image entrypoint", run.command
+        run.notes.append(f"the container command starts with a flag: assumed {run.image}'s entrypoint is the vLLM "
+                         "OpenAI server")
+    else:
+        inner = _scan(shlex.join(run.command), dict(run.env), set(run.env), script_dir, in_container=True)
+        if not inner:
+            return None
+        server = inner[0]
+    launch = Launch()
+    launch.kind, launch.args = server.kind, server.args
+    launch.env = {**run.env, **server.env}
+    launch.passthrough = run.passthrough
+    launch.image = run.image
+    launch.devices, launch.volumes = run.devices, run.volumes
+    launch.container_name, launch.shm_size = run.name, run.shm_size
+    launch.numa = server.numa or run.mems
+    launch.cpus = server.cpus or run.cpus
+    launch.notes = run.notes + server.notes
+    hidden = sorted(key for key in host_env if key == "PYTHONHASHSEED" and key not in launch.env)
+    for key in hidden:
+        launch.notes.append(f"{key} is set in the script but not passed to the container (no -e {key}): the "
+                            "server ran without it")
+    return launch
+
+
+def _read_wrappers(prefix: list[str], launch: Launch) -> None:
+    """numactl / taskset / env in front of the server: pinning and extra variables."""
+    for i, word in enumerate(prefix):
+        base = posixpath.basename(word)
+        value = prefix[i + 1] if i + 1 < len(prefix) else ""
+        if base == "numactl":
+            for opt, node_value in _options(prefix[i + 1:], ("--cpunodebind", "-N", "--membind", "-m")):
+                if re.fullmatch(r"[0-9,-]+", node_value) and (launch.numa is None or opt in ("--cpunodebind", "-N")):
+                    launch.numa = node_value
+        elif base == "taskset":
+            for opt, cpus in _options(prefix[i + 1:], ("-c", "--cpu-list")):
+                launch.cpus = cpus
+            if launch.cpus is None and value:
+                launch.notes.append(f"taskset with a CPU mask ({value}) is not imported: set host.isolcpus to the "
+                                    "CPU list")
+        elif ASSIGNMENT.match(word):
+            key, val = word.split("=", 1)
+            launch.env[key] = val
+
+
+def _options(words: list[str], names: tuple) -> list[tuple[str, str]]:
+    """(option, value) pairs for `--opt=value`, `--opt value`, `-o value` and `-ovalue` forms."""
+    found = []
+    for i, word in enumerate(words):
+        for name in names:
+            if word == name and i + 1 < len(words):
+                found.append((name, words[i + 1]))
+            elif word.startswith(name + "="):
+                found.append((name, word[len(name) + 1:]))
+            elif len(name) == 2 and word.startswith(name) and len(word) > 2 and not word.startswith("--"):
+                found.append((name, word[2:]))
+    return found

@@ -1,0 +1,180 @@
+"""LMCache settings -> the recipe's cache section and tiers: the inverse of stackspec.lmcache_config. Keys without a
+recipe field go to cache.extra; credentials are never copied."""
+
+from __future__ import annotations
+
+import math
+
+from stackctl.importer.credentials import strip_secrets
+from stackctl.importer.draft import Draft
+from stackctl.importer.launch import Launch
+from stackctl.importer.values import drop_nulls, fits
+from stackctl.recipe import model
+
+
+def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_config: dict, overrides: dict,
+                 yaml_given: bool) -> None:
+    """LMCache settings: the YAML, then LMCACHE_* variables, then kv_connector_extra_config (LMCache's order)."""
+    config = dict(yaml_config or {})
+    env_config = dict(env_config)
+    credentials_file = env_config.pop("__credentials_file__", None)
+    key_env = {name: env_config.pop(f"__{name}__", None) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    config.update(env_config)
+    config.update(overrides)
+    enabled = bool(draft.get("cache", "enabled"))
+    if not enabled and not config:
+        return
+    if not enabled:
+        draft.notes.append("LMCache settings found but the server has no LMCacheConnectorV1 --kv-transfer-config: "
+                           "imported with cache.enabled = false")
+        draft.set("cache", "enabled", False)
+    tp = draft.get("model", "tensor_parallel", 1)
+    extra: dict = {}
+    if "chunk_size" in config:
+        chunk = config.pop("chunk_size")
+        if isinstance(chunk, str) and chunk.strip().isdigit():
+            chunk = int(chunk)
+        if isinstance(chunk, int) and not isinstance(chunk, bool) and fits(model.Cache, "chunk_size", chunk):
+            draft.set("cache", "chunk_size", chunk)
+        else:
+            extra["chunk_size"] = chunk
+    _cpu_tier(draft, config, tp, extra)
+    _disk_tier(draft, launch, config, tp, extra)
+    _remote_tier(draft, launch, config, extra, credentials_file, key_env)
+    for key, field in (("save_decode_cache", "save_decode_cache"), ("use_layerwise", "use_layerwise"),
+                       ("enable_async_loading", "async_loading")):
+        if key in config:
+            value = _to_bool(config.pop(key))
+            if value:
+                draft.set("cache", field, True)
+    for key, value in config.items():
+        if value is not None:
+            extra[key] = value
+    secret_keys = strip_secrets(extra)
+    if secret_keys:
+        draft.notes.append(f"LMCache credentials in {', '.join(secret_keys)} were NOT copied: export them on the "
+                           "host and name the variables in the s3 tier's access_key_env / secret_key_env")
+    dropped = drop_nulls(extra)
+    if dropped:
+        draft.notes.append(f"LMCache keys with null values dropped: {', '.join(dropped)}")
+    if extra:
+        draft.set("cache", "extra", extra, "LMCache keys without a recipe field, written to lmcache.yaml as given")
+    if not yaml_given and enabled and not env_config and not overrides:
+        draft.comment("cache", "", "No LMCache config was given (--lmcache-config): LMCache's defaults are imported "
+                                   "(CPU tier of 5 GiB per rank, chunk 256).")
+
+
+def _to_bool(value) -> bool:
+    """LMCache's reading of a boolean: true only for true / 1."""
+    return value if isinstance(value, bool) else str(value).strip().lower() in ("true", "1")
+
+
+def _to_number(value):
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _total_size(per_rank: float, tp: int) -> float:
+    """Recipe size (all ranks) from LMCache's per-rank size; undo stackctl's rounding to 3 decimals."""
+    total = per_rank * tp
+    nearest = round(total)
+    return float(nearest) if nearest and abs(total - nearest) <= 0.0005 * tp else round(total, 3)
+
+
+def _cpu_tier(draft: Draft, config: dict, tp: int, extra: dict) -> None:
+    local_cpu = _to_bool(config.pop("local_cpu", True))
+    size = config.pop("max_local_cpu_size", None)
+    defaulted = size is None
+    size = 5.0 if size is None else _to_number(size)
+    if not local_cpu:
+        return
+    if size is None or size <= 0:
+        extra["max_local_cpu_size"] = size
+        draft.notes.append("LMCache local_cpu with no usable max_local_cpu_size: no CPU tier imported")
+        return
+    total = _total_size(size, tp)
+    note = f"LMCache max_local_cpu_size {size:g} GiB per rank x tensor_parallel {tp}"
+    draft.tiers.append(({"kind": "cpu", "size_gb": total}, [note + (" (LMCache's default)" if defaulted else "")]))
+
+
+def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict) -> None:
+    disk = config.pop("local_disk", None)
+    size = config.pop("max_local_disk_size", None)
+    if not disk:
+        if size is not None:
+            extra["max_local_disk_size"] = size
+        return
+    path = str(disk)
+    path = path[len("file://"):] if path.startswith("file://") else path
+    path = path.rstrip("/") or "/"
+    number = _to_number(size) if size is not None else 0.0
+    if not path.startswith("/") or not number or number <= 0:
+        extra["local_disk"], extra["max_local_disk_size"] = disk, size
+        if path.startswith("/"):
+            draft.notes.append("LMCache local_disk with max_local_disk_size 0: LMCache never used that disk; kept in "
+                               "cache.extra")
+        return
+    host_path, mapped = launch.host_path(path)
+    notes = [f"LMCache max_local_disk_size {number:g} GiB per rank x tensor_parallel {tp}"]
+    if mapped:
+        notes.append(f"host path of the container's {path} (docker volume)")
+    draft.tiers.append(({"kind": "disk", "path": host_path, "size_gb": _total_size(number, tp)}, notes))
+
+
+def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, credentials_file, key_env: dict) -> None:
+    remote = config.pop("remote_url", None)
+    extra_config = config.pop("extra_config", None)
+    extra_config = dict(extra_config) if isinstance(extra_config, dict) else extra_config
+    plugins = config.get("remote_storage_plugins")
+    if remote is None and plugins == ["fs"] and isinstance(extra_config, dict) \
+            and "remote_storage_plugin.fs.base_path" in extra_config:
+        # The plugin form of an fs tier (what stackctl writes): the same as the legacy fs:// URL.
+        config.pop("remote_storage_plugins")
+        remote = "fs://" + str(extra_config.pop("remote_storage_plugin.fs.base_path"))
+    tier = None
+    if isinstance(remote, str) and remote.startswith("s3://") and isinstance(extra_config, (dict, type(None))):
+        extra_config = extra_config or {}
+        tier = {"kind": "s3", "url": remote}
+        notes = []
+        region = extra_config.pop("s3_region", None)
+        if region is None:
+            region = "us-east-1"
+            notes.append("TODO: LMCache's S3 connector requires s3_region and the old config had none; set the "
+                         "bucket's region")
+        tier["region"] = str(region)
+        if _to_bool(extra_config.pop("disable_tls", False)):
+            tier["disable_tls"] = True
+        if key_env["AWS_ACCESS_KEY_ID"] and key_env["AWS_SECRET_ACCESS_KEY"]:
+            tier["access_key_env"], tier["secret_key_env"] = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+            notes.append("credentials: the host's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY at run time (values not "
+                         "copied)")
+            draft.values["serve"].get("secret_env", {}).pop("AWS_ACCESS_KEY_ID", None)
+            draft.values["serve"].get("secret_env", {}).pop("AWS_SECRET_ACCESS_KEY", None)
+            if not draft.values["serve"].get("secret_env", True):
+                del draft.values["serve"]["secret_env"]
+        if credentials_file:
+            tier["credentials_file"] = credentials_file
+        if not all(fits(model.Tier, key, value) for key, value in tier.items()):
+            tier = None
+        else:
+            draft.tiers.append((tier, notes))
+    elif isinstance(remote, str) and remote.startswith("fs://"):
+        from urllib.parse import urlparse
+
+        path = urlparse(remote).path.rstrip("/") or "/"
+        if path.startswith("/") and fits(model.Tier, "path", path):
+            host_path, mapped = launch.host_path(path)
+            tier = {"kind": "fs", "path": host_path}
+            draft.tiers.append((tier, [f"host path of the container's {path}"] if mapped else []))
+    if tier is not None:
+        if config.get("remote_serde") == "naive":
+            config.pop("remote_serde")  # stackctl writes it for every remote tier
+    elif remote is not None:
+        extra["remote_url"] = remote
+    if extra_config:
+        extra["extra_config"] = extra_config
+    if credentials_file and (tier is None or tier["kind"] != "s3"):
+        draft.notes.append("AWS_SHARED_CREDENTIALS_FILE is set but there is no S3 tier; not imported")
