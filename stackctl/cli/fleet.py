@@ -41,7 +41,8 @@ def fleet():
               help="Ansible inventory (file or directory).")
 @click.option("--batch", help="Hosts per batch: a count (2) or a percentage (25%).  [default: all at once]")
 @click.option("--max-fail", default="0", show_default=True,
-              help="Stop the rollout after a batch in which more than this percentage of hosts failed.")
+              help="Stop the rollout after a batch in which more than this percentage of hosts failed (a batch "
+                   "in which every host failed always stops it).")
 @click.option("--skip-up", is_flag=True,
               help="Doctor-only path: install stackctl and the recipe and run the host checks, start nothing "
                    "(hosts without Docker).")
@@ -70,6 +71,8 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     """
     from stackctl import fleet as fl
 
+    if allow_reboot and not tune:
+        raise StackctlError("--allow-reboot only matters with --tune (fix: add --tune, or drop --allow-reboot)")
     batch_size = fl.parse_batch(batch)
     max_fail_pct = fl.parse_percent(max_fail)
     runner_module = _ansible()
@@ -83,6 +86,8 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
         wheel_dir, wheel_id = str(wheelhouse or "<built at run time>"), "<computed at run time>"
     else:
         wheel_dir = str(Path(wheelhouse).resolve()) if wheelhouse else str(_build_wheelhouse(run_dir / "wheelhouse"))
+        if not list(Path(wheel_dir).glob("stackctl-*.whl")):
+            raise StackctlError(f"{wheel_dir}: no stackctl wheel in the wheelhouse (fix: pip wheel stackctl -w DIR)")
         wheel_id = fl.wheelhouse_id(wheel_dir)
     extravars = fl.rollout_extravars(
         plans, batch=batch_size, max_fail=max_fail_pct, skip_up=skip_up, wheelhouse=wheel_dir,
@@ -202,9 +207,13 @@ def _plan(recipe: str | None, inventory: str) -> tuple[list[str], dict, dict]:
     for host in hosts:
         name = names[host] if names[host] == recipe else fl.resolve_inventory_path(names[host], inventory)
         if name not in loaded:
-            path = resolve_recipe_path(name).resolve()
+            path = Path(resolve_recipe_path(name)).resolve()
             parsed = load(str(path))
-            errors = [f for f in run_rules(parsed) if f.severity == "error"]
+            findings = run_rules(parsed)
+            for finding in findings:
+                if finding.severity == "warning":
+                    say(f"host {host}: {finding.format()}")
+            errors = [f for f in findings if f.severity == "error"]
             if errors:
                 raise StackctlError(f"host {host}: {errors[0].format()}"
                                     + (f" (and {len(errors) - 1} more error(s))" if len(errors) > 1 else ""))
@@ -276,7 +285,11 @@ def _run(ansible_runner, kwargs: dict, tracker) -> None:
             say(line)
         return True  # keep the event in the run's artifacts
 
-    result = ansible_runner.run(**dict(kwargs, event_handler=on_event))
+    import contextlib
+
+    # With -v Ansible's own output is shown: on stderr, so stdout keeps only the summary (e.g. the JSON).
+    with contextlib.redirect_stdout(sys.stderr):
+        result = ansible_runner.run(**dict(kwargs, event_handler=on_event))
     reached = any(o.reached for o in tracker.results())
     if not reached and result.rc not in (0, 2, 4):
         tail = _stdout_tail(result)
