@@ -11,7 +11,7 @@ _need_apt=()
 command -v dockerd >/dev/null 2>&1 || _need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || _need_apt+=(debootstrap)
 command -v ssh >/dev/null 2>&1 || _need_apt+=(openssh-client)
-command -v git >/dev/null 2>&1 || _need_apt+=(git)
+command -v git >/dev/null 2>&1 || _need_apt+=(git)  # ansible-lint needs git
 command -v gcc >/dev/null 2>&1 || _need_apt+=(gcc)
 if [ "${#_need_apt[@]}" -gt 0 ]; then
     _log "apt-get install ${_need_apt[*]}"
@@ -32,6 +32,8 @@ export PATH="$VENV/bin:$PATH"
 
 _log "base image debian:bookworm-slim"
 bash "$_repo/scripts/make-base-image.sh" debian:bookworm-slim
+_log "test host image (sshd) for the fleet tests"
+bash "$_repo/scripts/make-sshd-image.sh"
 
 # A local CPU torch wheel (this machine kind keeps one) saves downloading a CUDA torch into CPU images.
 if [ -z "${STACKCTL_WHEELHOUSE:-}" ] && ls /opt/wheels/torch-*.whl >/dev/null 2>&1; then
