@@ -124,3 +124,14 @@ def test_ctrl_c_exits_130_and_bugs_are_one_line_without_debug(monkeypatch, capsy
     assert info.value.code == 70 and err.count("\n") == 1 and "internal error: ZeroDivisionError: boom" in err
     with pytest.raises(ZeroDivisionError):
         cli_module.main(["--debug", "validate", "x.toml"])
+
+
+def test_doctor_exits_2_when_it_cannot_reach_the_engine(tmp_path):
+    import os
+
+    env = dict(os.environ, DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock", STACKCTL_STATE_DIR=str(tmp_path))
+    result = run_cli("doctor", "cpu-smoke", "--scope", "image", "--format", "json", env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    results = {r["id"]: r for r in json.loads(result.stdout)["results"]}
+    assert results["image.cuda-only-packages"]["status"] == "skip"
+    assert "no Docker engine" in results["image.cuda-only-packages"]["message"]
