@@ -213,8 +213,7 @@ def plot(results: list[RunResult], path: Path) -> Path:
     for result in results:
         points = sorted((r["start_s"], r["ttft_s"]) for r in result.requests)
         if points:
-            timeline.plot([p[0] for p in points], [p[1] for p in points], marker="o", markersize=3,
-                          linewidth=1, label=result.arm)
+            timeline.scatter([p[0] for p in points], [p[1] for p in points], s=14, label=result.arm)
     timeline.set_xlabel("request start (s)")
     timeline.set_ylabel("TTFT (s)")
     timeline.set_title("TTFT over time")
