@@ -135,3 +135,15 @@ def test_doctor_exits_2_when_it_cannot_reach_the_engine(tmp_path):
     results = {r["id"]: r for r in json.loads(result.stdout)["results"]}
     assert results["image.cuda-only-packages"]["status"] == "skip"
     assert "no Docker engine" in results["image.cuda-only-packages"]["message"]
+
+
+def test_plan_for_the_nvme_arm_at_32_users_100k_overflows_hbm():
+    result = run_cli("plan", "atom-lmcache-cpu-nvme", "--users", "32", "--context", "100000", "--gpu", "MI300X",
+                     "--format", "json", check=True)
+    plan = json.loads(result.stdout)
+    assert plan["bytes_per_token_total"] == 126_976  # MiniMax-M2.5, fp8 KV
+    assert plan["working_set_tokens"] == 3_200_000 and plan["working_set_bytes"] == 406_323_200_000
+    assert plan["hbm_tokens"] < plan["working_set_tokens"]
+    assert plan["regime"] == "needs-disk-tier"
+    text = run_cli("plan", "atom-lmcache-cpu-nvme", "--gpu", "MI300X", check=True).stdout
+    assert "Regime: needs-disk-tier" in text and "406.3 GB" in text
