@@ -20,10 +20,13 @@ GOLDEN = REPO / "tests" / "golden"
 
 
 def rendered(recipe_path: Path) -> dict[str, bytes]:
+    """The bundle minus the files copied verbatim from checks/ and templates/files/ (tests compare those with
+    their sources directly)."""
     from stackctl.recipe.loader import load_recipe
-    from stackctl.render import render_files
+    from stackctl.render import render_files, verbatim_sources
 
-    return render_files(load_recipe(recipe_path))
+    copied = verbatim_sources()
+    return {name: content for name, content in render_files(load_recipe(recipe_path)).items() if name not in copied}
 
 
 def on_disk(folder: Path) -> dict[str, bytes]:

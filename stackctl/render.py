@@ -183,15 +183,19 @@ def _flag_lines(args: list[str]) -> list[list[str]]:
     return lines
 
 
-def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
+def verbatim_sources() -> dict[str, Path]:
+    """Bundle files copied unchanged from stackctl's own files: build helpers and probes. The same for every recipe,
+    so the `COPY build/` layer, and every layer after it, stays shared in the build cache between stacks."""
     files_dir = shipped("templates") / "files"
-    # The same helpers for every recipe: the `COPY build/` layer, and every layer after it, stays shared in the
-    # build cache between stacks.
-    wanted = ["pip.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py"]
-    files = {f"build/{name}": (files_dir / name).read_bytes() for name in wanted}
+    sources = {f"build/{name}": files_dir / name
+               for name in ("pip.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py")}
+    sources.update({f"probes/{probe.name}": probe for probe in sorted(shipped("checks").glob("*.py"))})
+    return sources
+
+
+def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
+    files = {name: source.read_bytes() for name, source in verbatim_sources().items()}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
-    for probe in sorted(shipped("checks").glob("*.py")):
-        files[f"probes/{probe.name}"] = probe.read_bytes()
     return files
 
 

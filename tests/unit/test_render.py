@@ -39,11 +39,18 @@ def rendered(path: Path) -> dict[str, bytes]:
     return render.render_files(load_recipe(path))
 
 
+def golden_view(files: dict[str, bytes]) -> dict[str, bytes]:
+    """What golden bundles keep: everything rendered, not the files copied verbatim from checks/ and templates/files/
+    (test_verbatim_files_are_exact_copies covers those)."""
+    copied = render.verbatim_sources()
+    return {name: content for name, content in files.items() if name not in copied}
+
+
 # -- golden bundles ---------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_bundle_matches_golden_files(path):
-    files, golden = rendered(path), on_disk(GOLDEN / path.stem)
+    files, golden = golden_view(rendered(path)), on_disk(GOLDEN / path.stem)
     where = f"tests/golden/{path.stem}/"
     if sorted(files) != sorted(golden):
         pytest.fail(f"{where}: rendered files {sorted(set(files) - set(golden))} are not in the golden bundle, "
@@ -54,6 +61,12 @@ def test_bundle_matches_golden_files(path):
                 golden[name].decode(errors="replace").splitlines(True),
                 files[name].decode(errors="replace").splitlines(True), f"golden/{name}", f"rendered/{name}"))[:40])
             pytest.fail(f"{where}{name} differs from what `stackctl render` writes now; {UPDATE_HINT}\n{diff}")
+
+
+def test_verbatim_files_are_exact_copies():
+    files = rendered(RECIPES / "cpu-smoke.toml")
+    for name, source in render.verbatim_sources().items():
+        assert files[name] == source.read_bytes(), name
 
 
 def test_every_golden_bundle_belongs_to_a_shipped_recipe():
