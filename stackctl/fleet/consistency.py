@@ -1,0 +1,98 @@
+"""Shared-tier consistency: hosts that write one remote KV tier must agree on everything that changes cache
+keys, else they fill the tier with entries the others never hit."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from stackctl.errors import StackctlError
+
+
+def _revision(extra_args: list[str]) -> str | None:
+    for index, arg in enumerate(extra_args):
+        if arg == "--revision" and index + 1 < len(extra_args):
+            return extra_args[index + 1]
+        if arg.startswith("--revision="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def cache_key_settings(recipe) -> dict[str, object]:
+    """Everything that changes the keys (or the stored format) of LMCache entries, by recipe key. LMCache 0.5.x keys
+    are model@world_size@worker@chunk_hash@kv_dtype; the chunk hash chains from the hash seed with the hash
+    algorithm over chunk_size-token chunks."""
+    from stackctl import stackspec
+    from stackctl.recipe.rules import effective_hash_seed
+
+    config = stackspec.lmcache_config(recipe) or {}
+    versions = stackspec.versions(recipe)
+    return {
+        "model.path": recipe.model.path,
+        "model revision (serve.extra_args --revision)": _revision(list(recipe.serve.extra_args)),
+        "model.tensor_parallel": recipe.model.tensor_parallel,
+        "model.kv_cache_dtype": recipe.model.kv_cache_dtype,
+        "model.dtype": recipe.model.dtype,
+        "cache.chunk_size": recipe.cache.chunk_size,
+        "cache.hash_seed": effective_hash_seed(recipe),
+        "cache.extra.pre_caching_hash_algorithm": config.get("pre_caching_hash_algorithm", "builtin"),
+        "serve.prefix_caching_hash_algo": recipe.serve.prefix_caching_hash_algo or "sha256",
+        "versions.lmcache": versions.get("lmcache") or versions.get("lmcache_git"),
+        "cache.extra.remote_serde": config.get("remote_serde"),
+    }
+
+
+def shared_tiers(recipe) -> list[str]:
+    """Names of the remote tiers a recipe writes to ("s3 s3://host:port", "fs /mnt/x"); [] when LMCache is off."""
+    if not recipe.cache.enabled:
+        return []
+    names = []
+    for tier in recipe.cache.tiers:
+        if tier.kind == "s3" and tier.url:
+            names.append(f"s3 {tier.url.lower().rstrip('/')}")
+        elif tier.kind == "fs" and tier.path:
+            names.append(f"fs {os.path.normpath(tier.path)}")
+    return names
+
+
+class TierMismatch:
+    """Hosts sharing one remote tier that disagree on one cache-key setting."""
+
+    def __init__(self, tier: str, key: str, values: dict):
+        self.tier, self.key, self.values = tier, key, values  # values: repr(value) -> [hosts]
+
+    def format(self) -> str:
+        parts = "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in self.values.items())
+        return (f"hosts sharing the {self.tier} tier disagree on {self.key}: {parts} "
+                f"(fix: give every host that shares this tier the same {self.key})")
+
+    def to_dict(self) -> dict:
+        return {"tier": self.tier, "key": self.key, "values": self.values}
+
+
+def find_tier_mismatches(host_recipes: dict) -> list[TierMismatch]:
+    """For each remote tier used by two or more hosts: every cache-key setting on which they differ."""
+    by_tier: dict[str, list[str]] = {}
+    for host, recipe in host_recipes.items():
+        for tier in shared_tiers(recipe):
+            by_tier.setdefault(tier, []).append(host)
+    mismatches = []
+    for tier, hosts in by_tier.items():
+        if len(hosts) < 2:
+            continue
+        settings = {host: cache_key_settings(host_recipes[host]) for host in hosts}
+        for key in settings[hosts[0]]:
+            values: dict[str, list[str]] = {}
+            for host in hosts:
+                values.setdefault(json.dumps(settings[host][key]), []).append(host)
+            if len(values) > 1:
+                mismatches.append(TierMismatch(tier, key, values))
+    return mismatches
+
+
+def check_shared_tiers(host_recipes: dict) -> None:
+    """Refuse (one line) a fleet whose hosts share a remote tier but would write it under different keys."""
+    mismatches = find_tier_mismatches(host_recipes)
+    if mismatches:
+        more = f" (and {len(mismatches) - 1} more difference(s))" if len(mismatches) > 1 else ""
+        raise StackctlError(mismatches[0].format() + more)

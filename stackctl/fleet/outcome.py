@@ -1,0 +1,56 @@
+"""What happened on one host (HostOutcome) and the host statuses derived from it."""
+
+from __future__ import annotations
+
+# Host statuses, in the order the summary counts them.
+OK, CHANGED, FAILED, UNREACHABLE, STOPPED, NOT_REACHED = (
+    "ok", "changed", "failed", "unreachable", "stopped", "not reached")
+STATUSES = (OK, CHANGED, FAILED, UNREACHABLE, STOPPED, NOT_REACHED)
+
+
+class HostOutcome:
+    """What happened on one host."""
+
+    def __init__(self, host: str, batch: int | None):
+        self.host, self.batch = host, batch
+        self.reached = False
+        self.done = False
+        self.unreachable = False
+        self.changed = 0
+        self.failed_task = ""
+        self.message = ""
+        self.recipe_hash = ""           # the host's own report (rollout: after install; doctor: its rollout record)
+        self.planned_recipe_hash = ""
+        self.up_started = False
+        self.report: dict | None = None  # the last stackctl doctor JSON seen from this host
+        self.report_phase = ""
+
+    @property
+    def status(self) -> str:
+        if not self.reached:
+            return NOT_REACHED
+        if self.unreachable:
+            return UNREACHABLE
+        if self.failed_task:
+            return FAILED
+        if not self.done:
+            return STOPPED
+        return CHANGED if self.changed else OK
+
+    def checks(self, status: str) -> list[dict]:
+        results = (self.report or {}).get("results", [])
+        return [{"id": r.get("id"), "message": r.get("message")} for r in results if r.get("status") == status]
+
+    def running_recipe(self) -> str:
+        """Which recipe the host has now, for a rollout: the new hash, "unchanged", or "unknown" (stopped in up)."""
+        if self.status in (OK, CHANGED):
+            return self.recipe_hash or self.planned_recipe_hash
+        return "unknown" if self.up_started else "unchanged"
+
+    def to_dict(self) -> dict:
+        return {"host": self.host, "batch": self.batch, "status": self.status, "changed": self.changed,
+                "recipe_hash": self.recipe_hash, "planned_recipe_hash": self.planned_recipe_hash,
+                "failed_task": self.failed_task, "message": self.message,
+                "failed_checks": self.checks("fail"), "warnings": self.checks("warn"),
+                "doctor_phase": self.report_phase,
+                "doctor_summary": (self.report or {}).get("summary")}

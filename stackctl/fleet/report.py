@@ -1,0 +1,82 @@
+"""The end of a fleet run: status counts, the exit status, the per-host table and the JSON summary."""
+
+from __future__ import annotations
+
+from stackctl.fleet.outcome import (CHANGED, FAILED, NOT_REACHED, OK, STATUSES, STOPPED, UNREACHABLE,
+                                   HostOutcome)
+
+
+def counts(outcomes: list[HostOutcome]) -> dict[str, int]:
+    tally = {status: 0 for status in STATUSES}
+    for outcome in outcomes:
+        tally[outcome.status] += 1
+    return tally
+
+
+def exit_status(outcomes: list[HostOutcome]) -> int:
+    """0 when every host finished (ok or changed), else 1."""
+    return 0 if outcomes and all(o.status in (OK, CHANGED) for o in outcomes) else 1
+
+
+def detail(outcome: HostOutcome, action: str = "rollout") -> str:
+    """The DETAIL column: the failing checks (id: message), else the failure, else what happened."""
+    status = outcome.status
+    failing = outcome.checks("fail")
+    if status == FAILED and failing:
+        phase = f"{outcome.report_phase}: " if outcome.report_phase else ""
+        return phase + "; ".join(f"{c['id']}: {c['message']}" for c in failing)
+    if status in (FAILED, UNREACHABLE):
+        return f"{outcome.failed_task}: {outcome.message}"
+    if status == NOT_REACHED:
+        return "not touched: the rollout stopped before its batch" if action == "rollout" else "no result"
+    if status == STOPPED:
+        return "stopped before finishing: another host of its batch failed"
+    warnings = outcome.checks("warn")
+    text = f"{outcome.changed} change(s)" if action == "rollout" else "checks passed"
+    if warnings:
+        text += "; warnings: " + ", ".join(w["id"] for w in warnings)
+    if action != "rollout" and outcome.recipe_hash and outcome.planned_recipe_hash and \
+            outcome.recipe_hash != outcome.planned_recipe_hash:
+        text += f"; rolled out recipe {outcome.recipe_hash} is not the checked {outcome.planned_recipe_hash}"
+    return text
+
+
+def recipe_groups(outcomes: list[HostOutcome], action: str = "rollout") -> dict[str, list[str]]:
+    """Recipe -> hosts: which hosts run which recipe hash after a rollout (or have, per their record, for doctor)."""
+    groups: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        if action == "rollout":
+            key = outcome.running_recipe()
+        else:
+            key = outcome.recipe_hash or ("no rollout record" if outcome.reached else "unknown")
+        groups.setdefault(key, []).append(outcome.host)
+    return groups
+
+
+def summary_table(outcomes: list[HostOutcome], title: str, action: str = "rollout") -> str:
+    """The final per-host table, then which hosts have which recipe, then one verdict line."""
+    rows = [("HOST", "BATCH", "STATUS", "RECIPE", "DETAIL")]
+    for o in outcomes:
+        recipe = o.running_recipe() if action == "rollout" else (o.recipe_hash or "-")
+        rows.append((o.host, str(o.batch or "-"), o.status, recipe, detail(o, action)))
+    if action != "rollout":
+        rows = [row[:1] + row[2:] for row in rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    lines = [title, ""]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+    lines.append("")
+    for recipe, hosts in recipe_groups(outcomes, action).items():
+        label = {"unchanged": "unchanged (previous recipe, untouched)",
+                 "unknown": "unknown (stopped during stackctl up)"}.get(recipe, f"recipe {recipe}")
+        lines.append(f"{label}: {', '.join(hosts)}")
+    tally = counts(outcomes)
+    lines.append(", ".join(f"{n} {status}" for status, n in tally.items() if n))
+    return "\n".join(lines)
+
+
+def summary_json(outcomes: list[HostOutcome], header: dict, action: str = "rollout") -> dict:
+    """The machine-readable summary (`--format json`)."""
+    return {**header, "summary": counts(outcomes), "recipes": recipe_groups(outcomes, action),
+            "hosts": [o.to_dict() | {"recipe": o.running_recipe() if action == "rollout" else o.recipe_hash}
+                      for o in outcomes]}

@@ -1,0 +1,57 @@
+"""The arguments of `ansible_runner.run` and the extra variables of the fleet playbooks (plain dicts; this
+module does not import ansible_runner)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def default_forks(host_count: int) -> int:
+    """One fork per host (hosts are checked in parallel), within Ansible's sane range."""
+    return max(1, min(host_count, 50))
+
+
+def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, skip_up: bool, wheelhouse: str,
+                      wheelhouse_archive: str, wheelhouse_hash: str, artifacts_dir: str, tune: bool = False,
+                      allow_reboot: bool = False, doctor_skip: tuple = (), up_args: tuple = ()) -> dict:
+    """Extra variables of playbooks/rollout.yml."""
+    return {
+        "stackctl_fleet_serial": batch if batch is not None else "100%",
+        "stackctl_fleet_max_fail_percentage": max_fail,
+        "stackctl_host_fleet_plan": plans,
+        "stackctl_host_wheelhouse": wheelhouse,
+        "stackctl_host_wheelhouse_archive": wheelhouse_archive,
+        "stackctl_host_wheelhouse_id": wheelhouse_hash,
+        "stackctl_host_skip_up": skip_up,
+        "stackctl_host_apply_tuning": tune,
+        "stackctl_host_allow_reboot": allow_reboot,
+        "stackctl_host_doctor_skip": list(doctor_skip),
+        "stackctl_host_up_args": list(up_args),
+        "stackctl_host_artifacts_dir": artifacts_dir,
+    }
+
+
+def doctor_extravars(plans: dict, *, scope: str, skip: tuple = ()) -> dict:
+    """Extra variables of playbooks/doctor.yml."""
+    return {"stackctl_host_fleet_plan": plans, "stackctl_host_doctor_scope": scope,
+            "stackctl_host_doctor_skip": list(skip)}
+
+
+def runner_kwargs(*, private_data_dir: str, playbook: str, inventory: str, extravars: dict, forks: int,
+                  event_handler=None, verbosity: int = 0, quiet: bool = True, envvars: dict | None = None) -> dict:
+    """Arguments of `ansible_runner.run`. Pipelining saves SSH round trips; colour off because stackctl prints."""
+    env = {"ANSIBLE_PIPELINING": "True", "ANSIBLE_NOCOLOR": "1", "ANSIBLE_RETRY_FILES_ENABLED": "False"}
+    env.update(envvars or {})
+    return {
+        "private_data_dir": private_data_dir,
+        "project_dir": str(Path(playbook).parent),
+        "playbook": str(playbook),
+        "inventory": str(inventory),
+        "extravars": extravars,
+        "forks": forks,
+        "envvars": env,
+        "event_handler": event_handler,
+        "quiet": quiet,
+        "verbosity": verbosity,
+        "rotate_artifacts": 5,
+    }

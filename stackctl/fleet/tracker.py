@@ -1,0 +1,121 @@
+"""ansible-runner events -> per-host outcomes and progress lines."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+from stackctl.fleet.outcome import HostOutcome
+from stackctl.fleet.playbook_names import (DOCTOR_TASK_PREFIX, ROLLOUT_PLAY, TASK_DONE, TASK_RECIPE_HASH,
+                                          TASK_ROLLOUT_RECORD, TASK_UP)
+
+
+class FleetTracker:
+    """Feeds on ansible-runner events (its event_handler), returns progress lines, and knows each host's outcome."""
+
+    def __init__(self, hosts: list[str], host_batches: list[list[str]] | None = None, play: str = ROLLOUT_PLAY,
+                 plans: dict | None = None):
+        batch_of = {h: i + 1 for i, group in enumerate(host_batches or [hosts]) for h in group}
+        self.hosts = list(hosts)
+        self.batches = host_batches or [list(hosts)]
+        self.play = play
+        self.batches_started = 0
+        self.outcomes = {h: HostOutcome(h, batch_of.get(h)) for h in hosts}
+        for host, plan in (plans or {}).items():
+            if host in self.outcomes:
+                self.outcomes[host].planned_recipe_hash = plan.get("recipe_hash", "")
+
+    def handle(self, event: dict) -> list[str]:
+        kind = event.get("event", "")
+        data = event.get("event_data") or {}
+        if kind == "playbook_on_play_start" and data.get("name") == self.play:
+            self.batches_started += 1
+            if len(self.batches) > 1 and self.batches_started <= len(self.batches):
+                members = ", ".join(self.batches[self.batches_started - 1])
+                return [f"batch {self.batches_started}/{len(self.batches)}: {members}"]
+            return []
+        outcome = self.outcomes.get(data.get("host", ""))
+        if outcome is None or kind not in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable",
+                                           "runner_on_skipped", "runner_on_start"):
+            return []
+        outcome.reached = True
+        task = data.get("task", "")
+        result = data.get("res") or {}
+        if kind == "runner_on_start":
+            if task == TASK_UP:
+                outcome.up_started = True
+            return []
+        if kind == "runner_on_skipped":
+            return []
+        self._read_facts(outcome, task, result)
+        if kind == "runner_on_unreachable":
+            outcome.unreachable = True
+            outcome.failed_task = outcome.failed_task or task
+            outcome.message = outcome.message or _one_line(result.get("msg", "unreachable"))
+            return [_progress(outcome.host, "UNREACHABLE", task, outcome.message)]
+        if kind == "runner_on_failed":
+            if data.get("ignore_errors"):
+                return [_progress(outcome.host, "failed (ignored)", task)]
+            if not outcome.failed_task:  # the first failure is the cause; later ones are consequences
+                outcome.failed_task, outcome.message = task, failure_message(result)
+            return [_progress(outcome.host, "FAILED", task, failure_message(result))]
+        if task in TASK_DONE:
+            outcome.done = True
+        if result.get("changed"):
+            outcome.changed += 1
+            return [_progress(outcome.host, "changed", task)]
+        return [_progress(outcome.host, "ok", task)]
+
+    def _read_facts(self, outcome: HostOutcome, task: str, result: dict) -> None:
+        if task.startswith(DOCTOR_TASK_PREFIX):
+            report = _json_object(result.get("stdout", ""))
+            if report is not None:
+                outcome.report, outcome.report_phase = report, _phase(task)
+        elif task == TASK_RECIPE_HASH and result.get("stdout"):
+            outcome.recipe_hash = result["stdout"].strip()
+        elif task == TASK_ROLLOUT_RECORD and result.get("content"):
+            try:
+                record = json.loads(base64.b64decode(result["content"]).decode())
+            except (ValueError, UnicodeDecodeError):
+                record = {}
+            outcome.recipe_hash = str(record.get("recipe_hash", ""))
+
+    def results(self) -> list[HostOutcome]:
+        return [self.outcomes[h] for h in self.hosts]
+
+
+def failure_message(result: dict) -> str:
+    """One line: a fail task's message, or the end of a failed command's error output."""
+    message = str(result.get("msg") or "")
+    if message in ("", "non-zero return code") or message.startswith("The conditional check"):
+        stderr = [line for line in str(result.get("stderr") or "").splitlines() if line.strip()]
+        rc = result.get("rc")
+        detail = stderr[-1] if stderr else message or "failed"
+        message = f"{detail} (exit {rc})" if rc is not None else detail
+    return _one_line(message)
+
+
+def _phase(task: str) -> str:
+    match = re.search(r"\((\w+)\)", task)
+    return match.group(1) if match else ""
+
+
+def _json_object(text: str) -> dict | None:
+    text = (text or "").strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _progress(host: str, status: str, task: str, detail: str = "") -> str:
+    return f"  {host:<20} {status:<12} {task}" + (f": {detail}" if detail else "")
