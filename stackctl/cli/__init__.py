@@ -55,7 +55,6 @@ def _build_cli():
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-
     @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
     @click.version_option(__version__, prog_name="stackctl")
     @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")

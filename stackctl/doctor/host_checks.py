@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stackctl.doctor.registry import Unavailable, check, failed, passed, skipped, warned
+from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
 
 GiB = 1024 ** 3
 

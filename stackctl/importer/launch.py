@@ -179,7 +179,7 @@ def _read_wrappers(prefix: list[str], launch: Launch) -> None:
                 if re.fullmatch(r"[0-9,-]+", node_value) and (launch.numa is None or opt in ("--cpunodebind", "-N")):
                     launch.numa = node_value
         elif base == "taskset":
-            for opt, cpus in _options(prefix[i + 1:], ("-c", "--cpu-list")):
+            for _opt, cpus in _options(prefix[i + 1:], ("-c", "--cpu-list")):
                 launch.cpus = cpus
             if launch.cpus is None and value:
                 launch.notes.append(f"taskset with a CPU mask ({value}) is not imported: set host.isolcpus to the "

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from helpers import REPO, run_cli
+from helpers import run_cli
 from stacks import Stack, variant
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

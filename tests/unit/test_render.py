@@ -320,7 +320,7 @@ VARIANTS = {
 
 
 def lint_cases() -> list:
-    cases = [pytest.param(lambda _: rendered(path), id=path.stem) for path in SHIPPED]
+    cases = [pytest.param(lambda _, p=path: rendered(p), id=path.stem) for path in SHIPPED]
     cases += [pytest.param(lambda _, t=text: render.render_files(load_recipe_text(t)), id=name)
               for name, text in VARIANTS.items()]
     cases += [pytest.param(lambda tmp, p=platform: render.render_files(hostile_recipe(tmp, p)[0]),
