@@ -152,6 +152,8 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
 
     files = renderer.render_files(recipe)
     facts = discover()
+    if not dry_run:
+        _refuse_without_gpus(recipe, facts)
     pinning = pinning_for(recipe, facts)
     groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
     secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
@@ -191,6 +193,18 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     say(f"{recipe.stack.name} is healthy on http://{recipe.serve.host}:{recipe.serve.port} "
         f"(model {recipe.served_name})")
     return 0
+
+
+def _refuse_without_gpus(recipe: Recipe, facts) -> None:
+    """Say before an hour-long build, not after it, that this host cannot run a ROCm stack."""
+    if recipe.stack.platform != "rocm":
+        return
+    if not facts.devices.kfd:
+        raise StackctlError(f"{recipe.source}: platform rocm but /dev/kfd is missing on this host (fix: load the "
+                            f"amdgpu driver; `stackctl doctor {recipe.source} --scope host` shows the host checks)")
+    if len(facts.gpus) < recipe.model.tensor_parallel:
+        raise StackctlError(f"{recipe.source}: model.tensor_parallel = {recipe.model.tensor_parallel} but this host "
+                            f"has {len(facts.gpus)} AMD GPU(s) (fix: lower tensor_parallel or run on a bigger host)")
 
 
 def wait_healthy(recipe: Recipe, container, timeout: float, say) -> None:

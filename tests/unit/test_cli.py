@@ -147,3 +147,15 @@ def test_plan_for_the_nvme_arm_at_32_users_100k_overflows_hbm():
     assert plan["regime"] == "needs-disk-tier"
     text = run_cli("plan", "atom-lmcache-cpu-nvme", "--gpu", "MI300X", check=True).stdout
     assert "Regime: needs-disk-tier" in text and "406.3 GB" in text
+
+
+def test_up_refuses_a_rocm_stack_on_a_host_without_gpus_before_building(tmp_path):
+    import os
+    from pathlib import Path
+
+    if Path("/dev/kfd").exists():
+        pytest.skip("this host has /dev/kfd")
+    env = dict(os.environ, STACKCTL_STATE_DIR=str(tmp_path), DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock")
+    result = run_cli("up", "atom-lmcache-cpu", env=env)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1
+    assert "platform rocm but /dev/kfd is missing" in result.stderr
