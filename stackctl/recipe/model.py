@@ -9,6 +9,11 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 REQUIRED = object()  # marks a field the recipe must set
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,62}$"
@@ -44,7 +49,9 @@ class Field:
         return self.default
 
 
-option = Field
+def option(default, doc: str, kind: str, **constraints) -> Any:
+    """Declare a recipe key (typed as Any so that each declaration's annotation names the value's type)."""
+    return Field(default, doc, kind, **constraints)
 
 
 class Section:
@@ -86,88 +93,88 @@ def _plain(value):
 
 
 class Stack(Section):
-    name = option(REQUIRED, "Stack name: image tag, container name and fleet label.", "str",
+    name: str = option(REQUIRED, "Stack name: image tag, container name and fleet label.", "str",
                   pattern=NAME_PATTERN, example="minimax-m25-lmcache")
-    platform = option("rocm", "Where it runs: AMD Instinct GPUs (rocm) or any x86 host (cpu).", "str",
+    platform: str = option("rocm", "Where it runs: AMD Instinct GPUs (rocm) or any x86 host (cpu).", "str",
                       choices=("rocm", "cpu"))
-    engine = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
+    engine: str = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
                     choices=("vllm", "atom-vllm"))
-    base_image = option(None, "Base image; default depends on platform and engine.", "str",
+    base_image: str | None = option(None, "Base image; default depends on platform and engine.", "str",
                         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", example="rocm/atom-dev:vllm-latest")
-    description = option("", "Free text shown by `stackctl status`.", "str")
+    description: str = option("", "Free text shown by `stackctl status`.", "str")
 
 
 class Versions(Section):
-    vllm = option(None, "vLLM version the stack runs (the base image's, for ROCm images).", "str",
+    vllm: str | None = option(None, "vLLM version the stack runs (the base image's, for ROCm images).", "str",
                   pattern=VERSION_PATTERN, example="0.27.1")
-    lmcache = option(None, "LMCache version (PyPI sdist for source builds).", "str",
+    lmcache: str | None = option(None, "LMCache version (PyPI sdist for source builds).", "str",
                      pattern=VERSION_PATTERN, example="0.5.6")
-    lmcache_git = option(None, "Build LMCache from this git URL@ref instead of the sdist.", "str",
+    lmcache_git: str | None = option(None, "Build LMCache from this git URL@ref instead of the sdist.", "str",
                          pattern=r"^(https|ssh|file)://[^\s'\"]+@[A-Za-z0-9._/-]+$",
                          example="https://github.com/LMCache/LMCache@v0.5.6")
-    torch = option(None, "torch version installed in CPU images.", "str",
+    torch: str | None = option(None, "torch version installed in CPU images.", "str",
                    pattern=VERSION_PATTERN, example="2.13.0")
-    gpu_arch = option(["gfx942"], "GPU architectures the HIP build targets (PYTORCH_ROCM_ARCH).",
+    gpu_arch: list[str] = option(["gfx942"], "GPU architectures the HIP build targets (PYTORCH_ROCM_ARCH).",
                       "str_list", pattern=r"^gfx[0-9a-f]{3,4}$")
 
 
 class Model(Section):
-    path = option(REQUIRED, "Model directory (host path, mounted read-only) or Hugging Face id.", "str")
-    served_name = option(None, "Name clients use in requests; default: last path component.", "str")
-    tensor_parallel = option(1, "Tensor-parallel size (GPUs per server).", "int", minimum=1, maximum=64)
-    kv_cache_dtype = option("auto", "KV cache dtype (vLLM --kv-cache-dtype).", "str", choices=KV_CACHE_DTYPES)
-    dtype = option("auto", "Weights/activation dtype (vLLM --dtype).", "str")
-    max_model_len = option(None, "Maximum context length.", "int", minimum=1)
-    trust_remote_code = option(False, "Allow model code from the model directory.", "bool")
-    tool_call_parser = option(None, "vLLM --tool-call-parser (enables auto tool choice).", "str")
-    reasoning_parser = option(None, "vLLM --reasoning-parser.", "str")
-    generate = option(None, "Create a small random model at image build time instead of mounting "
+    path: str = option(REQUIRED, "Model directory (host path, mounted read-only) or Hugging Face id.", "str")
+    served_name: str | None = option(None, "Name clients use in requests; default: last path component.", "str")
+    tensor_parallel: int = option(1, "Tensor-parallel size (GPUs per server).", "int", minimum=1, maximum=64)
+    kv_cache_dtype: str = option("auto", "KV cache dtype (vLLM --kv-cache-dtype).", "str", choices=KV_CACHE_DTYPES)
+    dtype: str = option("auto", "Weights/activation dtype (vLLM --dtype).", "str")
+    max_model_len: int | None = option(None, "Maximum context length.", "int", minimum=1)
+    trust_remote_code: bool = option(False, "Allow model code from the model directory.", "bool")
+    tool_call_parser: str | None = option(None, "vLLM --tool-call-parser (enables auto tool choice).", "str")
+    reasoning_parser: str | None = option(None, "vLLM --reasoning-parser.", "str")
+    generate: str | None = option(None, "Create a small random model at image build time instead of mounting "
                       "one (smoke tests; no download).", "str", choices=("tiny-random-llama",))
 
 
 class Serve(Section):
-    port = option(8000, "HTTP port of the OpenAI-compatible server.", "int", minimum=1, maximum=65535)
-    host = option("127.0.0.1", "Address the server binds.", "str")
-    gpu_memory_utilization = option(0.9, "Fraction of each GPU's memory vLLM may use.", "float",
+    port: int = option(8000, "HTTP port of the OpenAI-compatible server.", "int", minimum=1, maximum=65535)
+    host: str = option("127.0.0.1", "Address the server binds.", "str")
+    gpu_memory_utilization: float = option(0.9, "Fraction of each GPU's memory vLLM may use.", "float",
                                     exclusive_minimum=0.0, maximum=1.0)
-    max_num_batched_tokens = option(None, "vLLM --max-num-batched-tokens.", "int", minimum=1)
-    max_num_seqs = option(None, "vLLM --max-num-seqs.", "int", minimum=1)
-    block_size = option(None, "KV block size in tokens.", "int", minimum=1)
-    async_scheduling = option(False, "vLLM --async-scheduling.", "bool")
-    prefix_caching = option(True, "vLLM automatic prefix caching (the HBM tier).", "bool")
-    prefix_caching_hash_algo = option(None, "vLLM --prefix-caching-hash-algo.", "str",
+    max_num_batched_tokens: int | None = option(None, "vLLM --max-num-batched-tokens.", "int", minimum=1)
+    max_num_seqs: int | None = option(None, "vLLM --max-num-seqs.", "int", minimum=1)
+    block_size: int | None = option(None, "KV block size in tokens.", "int", minimum=1)
+    async_scheduling: bool = option(False, "vLLM --async-scheduling.", "bool")
+    prefix_caching: bool = option(True, "vLLM automatic prefix caching (the HBM tier).", "bool")
+    prefix_caching_hash_algo: str | None = option(None, "vLLM --prefix-caching-hash-algo.", "str",
                                       choices=HASH_ALGOS)
-    cudagraph_mode = option(None, "compilation_config.cudagraph_mode.", "str",
+    cudagraph_mode: str | None = option(None, "compilation_config.cudagraph_mode.", "str",
                             choices=CUDAGRAPH_MODES)
-    enforce_eager = option(False, "vLLM --enforce-eager (disables CUDA/HIP graphs).", "bool")
-    compilation_config = option({}, "Extra compilation_config keys, merged with cudagraph_mode.",
+    enforce_eager: bool = option(False, "vLLM --enforce-eager (disables CUDA/HIP graphs).", "bool")
+    compilation_config: dict[str, Any] = option({}, "Extra compilation_config keys, merged with cudagraph_mode.",
                                 "table")
-    dev_endpoints = option(False, "VLLM_SERVER_DEV_MODE=1: /reset_prefix_cache and /server_info, used by "
+    dev_endpoints: bool = option(False, "VLLM_SERVER_DEV_MODE=1: /reset_prefix_cache and /server_info, used by "
                            "`doctor` to prove hits come from LMCache.", "bool")
-    env = option({}, "Environment of the server process (no secrets: see secret_env).", "str_map",
+    env: dict[str, str] = option({}, "Environment of the server process (no secrets: see secret_env).", "str_map",
                  key_pattern=ENV_NAME_PATTERN)
-    secret_env = option({}, "Container variable -> name of the host variable that holds the "
+    secret_env: dict[str, str] = option({}, "Container variable -> name of the host variable that holds the "
                         "secret; read at run time only.", "str_map", key_pattern=ENV_NAME_PATTERN,
                         pattern=ENV_NAME_PATTERN)
-    extra_args = option([], "Extra arguments appended to the server command line.", "str_list")
+    extra_args: list[str] = option([], "Extra arguments appended to the server command line.", "str_list")
 
 
 class Tier(Section):
-    kind = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
+    kind: str = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
                   "str", choices=TIER_KINDS)
-    size_gb = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).", "float",
+    size_gb: float | None = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).", "float",
                      exclusive_minimum=0.0)
-    path = option(None, "Directory on the host (disk, fs).", "str")
-    url = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
+    path: str | None = option(None, "Directory on the host (disk, fs).", "str")
+    url: str | None = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
                  "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
                  pattern=r"^s3://[^/\s]+$", example="s3://kvcache.rgw.example.com:7480")
-    region = option(None, "S3 region; LMCache requires it, also for Ceph (s3).", "str")
-    disable_tls = option(False, "Plain HTTP to the S3 endpoint (lab Ceph clusters) (s3).", "bool")
-    access_key_env = option(None, "Host variable holding the access key id (s3).", "str",
+    region: str | None = option(None, "S3 region; LMCache requires it, also for Ceph (s3).", "str")
+    disable_tls: bool = option(False, "Plain HTTP to the S3 endpoint (lab Ceph clusters) (s3).", "bool")
+    access_key_env: str | None = option(None, "Host variable holding the access key id (s3).", "str",
                             pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    secret_key_env = option(None, "Host variable holding the secret key (s3).", "str",
+    secret_key_env: str | None = option(None, "Host variable holding the secret key (s3).", "str",
                             pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    credentials_file = option(None, "AWS-style credentials file on the host, mounted read-only (s3).",
+    credentials_file: str | None = option(None, "AWS-style credentials file on the host, mounted read-only (s3).",
                               "str")
 
 
@@ -182,56 +189,56 @@ TIER_FIELDS = {
 
 
 class Cache(Section):
-    enabled = option(False, "Use LMCache (KV offload beyond GPU HBM) through LMCacheConnectorV1.", "bool")
-    chunk_size = option(256, "LMCache chunk size in tokens.", "int", minimum=1)
-    hash_seed = option(None, "PYTHONHASHSEED for every server process; required for cache hits "
+    enabled: bool = option(False, "Use LMCache (KV offload beyond GPU HBM) through LMCacheConnectorV1.", "bool")
+    chunk_size: int = option(256, "LMCache chunk size in tokens.", "int", minimum=1)
+    hash_seed: int | None = option(None, "PYTHONHASHSEED for every server process; required for cache hits "
                        "across processes, restarts and hosts.", "int", minimum=0, maximum=4294967295)
-    save_decode_cache = option(False, "Offload KV of decode steps too (causes long stalls).", "bool")
-    use_layerwise = option(False, "LMCache layer-wise transfer (requires PIECEWISE graphs).", "bool")
-    async_loading = option(False, "LMCache enable_async_loading.", "bool")
-    extra = option({}, "Extra LMCache config keys written to lmcache.yaml as given.", "table")
-    tiers = option([], "KV tiers below GPU HBM, fastest first.", "tiers")
+    save_decode_cache: bool = option(False, "Offload KV of decode steps too (causes long stalls).", "bool")
+    use_layerwise: bool = option(False, "LMCache layer-wise transfer (requires PIECEWISE graphs).", "bool")
+    async_loading: bool = option(False, "LMCache enable_async_loading.", "bool")
+    extra: dict[str, Any] = option({}, "Extra LMCache config keys written to lmcache.yaml as given.", "table")
+    tiers: list[Tier] = option([], "KV tiers below GPU HBM, fastest first.", "tiers")
 
 
 class Host(Section):
-    numa = option("auto", "NUMA pinning: auto (the GPUs' nodes), off, a node, or nodes.",
+    numa: str | int | list[int] = option("auto", "NUMA pinning: auto (the GPUs' nodes), off, a node, or nodes.",
                   "numa")
-    isolcpus = option("auto", "Server CPUs: auto (isolated cores of the node if any), off, or a cpulist.",
+    isolcpus: str = option("auto", "Server CPUs: auto (isolated cores of the node if any), off, or a cpulist.",
                       "cpulist_or_mode")
-    governor = option("performance", "Expected CPU frequency governor (null: do not check).", "str")
-    numa_balancing = option(False, "Expected kernel.numa_balancing (AMD guidance: off).", "bool")
-    gpus = option(None, "GPU indices the server uses; default the first tensor_parallel.",
+    governor: str | None = option("performance", "Expected CPU frequency governor (null: do not check).", "str")
+    numa_balancing: bool = option(False, "Expected kernel.numa_balancing (AMD guidance: off).", "bool")
+    gpus: list[int] | None = option(None, "GPU indices the server uses; default the first tensor_parallel.",
                   "int_list")
-    shm_size = option("16g", "Shared memory size of the container.", "str", pattern=r"^[0-9]+[bkmg]?$")
+    shm_size: str = option("16g", "Shared memory size of the container.", "str", pattern=r"^[0-9]+[bkmg]?$")
 
 
 class Build(Section):
-    wheelhouse = option(None, "Local folder of wheels pip may install from (air-gapped sites).",
+    wheelhouse: str | None = option(None, "Local folder of wheels pip may install from (air-gapped sites).",
                         "str")
-    ca_bundle = option(None, "CA bundle for pip inside the build (proxies with TLS inspection).",
+    ca_bundle: str | None = option(None, "CA bundle for pip inside the build (proxies with TLS inspection).",
                        "str")
-    pip_index = option(None, "pip index URL used inside the build (no credentials: they would stay in the "
+    pip_index: str | None = option(None, "pip index URL used inside the build (no credentials: they would stay in the "
                        "image; use a netrc or a proxy).", "str", example="https://pypi.internal.example/simple")
-    lmcache_from = option(None, "source (build for HIP) or wheel (PyPI); default: source on rocm, "
+    lmcache_from: str | None = option(None, "source (build for HIP) or wheel (PyPI); default: source on rocm, "
                           "wheel on cpu.", "str", choices=("source", "wheel"))
-    purge_cuda_packages = option(True, "Remove CUDA-only Python packages from the image.", "bool")
+    purge_cuda_packages: bool = option(True, "Remove CUDA-only Python packages from the image.", "bool")
 
 
 class Checks(Section):
-    skip = option([], "Rule and check ids to skip.", "str_list")
-    hit_test_tokens = option(1024, "Prompt length of the doctor hit test.", "int", minimum=64)
-    startup_timeout_s = option(900, "How long `up` waits for /health.", "int", minimum=1)
+    skip: list[str] = option([], "Rule and check ids to skip.", "str_list")
+    hit_test_tokens: int = option(1024, "Prompt length of the doctor hit test.", "int", minimum=64)
+    startup_timeout_s: int = option(900, "How long `up` waits for /health.", "int", minimum=1)
 
 
 class Recipe(Section):
-    stack = option(Stack, "The stack.", "section")
-    versions = option(Versions, "Version pins.", "section")
-    model = option(Model, "The model.", "section")
-    serve = option(Serve, "Server flags.", "section")
-    cache = option(Cache, "KV-cache tiers (LMCache).", "section")
-    host = option(Host, "Host pinning and tuning.", "section")
-    build = option(Build, "Image build options.", "section")
-    checks = option(Checks, "Preflight checks.", "section")
+    stack: Stack = option(Stack, "The stack.", "section")
+    versions: Versions = option(Versions, "Version pins.", "section")
+    model: Model = option(Model, "The model.", "section")
+    serve: Serve = option(Serve, "Server flags.", "section")
+    cache: Cache = option(Cache, "KV-cache tiers (LMCache).", "section")
+    host: Host = option(Host, "Host pinning and tuning.", "section")
+    build: Build = option(Build, "Image build options.", "section")
+    checks: Checks = option(Checks, "Preflight checks.", "section")
     def __init__(self, **values):
         super().__init__(**values)
         # Where the recipe came from; filled by the loader, not part of the TOML.
