@@ -53,8 +53,10 @@ def lmcache_backend(ctx):
 @check("image.cuda-only-packages", "image", "error", "no CUDA-only Python distribution in the image",
        "let stackctl purge them (build.purge_cuda_packages = true) and rebuild")
 def cuda_only_packages(ctx):
-    """CUDA-only wheels (nixl, cupy-cudaXXx, cuda-python, cufile-python, nvtx, nvidia-*) fail on ROCm at model
-    load (`libcuda.so.1`/`libcudart` ImportError) or with cudaErrorInsufficientDriver. On platform cpu, the
+    """CUDA-only wheels (nixl, cupy-cudaXXx, cuda-python and the cuda-core/cuda-bindings/cuda-pathfinder it pulls,
+    cufile-python, nvidia-*) fail on ROCm at model load (`libcuda.so.1`/`libcudart` ImportError) or with
+    cudaErrorInsufficientDriver. `nvtx` does not fail: it is unused on ROCm (LMCache 0.5.6 lmcache/utils.py:20-27
+    imports it optionally), so it is dead weight that the purge removes. On platform cpu, the
     nvidia-* runtime wheels a PyPI (CUDA) torch depends on are tolerated: torch needs them to import, and they do
     nothing there."""
     installed = _distributions(ctx)
@@ -62,7 +64,9 @@ def cuda_only_packages(ctx):
     found = sorted(name for name in installed
                    if compat.is_cuda_only(name) and not (cpu and name.startswith("nvidia-")))
     if found:
-        return failed(f"{len(found)} CUDA-only distribution(s): {', '.join(found)}", found=found)
+        reasons = compat.table().get("cuda_only_reasons", {})
+        named = [f"{name} ({reasons[name]})" if name in reasons else name for name in found]
+        return failed(f"{len(found)} CUDA-only distribution(s): {'; '.join(named)}", found=found)
     return passed(f"none among {len(installed)} distributions")
 
 

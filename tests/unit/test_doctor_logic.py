@@ -159,3 +159,10 @@ def test_relevant_log_tail(log, expected):
 
     tail = relevant_log_tail(log)
     assert tail.startswith(expected) and len(tail.splitlines()) <= 60
+
+
+def test_cuda_only_message_gives_each_package_its_real_reason():
+    probe = {"distributions": [{"name": "nvtx", "version": "0.2"}, {"name": "cuda-core", "version": "1.2"}]}
+    result = run("image.cuda-only-packages", CapturedContext(load_recipe(RECIPES / "atom-hbm-only.toml"), probe=probe))
+    assert result.status == "fail"
+    assert "nvtx (unused on ROCm" in result.message and "cuda-core (CUDA-only (pulled by cuda-python 13" in result.message
