@@ -365,15 +365,18 @@ def _removed_env(recipe: Recipe) -> Iterator[Hit]:
             yield (("serve", "env", entry["name"]), f"{entry['name']} is ignored since vLLM {entry['since']}")
 
 
-@rule("lmcache-version-unpinned", "error",
-      "LMCache is on but no LMCache version or git ref is pinned",
+@rule("lmcache-version-unpinned", "warning",
+      "LMCache is on but no LMCache version or git ref is pinned: stackctl builds its default release",
       'set versions.lmcache = "0.5.6" (or versions.lmcache_git = "URL@REF")')
 def _lmcache_unpinned(recipe: Recipe) -> Iterator[Hit]:
-    """An unpinned LMCache makes every build a different stack: module names (`c_ops` vs `cuda_ops`), config keys
-    and wheels change between releases, and the image checks cannot know what to expect.
+    """Without a pin, stackctl builds the LMCache release it defaults to (stackctl/knowledge/compat.toml
+    `defaults.lmcache`), which may not be the one the stack was tested with: module names (`c_ops` up to 0.5.3,
+    `cuda_ops` from 0.5.4), config keys and defaults change between releases. Like every unknown version this is a
+    warning, not an error: the stack builds, but what it runs is stackctl's choice, not yours.
     """
     if recipe.cache.enabled and not (recipe.versions.lmcache or recipe.versions.lmcache_git):
-        yield (("versions",), "no LMCache version pinned")
+        default = compat.table()["defaults"]["lmcache"]
+        yield (("versions",), f"no LMCache version pinned: the build uses stackctl's default {default}")
 
 
 @rule("tiers-without-cache", "warning",
