@@ -18,7 +18,8 @@ def _lmcache_on(ctx) -> None:
 @check("image.lmcache-backend", "image", "error", "LMCache's native module is a HIP build for the recipe's GPUs",
        "build LMCache from source with BUILD_WITH_HIP=1 (build.lmcache_from = \"source\"), for versions.gpu_arch")
 def lmcache_backend(ctx):
-    """Reads the ELF of LMCache's native GPU module (`cuda_ops` in 0.5.x, `c_ops` in 0.4.x and 0.3.x) without
+    """Reads the ELF of LMCache's native GPU module (`cuda_ops` from 0.5.4, `c_ops` up to 0.5.3: the 0.5.3 and 0.5.4
+    PyPI wheels; a source build keeps the name, LMCache 0.5.6 setup_extensions/build_profiles/rocm.py:146) without
     importing it: a HIP build (offload bundles for the recipe's gfx targets) is right on ROCm; a CUDA build (the PyPI
     wheel, linked to libcudart) or no native module (the slow torch/Python fallback) is the 1.7x-slower-than-no-cache
     failure."""

@@ -137,8 +137,9 @@ def lmcache_initialised(ctx):
 @check("server.lmcache-native", "server", "error", "LMCache runs its native kernels, not the slow fallback",
        "build LMCache from source for HIP (build.lmcache_from = \"source\")")
 def lmcache_native(ctx):
-    """LMCache 0.5.x logs `lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch
-    baseline`, 0.4.x `Failed to import backend lmcache.c_ops`, when the native module cannot load; healthy 0.4.x
+    """LMCache 0.5.6 logs `lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch
+    baseline` (lmcache/v1/platform/devices/cuda/device_ops.py:129), 0.4.x `Failed to import backend lmcache.c_ops`,
+    when the native module cannot load; healthy 0.4.x
     logs `Using backend: lmcache.c_ops`."""
     if not ctx.recipe.cache.enabled:
         raise Unavailable("LMCache is off in the recipe")
