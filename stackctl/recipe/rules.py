@@ -219,7 +219,9 @@ def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
     allocates its default `max_local_cpu_size` (5.0 GiB per rank, lmcache/v1/config.py:96) as the buffer. The buffer is skipped only when
     `max_local_cpu_size <= 0` (__init__.py:180-191); then the disk backend asserts (`assert local_cpu_backend is not
     None`, :217-224) and remote storage plugins assert "Remote backend requires local CPU backend as a buffer"
-    (:258-262). The engine's init fails and LMCache runs in degraded (recompute) mode: nothing is cached at all.
+    (:258-262); NIXL storage with `nixl_buffer_device: cpu` (extra_config `enable_nixl_storage`, :128-130) shares
+    that same pool (:157-171, :205-214). The engine's init fails and LMCache runs in degraded (recompute) mode:
+    nothing is cached at all.
 
     Fix: keep `max_local_cpu_size` above 0 (do not set it to 0 in cache.extra), or add a CPU tier.
     """
@@ -227,7 +229,9 @@ def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
         return
     lower = [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("disk", "s3", "fs")]
     extra = recipe.cache.extra
-    remote_extra = any(k in extra for k in ("remote_url", "remote_storage_plugins", "local_disk"))
+    extra_config = extra.get("extra_config") if isinstance(extra.get("extra_config"), dict) else {}
+    nixl_cpu = bool(extra_config.get("enable_nixl_storage")) and extra.get("nixl_buffer_device") == "cpu"
+    remote_extra = nixl_cpu or any(k in extra for k in ("remote_url", "remote_storage_plugins", "local_disk"))
     if not (lower or remote_extra) or recipe.tiers_of("cpu"):
         return
     size = extra.get("max_local_cpu_size")

@@ -117,3 +117,21 @@ def test_s3_tls_rule_only_for_port_7480_with_tls_on():
     recipe = load_recipe(RULE_FIXTURES / "s3-tls-on-plain-http-port" / "fail.toml")
     recipe.cache.tiers[1].url = "s3://kv.rgw.example.com:443"
     assert _ids(recipe) == []
+
+
+def test_cpu_buffer_missing_covers_nixl_storage_on_the_cpu_pool():
+    recipe = load_recipe(RULE_FIXTURES / "cpu-buffer-missing" / "pass.toml")
+    recipe.cache.tiers = []
+    recipe.cache.extra = {"max_local_cpu_size": 0, "nixl_buffer_device": "cpu",
+                          "extra_config": {"enable_nixl_storage": True}}
+    assert _ids(recipe) == ["cpu-buffer-missing"]
+    recipe.cache.extra["nixl_buffer_device"] = "cuda"
+    assert _ids(recipe) == []
+
+
+@pytest.mark.parametrize("rule_id", ["lmcache-prefix-caching-off", "save-decode-cache", "cpu-buffer-missing",
+                                     "gpu-visibility-mismatch", "layerwise-needs-piecewise", "removed-env-var",
+                                     "disk-tier-without-size", "s3-tls-on-plain-http-port",
+                                     "kv-transfer-config-invalid"])
+def test_rule_pages_cite_the_package_source(rule_id):
+    assert re.search(r"(vLLM|LMCache) [0-9.]+\s+\S+\.py:\d+", RULES[rule_id].doc), rule_id
