@@ -67,7 +67,7 @@ def import_stack(draft: Draft, launch: Launch, name: str | None) -> None:
             draft.set("versions", package, version, f"from the script's pip install {package}=={version}")
     if draft.get("cache", "enabled") and not draft.get("versions", "lmcache"):
         draft.comment("versions", "", "The LMCache version is not visible in the launch: pin the one your image had, "
-                                      'e.g. lmcache = "0.5.6" (rules that depend on it are not applied until then).')
+                                      'e.g. lmcache = "0.5.6" (until then stackctl builds its default release).')
 
 
 def _slug(text: str) -> str:
