@@ -109,7 +109,9 @@ def serve_args(recipe: Recipe) -> list[str]:
     args.append("--enable-prefix-caching" if serve.prefix_caching else "--no-enable-prefix-caching")
     if serve.prefix_caching_hash_algo:
         args += ["--prefix-caching-hash-algo", serve.prefix_caching_hash_algo]
-    if serve.async_scheduling is not None:  # unset: vLLM decides (vllm/config/vllm.py resolves None)
+    # Unset: vLLM decides (0.27.1 vllm/config/scheduler.py:148 defaults to None, vllm/config/vllm.py:1095-1143 turns
+    # it on where supported); the flag is a BooleanOptionalAction, so --no-async-scheduling exists (arg_utils.py:350).
+    if serve.async_scheduling is not None:
         args.append("--async-scheduling" if serve.async_scheduling else "--no-async-scheduling")
     if serve.enforce_eager:
         args.append("--enforce-eager")
