@@ -169,9 +169,12 @@ def make_plan(
     warnings: List[str] = []
     notes: List[str] = list(extra_notes) + list(model.notes)
 
-    # LMCache stores each TP rank's shard (so replicated heads are stored once per rank); for MLA it stores only
-    # the first rank's copy, since every rank holds the same latent (save_only_first_rank defaults to use_mla).
+    # LMCache stores each TP rank's shard (so replicated heads are stored once per rank). For MLA every rank holds
+    # the same latent and only the first rank stores it (save_only_first_rank defaults to use_mla; LMCache 0.5.6
+    # lmcache/v1/cache_engine.py:116-119 and :303-321: only that rank creates a storage manager), so of a tier
+    # sized across all ranks only the first rank's share (size / TP) ever holds data.
     tier_bpt = fp.total if model.is_mla else fp.across_gpus
+    storing_ranks = 1 if model.is_mla else tensor_parallel
 
     usable = reserve = hbm_kv = hbm_tokens = None
     if gpu_vram_bytes is not None and weights_bytes is not None:
@@ -179,8 +182,8 @@ def make_plan(
         reserve = int(tensor_parallel * gpu_vram_bytes * OVERHEAD_RESERVE_FRACTION)
         hbm_kv = usable - weights_bytes - reserve
         hbm_tokens = max(hbm_kv, 0) // fp.across_gpus
-    cpu_tokens = cpu_tier_bytes // tier_bpt
-    disk_tokens = disk_tier_bytes // tier_bpt
+    cpu_tokens = cpu_tier_bytes * storing_ranks // tensor_parallel // tier_bpt
+    disk_tokens = disk_tier_bytes * storing_ranks // tensor_parallel // tier_bpt
     ws_tokens = users * context_tokens
     ws_tier_bytes = ws_tokens * tier_bpt
 
@@ -208,8 +211,9 @@ def make_plan(
         )
     if model.is_mla and tensor_parallel > 1:
         notes.append(
-            f"MLA: every GPU holds the full {fp.per_gpu:,} B/token latent; LMCache stores it once (first rank), "
-            f"but allocates max_local_cpu_size on every rank: size first_rank_max_local_cpu_size instead"
+            f"MLA: every GPU holds the full {fp.per_gpu:,} B/token latent; LMCache stores it on the first rank only, "
+            f"so each tier holds 1/{tensor_parallel} of its size in KV (capacities above count that rank only); "
+            f"give that rank more with cache.extra first_rank_max_local_cpu_size"
         )
     if usable is not None:
         notes.append(

@@ -24,6 +24,14 @@ VENV = "/opt/venv"                    # the CPU image's Python environment
 KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
 
+def kv_connector(recipe: Recipe) -> dict:
+    """The --kv-transfer-config. vLLM looks for `use_layerwise` in kv_connector_extra_config (not in LMCache's
+    YAML) to switch FULL graphs to PIECEWISE, so a layer-wise stack says it there too."""
+    if recipe.cache.use_layerwise:
+        return {**KV_CONNECTOR, "kv_connector_extra_config": {"use_layerwise": True}}
+    return dict(KV_CONNECTOR)
+
+
 def base_image(recipe: Recipe) -> str:
     if recipe.stack.base_image:
         return recipe.stack.base_image
@@ -101,15 +109,17 @@ def serve_args(recipe: Recipe) -> list[str]:
     args.append("--enable-prefix-caching" if serve.prefix_caching else "--no-enable-prefix-caching")
     if serve.prefix_caching_hash_algo:
         args += ["--prefix-caching-hash-algo", serve.prefix_caching_hash_algo]
-    if serve.async_scheduling:
-        args.append("--async-scheduling")
+    # Unset: vLLM decides (0.27.1 vllm/config/scheduler.py:148 defaults to None, vllm/config/vllm.py:1095-1143 turns
+    # it on where supported); the flag is a BooleanOptionalAction, so --no-async-scheduling exists (arg_utils.py:350).
+    if serve.async_scheduling is not None:
+        args.append("--async-scheduling" if serve.async_scheduling else "--no-async-scheduling")
     if serve.enforce_eager:
         args.append("--enforce-eager")
     compilation = compilation_config(recipe)
     if compilation:
         args += ["--compilation-config", _json(compilation)]
     if recipe.cache.enabled:
-        args += ["--kv-transfer-config", _json(KV_CONNECTOR)]
+        args += ["--kv-transfer-config", _json(kv_connector(recipe))]
     if model.tool_call_parser:
         args += ["--enable-auto-tool-choice", "--tool-call-parser", model.tool_call_parser]
     if model.reasoning_parser:

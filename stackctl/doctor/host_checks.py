@@ -74,13 +74,20 @@ def rocm_driver(ctx):
     return passed(f"amdgpu {version}")
 
 
+def _gpu_facts(ctx, what: str) -> None:
+    """On a rocm recipe a fact derived from the GPUs cannot be judged without GPUs: skip with the reason."""
+    if ctx.recipe.stack.platform == "rocm" and not ctx.host.gpus:
+        raise Unavailable(f"no GPU found ({ctx.host.gpu_discovery.reason}): {what} depends on the GPUs' NUMA nodes")
+
+
 @check("host.numa-topology", "host", "warning", "each GPU's NUMA node is known",
        "enable NUMA in the BIOS (NPS setting) so the kernel reports each GPU's node")
 def numa_topology(ctx):
     """Pinning the server near its GPUs needs each GPU's NUMA node; `-1` in sysfs means the platform hides it."""
+    _gpu_facts(ctx, "each GPU's NUMA node")
     nodes = ctx.host.cpu.numa_nodes
     layout = {n.node: len(n.cpus) for n in nodes}
-    if ctx.recipe.stack.platform != "rocm" or not ctx.host.gpus:
+    if ctx.recipe.stack.platform != "rocm":
         return passed(f"{len(nodes)} NUMA node(s): " + ", ".join(f"node {k}: {v} CPUs" for k, v in layout.items()))
     unknown = [g.index for g in ctx.host.gpus if g.numa_node is None]
     if unknown:
@@ -129,6 +136,7 @@ def isolcpus(ctx):
     if mode == "off":
         return passed("not used (isolcpus = off)")
     if mode == "auto":
+        _gpu_facts(ctx, "isolcpus = auto (the isolated cores of the GPUs' node)")
         if not isolated:
             return passed("no isolated CPUs on this host: the server uses its node's CPUs (auto)")
         return passed(f"isolated CPUs {format_cpulist(sorted(isolated))} available (auto)")
@@ -146,6 +154,8 @@ def pinning(ctx):
     from stackctl.host import pinning_for
     from stackctl.host.pinning import PinningError
 
+    if "auto" in (ctx.recipe.host.numa, ctx.recipe.host.isolcpus):
+        _gpu_facts(ctx, "pinning with host.numa / host.isolcpus = auto")
     try:
         decision = pinning_for(ctx.recipe, ctx.host)
     except PinningError as exc:

@@ -18,7 +18,8 @@ def _lmcache_on(ctx) -> None:
 @check("image.lmcache-backend", "image", "error", "LMCache's native module is a HIP build for the recipe's GPUs",
        "build LMCache from source with BUILD_WITH_HIP=1 (build.lmcache_from = \"source\"), for versions.gpu_arch")
 def lmcache_backend(ctx):
-    """Reads the ELF of LMCache's native GPU module (`cuda_ops` in 0.5.x, `c_ops` in 0.4.x and 0.3.x) without
+    """Reads the ELF of LMCache's native GPU module (`cuda_ops` from 0.5.4, `c_ops` up to 0.5.3: the 0.5.3 and 0.5.4
+    PyPI wheels; a source build keeps the name, LMCache 0.5.6 setup_extensions/build_profiles/rocm.py:146) without
     importing it: a HIP build (offload bundles for the recipe's gfx targets) is right on ROCm; a CUDA build (the PyPI
     wheel, linked to libcudart) or no native module (the slow torch/Python fallback) is the 1.7x-slower-than-no-cache
     failure."""
@@ -53,8 +54,10 @@ def lmcache_backend(ctx):
 @check("image.cuda-only-packages", "image", "error", "no CUDA-only Python distribution in the image",
        "let stackctl purge them (build.purge_cuda_packages = true) and rebuild")
 def cuda_only_packages(ctx):
-    """CUDA-only wheels (nixl, cupy-cudaXXx, cuda-python, cufile-python, nvtx, nvidia-*) fail on ROCm at model
-    load (`libcuda.so.1`/`libcudart` ImportError) or with cudaErrorInsufficientDriver. On platform cpu, the
+    """CUDA-only wheels (nixl, cupy-cudaXXx, cuda-python and the cuda-core/cuda-bindings/cuda-pathfinder it pulls,
+    cufile-python, nvidia-*) fail on ROCm at model load (`libcuda.so.1`/`libcudart` ImportError) or with
+    cudaErrorInsufficientDriver. `nvtx` does not fail: it is unused on ROCm (LMCache 0.5.6 lmcache/utils.py:20-27
+    imports it optionally), so it is dead weight that the purge removes. On platform cpu, the
     nvidia-* runtime wheels a PyPI (CUDA) torch depends on are tolerated: torch needs them to import, and they do
     nothing there."""
     installed = _distributions(ctx)
@@ -62,7 +65,9 @@ def cuda_only_packages(ctx):
     found = sorted(name for name in installed
                    if compat.is_cuda_only(name) and not (cpu and name.startswith("nvidia-")))
     if found:
-        return failed(f"{len(found)} CUDA-only distribution(s): {', '.join(found)}", found=found)
+        reasons = compat.table().get("cuda_only_reasons", {})
+        named = [f"{name} ({reasons[name]})" if name in reasons else name for name in found]
+        return failed(f"{len(found)} CUDA-only distribution(s): {'; '.join(named)}", found=found)
     return passed(f"none among {len(installed)} distributions")
 
 

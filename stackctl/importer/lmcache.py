@@ -147,7 +147,15 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
         tier["region"] = str(region)
         if _to_bool(extra_config.pop("disable_tls", False)):
             tier["disable_tls"] = True
-        if key_env["AWS_ACCESS_KEY_ID"] and key_env["AWS_SECRET_ACCESS_KEY"]:
+        inline_keys = [k for k in ("aws_access_key_id", "aws_secret_access_key") if k in extra_config]
+        if len(inline_keys) == 2 and not (key_env["AWS_ACCESS_KEY_ID"] and key_env["AWS_SECRET_ACCESS_KEY"]):
+            # Keys written into the YAML: never copied; the tier names the standard variables to export instead.
+            for key in inline_keys:
+                extra_config.pop(key)
+            tier["access_key_env"], tier["secret_key_env"] = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
+            notes.append("the old config had the S3 keys inline (values NOT copied): export AWS_ACCESS_KEY_ID and "
+                         "AWS_SECRET_ACCESS_KEY on the host")
+        elif key_env["AWS_ACCESS_KEY_ID"] and key_env["AWS_SECRET_ACCESS_KEY"]:
             tier["access_key_env"], tier["secret_key_env"] = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
             notes.append("credentials: the host's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY at run time (values not "
                          "copied)")

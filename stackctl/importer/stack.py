@@ -62,9 +62,12 @@ def import_stack(draft: Draft, launch: Launch, name: str | None) -> None:
         version = _vllm_version_from_image(launch.image)
         if version:
             draft.set("versions", "vllm", version, "from the image tag")
-    if draft.get("cache", "enabled"):
-        draft.comment("versions", "", "The LMCache version is not visible in a launch: pin the one your image had, "
-                                      'e.g. lmcache = "0.5.6".')
+    for package, version in sorted(launch.pins.items()):
+        if fits(model.Versions, package, version) and not draft.get("versions", package):
+            draft.set("versions", package, version, f"from the script's pip install {package}=={version}")
+    if draft.get("cache", "enabled") and not draft.get("versions", "lmcache"):
+        draft.comment("versions", "", "The LMCache version is not visible in the launch: pin the one your image had, "
+                                      'e.g. lmcache = "0.5.6" (until then stackctl builds its default release).')
 
 
 def _slug(text: str) -> str:

@@ -140,7 +140,9 @@ class Serve(Section):
     max_num_batched_tokens: int | None = option(None, "vLLM --max-num-batched-tokens.", "int", minimum=1)
     max_num_seqs: int | None = option(None, "vLLM --max-num-seqs.", "int", minimum=1)
     block_size: int | None = option(None, "KV block size in tokens.", "int", minimum=1)
-    async_scheduling: bool = option(False, "vLLM --async-scheduling.", "bool")
+    async_scheduling: bool | None = option(
+        None, "vLLM async scheduling: unset keeps vLLM's default (on where supported, as in vLLM 0.27.1 and 0.32), "
+        "true/false pass --async-scheduling / --no-async-scheduling.", "bool")
     prefix_caching: bool = option(True, "vLLM automatic prefix caching (the HBM tier).", "bool")
     prefix_caching_hash_algo: str | None = option(None, "vLLM --prefix-caching-hash-algo.", "str",
                                       choices=HASH_ALGOS)

@@ -22,39 +22,65 @@ Hit = tuple  # (key path tuple, message)
 
 
 class Rule:
-    """A registered rule: id, severity, summary, fix, doc page, and the check function."""
+    """A registered rule: id, severity, summary, fix, doc page, the check function, and for a version-bound rule
+    the package whose version it needs plus a predicate saying whether the recipe has anything for it to judge."""
 
-    def __init__(self, id: str, severity: str, summary: str, fix: str, doc: str, check: Callable):
+    def __init__(self, id: str, severity: str, summary: str, fix: str, doc: str, check: Callable,
+                 needs_version: str | None = None, applies: Callable | None = None):
         self.id, self.severity, self.summary, self.fix, self.doc, self.check = id, severity, summary, fix, doc, check
+        self.needs_version, self.applies = needs_version, applies
 
 
 RULES: dict[str, Rule] = {}
+VERSION_UNKNOWN = "version-unknown"
 
 
-def rule(rule_id: str, severity: str, summary: str, fix: str):
-    """Register a rule function under a stable id."""
+def rule(rule_id: str, severity: str, summary: str, fix: str, needs_version: str | None = None,
+         applies: Callable[[Recipe], bool] | None = None):
+    """Register a rule function under a stable id. A rule whose facts depend on a package version names the package
+    (needs_version="vllm" or "lmcache"): with that version unknown the engine does not run it, and reports it under
+    `version-unknown` when `applies(recipe)` says the recipe has something it would judge."""
 
     def register(check: Callable[[Recipe], Iterable[Hit]]):
         doc = clean_doc(check.__doc__ or summary)
-        RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check)
+        RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check, needs_version, applies)
         return check
 
     return register
 
 
 def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
-    """All findings of all rules not skipped (by the caller or the recipe's checks.skip), in file order."""
+    """All findings of all rules not skipped (by the caller or the recipe's checks.skip), in file order.
+
+    One policy for unknown versions, here and nowhere else: a version-bound rule is not applied when its package's
+    version is unknown, and one `version-unknown` warning names every rule left out that way (never silence, never
+    an error)."""
     skipped = set(skip) | set(recipe.checks.skip)
-    findings = []
+    hits: list[tuple[Rule, object, str]] = []
+    unapplied: dict[str, list[str]] = {}
     for rule_ in RULES.values():
-        if rule_.id in skipped:
+        if rule_.id in skipped or rule_.id == VERSION_UNKNOWN:
             continue
-        for path, message in rule_.check(recipe):
-            path = (path,) if isinstance(path, str) else tuple(path)
-            line, col = lookup(recipe.positions, path)
-            findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
-                                    rule_.id, rule_.severity))
+        if rule_.needs_version and package_version(recipe, rule_.needs_version) is None:
+            if rule_.applies is None or rule_.applies(recipe):
+                unapplied.setdefault(rule_.needs_version, []).append(rule_.id)
+            continue
+        hits += [(rule_, path, message) for path, message in rule_.check(recipe)]
+    if unapplied and VERSION_UNKNOWN not in skipped:
+        hits += [(RULES[VERSION_UNKNOWN], path, message) for path, message in _version_unknown_hits(unapplied)]
+    findings = []
+    for rule_, path, message in hits:
+        path = (path,) if isinstance(path, str) else tuple(path)
+        line, col = lookup(recipe.positions, path)
+        findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
+                                rule_.id, rule_.severity))
     return sorted(findings, key=lambda f: (f.line, f.col, f.rule_id))
+
+
+def _version_unknown_hits(unapplied: dict[str, list[str]]) -> Iterator[Hit]:
+    for package, rule_ids in sorted(unapplied.items()):
+        yield (("versions",), f"{'vLLM' if package == 'vllm' else 'LMCache'} version unknown: not applied: "
+                              f"{', '.join(sorted(rule_ids))} (set versions.{package})")
 
 
 # -- helpers shared by rules ----------------------------------------------------------------------------------
@@ -74,6 +100,12 @@ def remote_tiers(recipe: Recipe) -> list[tuple[int, object]]:
 def lmcache_source(recipe: Recipe) -> str:
     """How LMCache gets into the image: "source" or "wheel" (the default depends on the platform)."""
     return recipe.build.lmcache_from or ("source" if recipe.stack.platform == "rocm" else "wheel")
+
+
+def package_version(recipe: Recipe, package: str) -> str | None:
+    """The version a version-bound rule judges against: a real version number, else None (unknown)."""
+    version = vllm_version(recipe) if package == "vllm" else recipe.versions.lmcache
+    return version if compat.parse_version(version) is not None else None
 
 
 def vllm_version(recipe: Recipe) -> str | None:
@@ -123,30 +155,40 @@ def _remote_tier_hash_seed(recipe: Recipe) -> Iterator[Hit]:
             yield (("cache", "tiers", index), f"{tier.kind} tier shared without a fixed hash seed")
 
 
-@rule("lmcache-prefix-caching-off", "error",
-      "LMCache is on but vLLM prefix caching is off",
+@rule("lmcache-prefix-caching-off", "warning",
+      "LMCache is on but vLLM prefix caching is off: the HBM tier is lost, every reuse is loaded from LMCache",
       "set serve.prefix_caching = true")
 def _prefix_caching_off(recipe: Recipe) -> Iterator[Hit]:
-    """LMCache computes its keys from the same block hashes that vLLM's prefix cache uses. With
-    `--enable-prefix-caching` off, the keys become inconsistent and the HBM tier (the fastest one) is lost too.
+    """LMCache does not depend on vLLM's prefix cache for its keys: it hashes the token ids itself, chunk by chunk,
+    chaining from vLLM's NONE_HASH (LMCache 0.5.6 lmcache/v1/token_database.py:269-296 `_hash_tokens`, seeded at
+    :90-101). So with `--no-enable-prefix-caching` LMCache still stores and hits. What is lost is the fastest tier:
+    vLLM keeps no prefix blocks in HBM, so every request that shares a prefix loads it back from LMCache (CPU, disk
+    or remote) instead of reusing it in place, and time to first token rises accordingly.
 
     Fix: keep `serve.prefix_caching = true` whenever `cache.enabled = true`.
     """
     if recipe.cache.enabled and not recipe.serve.prefix_caching:
-        yield (("serve", "prefix_caching"), "prefix caching disabled while LMCache is enabled")
+        yield (("serve", "prefix_caching"), "prefix caching disabled while LMCache is enabled: no HBM reuse, every "
+                                            "shared prefix is loaded from LMCache")
 
 
-@rule("save-decode-cache", "error",
-      "save_decode_cache = true offloads every decode step synchronously: 100-250 s stalls",
-      "set cache.save_decode_cache = false")
+@rule("save-decode-cache", "warning",
+      "save_decode_cache = true also stores generated tokens, synchronously, at every chunk boundary",
+      "set cache.save_decode_cache = false unless generated text is reused as a later prompt")
 def _save_decode_cache(recipe: Recipe) -> Iterator[Hit]:
-    """LMCache's `save_decode_cache` stores the KV of every generated token, synchronously, on every decode step.
-    Under load this stalls requests for 100 to 250 seconds. Prefill KV (the part worth reusing) is saved without it.
+    """With `save_decode_cache` LMCache also stores the KV of generated tokens. It does so when a request in the
+    decode phase crosses a chunk boundary (every `chunk_size` generated tokens; LMCache 0.5.6
+    lmcache/integration/vllm/vllm_v1_adapter.py:321-338), and the store runs inside `wait_for_save`, which blocks
+    the forward step until the KV is copied out (:1104-1105, :1227). Every running request pays that pause once per
+    chunk of output; under load, with slow tiers, published stacks saw stalls of minutes. Prefill KV (what later
+    requests reuse) is stored without it.
 
-    Fix: `cache.save_decode_cache = false` (LMCache's default).
+    Fix: `cache.save_decode_cache = false` (LMCache's default), unless multi-turn prompts really reuse the previous
+    answer verbatim and the stall is measured acceptable.
     """
     if recipe.cache.enabled and recipe.cache.save_decode_cache:
-        yield (("cache", "save_decode_cache"), "decode-step KV offload enabled")
+        yield (("cache", "save_decode_cache"), f"generated tokens are stored every {recipe.cache.chunk_size} tokens, "
+                                               "blocking the decode step")
 
 
 @rule("atom-cuda-graphs", "error",
@@ -167,36 +209,59 @@ def _atom_cuda_graphs(recipe: Recipe) -> Iterator[Hit]:
         yield (("serve", "cudagraph_mode"), "ATOM run with cudagraph_mode NONE")
 
 
-@rule("tier-needs-cpu-tier", "error",
-      "a disk or remote tier without a CPU tier: LMCache stages those through its CPU backend",
-      "add a [[cache.tiers]] with kind = \"cpu\" before the other tiers")
-def _tier_needs_cpu(recipe: Recipe) -> Iterator[Hit]:
-    """LMCache's `local_disk` backend writes through the CPU backend (`local_cpu`), and its remote backends (S3, fs)
-    use the CPU backend as their buffer (0.5.6 asserts "Remote backend requires local CPU backend as a buffer").
-    Without a CPU tier the lower tiers are silently never used, or the connector fails to start.
+@rule("cpu-buffer-missing", "error",
+      "a disk or remote tier with no CPU buffer: LMCache's backends assert and LMCache runs degraded",
+      "leave max_local_cpu_size above 0 (remove it from cache.extra), or add a CPU tier")
+def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache stages every lower tier through its CPU backend, and always creates that backend as a buffer, even
+    with `local_cpu: false` (LMCache 0.5.6 lmcache/v1/storage_backend/__init__.py:146-147; with `local_cpu: false`
+    it is a buffer only, local_cpu_backend.py:44 and :65). A recipe without a CPU tier is therefore fine: LMCache
+    allocates its default `max_local_cpu_size` (5.0 GiB per rank, lmcache/v1/config.py:96) as the buffer. The buffer is skipped only when
+    `max_local_cpu_size <= 0` (__init__.py:180-191); then the disk backend asserts (`assert local_cpu_backend is not
+    None`, :217-224) and remote storage plugins assert "Remote backend requires local CPU backend as a buffer"
+    (:258-262); NIXL storage with `nixl_buffer_device: cpu` (extra_config `enable_nixl_storage`, :128-130) shares
+    that same pool (:157-171, :205-214). The engine's init fails and LMCache runs in degraded (recompute) mode:
+    nothing is cached at all.
 
-    Fix: add a CPU tier (`kind = "cpu"`, `size_gb = ...`).
+    Fix: keep `max_local_cpu_size` above 0 (do not set it to 0 in cache.extra), or add a CPU tier.
     """
-    if recipe.cache.enabled and not recipe.tiers_of("cpu"):
-        for index, tier in enumerate(recipe.cache.tiers):
-            if tier.kind in ("disk", "s3", "fs"):
-                yield (("cache", "tiers", index), f"{tier.kind} tier without a CPU tier")
-                return
+    if not recipe.cache.enabled:
+        return
+    lower = [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("disk", "s3", "fs")]
+    extra = recipe.cache.extra
+    extra_config = extra.get("extra_config") if isinstance(extra.get("extra_config"), dict) else {}
+    nixl_cpu = bool(extra_config.get("enable_nixl_storage")) and extra.get("nixl_buffer_device") == "cpu"
+    remote_extra = nixl_cpu or any(k in extra for k in ("remote_url", "remote_storage_plugins", "local_disk"))
+    if not (lower or remote_extra) or recipe.tiers_of("cpu"):
+        return
+    size = extra.get("max_local_cpu_size")
+    try:
+        empty = size is not None and float(size) <= 0
+    except (TypeError, ValueError):
+        empty = False
+    if empty:
+        yield (("cache", "extra", "max_local_cpu_size"), f"max_local_cpu_size {size} leaves no CPU buffer for the "
+                                                         f"{lower[0][1].kind if lower else 'remote'} tier")
 
 
 @rule("gpu-visibility-mismatch", "error",
-      "HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES disagree",
-      "set only HIP_VISIBLE_DEVICES, or give both the same value")
+      "HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES disagree: vLLM on ROCm refuses to start",
+      "set only HIP_VISIBLE_DEVICES, or give both exactly the same value")
 def _gpu_visibility(recipe: Recipe) -> Iterator[Hit]:
-    """On ROCm, vLLM reads both variables and refuses to start with `Inconsistent GPU visibility env vars` when they
-    differ; some launchers set one and inherit the other from the host.
+    """vLLM's ROCm platform compares the two variables at import (vLLM 0.27.1 vllm/platforms/rocm.py:116-141,
+    `_sync_hip_cuda_env_vars`): an empty value counts as unset (`os.environ.get(...) or None`), and two set values
+    are compared as raw strings, so `0,1` and `0, 1` differ. A difference raises `Inconsistent GPU visibility env
+    vars` and the server does not start; when only one is set vLLM copies it to the other.
 
-    Fix: set one of them (stackctl passes GPUs by device mapping anyway), or both to the same list.
+    Fix: set one of them (stackctl passes GPUs by device mapping anyway), or both to the same string.
     """
+    if recipe.stack.platform != "rocm":
+        return
     env = recipe.serve.env
-    hip, cuda = env.get("HIP_VISIBLE_DEVICES"), env.get("CUDA_VISIBLE_DEVICES")
-    if hip is not None and cuda is not None and hip.replace(" ", "") != cuda.replace(" ", ""):
-        yield (("serve", "env", "CUDA_VISIBLE_DEVICES"), f"HIP_VISIBLE_DEVICES={hip} but CUDA_VISIBLE_DEVICES={cuda}")
+    hip, cuda = env.get("HIP_VISIBLE_DEVICES") or None, env.get("CUDA_VISIBLE_DEVICES") or None
+    if hip is not None and cuda is not None and hip != cuda:
+        yield (("serve", "env", "CUDA_VISIBLE_DEVICES"), f"HIP_VISIBLE_DEVICES={hip!r} but CUDA_VISIBLE_DEVICES="
+                                                         f"{cuda!r} (compared as raw strings)")
 
 
 @rule("lmcache-wheel-on-rocm", "error",
@@ -214,22 +279,29 @@ def _lmcache_wheel_on_rocm(recipe: Recipe) -> Iterator[Hit]:
 
 
 @rule("layerwise-needs-piecewise", "warning",
-      "LMCache layer-wise transfer with a FULL cudagraph mode: vLLM downgrades to PIECEWISE",
+      "LMCache layer-wise transfer with a FULL cudagraph mode: vLLM overrides it to PIECEWISE",
       'set serve.cudagraph_mode = "PIECEWISE"')
 def _layerwise_full(recipe: Recipe) -> Iterator[Hit]:
-    """`use_layerwise = true` needs per-layer hooks that full graphs cannot contain; vLLM silently downgrades the
-    mode to PIECEWISE with a warning, so the recipe does not describe what runs.
+    """Layer-wise transfer waits for each layer's KV inside the forward pass, which a full CUDA/HIP graph cannot
+    contain. vLLM asks the connector (`requires_piecewise_for_cudagraph`, vLLM 0.27.1
+    vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py:73-81), which looks for `use_layerwise` in the
+    connector's `kv_connector_extra_config` only, not in LMCache's YAML. When it is there and the mode has full
+    graphs, vLLM logs `KV connector LMCacheConnectorV1 requires PIECEWISE CUDA graph mode ...` and overrides the
+    mode to PIECEWISE (vllm/config/vllm.py:1397-1421). stackctl writes `use_layerwise` into
+    `kv_connector_extra_config` whenever `cache.use_layerwise = true`, so the override happens, and the recipe's
+    FULL mode is not what runs.
 
     Fix: ask for PIECEWISE explicitly.
     """
     mode = cudagraph_mode(recipe)
     if recipe.cache.enabled and recipe.cache.use_layerwise and mode and mode.startswith("FULL"):
-        yield (("serve", "cudagraph_mode"), f"{mode} with cache.use_layerwise = true")
+        yield (("serve", "cudagraph_mode"), f"{mode} with cache.use_layerwise = true: vLLM runs PIECEWISE instead")
 
 
 @rule("lmcache-tp-known-stall", "warning",
       "the LMCache connector with tensor parallel > 4 on vLLM 0.19.x is a known stall",
-      "use another vLLM release, or tensor_parallel <= 4")
+      "use another vLLM release, or tensor_parallel <= 4", needs_version="vllm",
+      applies=lambda r: r.cache.enabled and r.model.tensor_parallel >= 5)
 def _tp_known_stall(recipe: Recipe) -> Iterator[Hit]:
     """vLLM 0.19.x with the LMCache connector and more than four tensor-parallel ranks hangs with
     `No available shared memory broadcast block found in 60 seconds` repeating. See compat.toml `known_issues`.
@@ -247,7 +319,9 @@ def _tp_known_stall(recipe: Recipe) -> Iterator[Hit]:
 
 @rule("pass-config-version", "error",
       "a compilation pass_config key the pinned vLLM does not accept: `vllm serve` exits 2",
-      "remove the key, or pin a vLLM release that has it")
+      "remove the key, or pin a vLLM release that has it", needs_version="vllm",
+      applies=lambda r: isinstance(r.serve.compilation_config.get("pass_config"), dict) and any(
+          e["key"] in r.serve.compilation_config["pass_config"] for e in compat.table()["pass_config_keys"]))
 def _pass_config_version(recipe: Recipe) -> Iterator[Hit]:
     """vLLM's config classes forbid unknown keys. A `pass_config` key copied from a recipe written for another release
     (e.g. `fuse_minimax_qk_norm`, which exists only in vLLM 0.20.0 - 0.23.x) makes the server exit with
@@ -266,40 +340,47 @@ def _pass_config_version(recipe: Recipe) -> Iterator[Hit]:
 
 @rule("compilation-key-removed", "error",
       "a compilation_config key that was renamed or removed",
-      "use the replacement key (e.g. `mode` instead of `level`)")
+      "use the replacement key (e.g. `mode` instead of `level`)", needs_version="vllm",
+      applies=lambda r: any(e["key"] in r.serve.compilation_config for e in compat.table()["compilation_keys"]))
 def _compilation_key_removed(recipe: Recipe) -> Iterator[Hit]:
     """`compilation_config.level` became `mode`; current vLLM releases reject the old key at start-up.
     The table is in stackctl/knowledge/compat.toml.
     """
     version = vllm_version(recipe)
     for entry in compat.table()["compilation_keys"]:
-        if entry["key"] in recipe.serve.compilation_config and compat.in_range(version, until=entry["until"]) is not True:
+        if entry["key"] in recipe.serve.compilation_config and compat.in_range(version, until=entry["until"]) is False:
             yield (("serve", "compilation_config", entry["key"]),
                    f"`{entry['key']}` is not accepted by vLLM >= {entry['until']}; use `{entry['replacement']}`")
 
 
 @rule("removed-env-var", "warning",
       "an environment variable the pinned vLLM no longer knows",
-      "remove it from serve.env")
+      "remove it from serve.env", needs_version="vllm",
+      applies=lambda r: any(e["name"] in r.serve.env for e in compat.table()["removed_env"]))
 def _removed_env(recipe: Recipe) -> Iterator[Hit]:
-    """vLLM warns `Unknown vLLM environment variable detected: VLLM_USE_V1` and ignores it: the setting the recipe
-    seems to make does nothing.
+    """At start-up vLLM checks every `VLLM_*` variable of its environment against the ones it knows and logs
+    `Unknown vLLM environment variable detected: VLLM_USE_V1` (vLLM 0.27.1 vllm/envs.py:2122-2128, called from
+    vllm/engine/arg_utils.py:1910, a hard failure only with --fail-on-environ-validation). The variable is ignored: the
+    setting the recipe seems to make does nothing. The removal versions are in stackctl/knowledge/compat.toml.
     """
     version = vllm_version(recipe)
     for entry in compat.table()["removed_env"]:
-        if entry["name"] in recipe.serve.env and compat.in_range(version, since=entry["since"]) is not False:
+        if entry["name"] in recipe.serve.env and compat.in_range(version, since=entry["since"]) is True:
             yield (("serve", "env", entry["name"]), f"{entry['name']} is ignored since vLLM {entry['since']}")
 
 
-@rule("lmcache-version-unpinned", "error",
-      "LMCache is on but no LMCache version or git ref is pinned",
+@rule("lmcache-version-unpinned", "warning",
+      "LMCache is on but no LMCache version or git ref is pinned: stackctl builds its default release",
       'set versions.lmcache = "0.5.6" (or versions.lmcache_git = "URL@REF")')
 def _lmcache_unpinned(recipe: Recipe) -> Iterator[Hit]:
-    """An unpinned LMCache makes every build a different stack: module names (`c_ops` vs `cuda_ops`), config keys
-    and wheels change between releases, and the image checks cannot know what to expect.
+    """Without a pin, stackctl builds the LMCache release it defaults to (stackctl/knowledge/compat.toml
+    `defaults.lmcache`), which may not be the one the stack was tested with: module names (`c_ops` up to 0.5.3,
+    `cuda_ops` from 0.5.4), config keys and defaults change between releases. Like every unknown version this is a
+    warning, not an error: the stack builds, but what it runs is stackctl's choice, not yours.
     """
     if recipe.cache.enabled and not (recipe.versions.lmcache or recipe.versions.lmcache_git):
-        yield (("versions",), "no LMCache version pinned")
+        default = compat.table()["defaults"]["lmcache"]
+        yield (("versions",), f"no LMCache version pinned: the build uses stackctl's default {default}")
 
 
 @rule("tiers-without-cache", "warning",
@@ -334,3 +415,83 @@ def _lmcache_on_cpu(recipe: Recipe) -> Iterator[Hit]:
     """
     if recipe.stack.platform == "cpu" and recipe.cache.enabled:
         yield (("cache", "enabled"), "LMCache enabled on platform cpu")
+
+
+@rule(VERSION_UNKNOWN, "warning",
+      "a rule that depends on the vLLM or LMCache version could not be applied: the version is unknown",
+      "pin the version (versions.vllm, versions.lmcache), or a base image whose tag names it")
+def _version_unknown(recipe: Recipe) -> Iterator[Hit]:
+    """Some facts hold only for some releases (a removed variable, a renamed compilation key, a known stall). When
+    the recipe does not say which vLLM or LMCache it runs (no `versions.vllm`, a base image tag without a version, a
+    git ref instead of an LMCache release), those rules cannot judge it. stackctl does not guess in either
+    direction: it neither stays silent nor calls it an error, it names the rules it left out, here, once.
+
+    The engine (`run_rules`) produces this finding; the rule itself only documents it.
+    """
+    return iter(())
+
+
+@rule("disk-tier-without-size", "warning",
+      "an LMCache local_disk without a max_local_disk_size above 0: LMCache never uses that disk",
+      'declare a [[cache.tiers]] kind = "disk" with path and size_gb instead')
+def _disk_without_size(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache creates its disk backend only when `local_disk` is set AND `max_local_disk_size > 0` (LMCache 0.5.6
+    lmcache/v1/storage_backend/__init__.py:217-219); the size defaults to 0.0 (lmcache/v1/config.py:113). A config that
+    names a disk but no size (or 0) runs without the disk tier and says nothing. Imported configs keep such keys in
+    cache.extra; a recipe's disk tier always has a size.
+
+    Fix: a disk tier in the recipe (`kind = "disk"`, `path`, `size_gb`), which stackctl also mounts.
+    """
+    extra = recipe.cache.extra
+    if not (recipe.cache.enabled and extra.get("local_disk")):
+        return
+    size = extra.get("max_local_disk_size")
+    try:
+        usable = size is not None and float(size) > 0
+    except (TypeError, ValueError):
+        usable = False
+    if not usable:
+        yield (("cache", "extra", "local_disk"), f"local_disk {extra['local_disk']!r} with max_local_disk_size "
+                                                 f"{size if size is not None else 'unset (0)'}: the disk is never used")
+
+
+@rule("s3-tls-on-plain-http-port", "error",
+      "an S3 tier on Ceph RGW's plain-HTTP port 7480 with TLS on: every remote store and lookup fails",
+      "set disable_tls = true on the tier (or use the gateway's TLS port)")
+def _s3_tls_plain_port(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache's S3 connector talks TLS unless `disable_tls` is true (LMCache 0.5.6
+    lmcache/v1/storage_backend/connector/s3_adapter.py:38, s3_connector.py:142-152: `S3RequestTlsMode.ENABLED`).
+    Port 7480 is Ceph RGW's default frontend, which speaks plain HTTP: a TLS handshake against it fails, so every
+    put and get of the tier fails in the background while the server stays healthy.
+
+    Fix: `disable_tls = true` for a plain-HTTP gateway, or point the URL at the gateway's TLS port.
+    """
+    for index, tier in enumerate(recipe.cache.tiers):
+        if tier.kind == "s3" and tier.url and not tier.disable_tls and tier.url.rstrip("/").endswith(":7480"):
+            yield (("cache", "tiers", index), f"{tier.url}: port 7480 is plain HTTP, but TLS is on")
+
+
+@rule("kv-transfer-config-invalid", "error",
+      "a --kv-transfer-config in serve.extra_args that vLLM rejects: the server exits at start-up",
+      "fix the key or value named in the message (vLLM's KVTransferConfig)")
+def _kv_transfer_config_invalid(recipe: Recipe) -> Iterator[Hit]:
+    """`--kv-transfer-config` is parsed into vLLM's `KVTransferConfig` (vLLM 0.27.1 vllm/config/kv_transfer.py:22-70),
+    a pydantic dataclass with `extra="forbid"` (vllm/config/utils.py:69) validated from the JSON
+    (vllm/engine/arg_utils.py:335-340). Unknown keys, a `kv_role` outside kv_producer/kv_consumer/kv_both, a
+    string where an integer is required that is not a whole number (`"two"`, `"80.5"`), a number for a string key,
+    or a non-object `kv_connector_extra_config` make `vllm serve` exit before loading the model. pydantic's lax mode
+    accepts a numeric string for an integer (`"kv_parallel_size": "2"` is read as 2), so that is not reported.
+    """
+    from stackctl.knowledge.kv_transfer import kv_transfer_problems
+
+    args = list(recipe.serve.extra_args)
+    for position, arg in enumerate(args):
+        if arg == "--kv-transfer-config" and position + 1 < len(args):
+            text = args[position + 1]
+        elif arg.startswith("--kv-transfer-config="):
+            text = arg.split("=", 1)[1]
+        else:
+            continue
+        problems = kv_transfer_problems(text)
+        if problems:
+            yield (("serve", "extra_args"), f"--kv-transfer-config: {'; '.join(problems)}")

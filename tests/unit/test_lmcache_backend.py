@@ -43,7 +43,9 @@ def probe(version: str | None, modules: dict) -> dict:
     ("version", "modules"),
     [
         ("0.5.6", ("cuda_ops",)),
-        ("0.5.0", ("cuda_ops",)),
+        ("0.5.4", ("cuda_ops",)),
+        ("0.5.3", ("c_ops",)),
+        ("0.5.0", ("c_ops",)),
         ("0.5.7.dev3+g1234abc", ("cuda_ops",)),
         ("0.4.7", ("c_ops",)),
         ("0.3.9", ("c_ops",)),

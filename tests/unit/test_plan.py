@@ -154,7 +154,7 @@ def test_warnings_for_host_ram_and_free_disk_carry_the_figures():
     assert host_ram_headroom(1536 * GiB) == int(1536 * GiB * 0.10)
 
 
-def test_mla_tier_stores_one_copy_but_hbm_holds_one_per_gpu():
+def test_mla_tier_stores_on_the_first_rank_only_but_hbm_holds_one_per_gpu():
     deepseek = lookup("deepseek-ai/DeepSeek-R1")
     plan = make_plan(
         deepseek.shape(),
@@ -173,10 +173,15 @@ def test_mla_tier_stores_one_copy_but_hbm_holds_one_per_gpu():
     assert plan.bytes_per_token_total == plan.bytes_per_token_per_gpu == 70_272
     assert plan.bytes_per_token_all_gpus == 8 * 70_272
     assert plan.bytes_per_token_tier == 70_272
-    # 1,000,000,000,000 // 70,272 = 14,230,418 tokens >= 64 x 128,000 = 8,192,000
-    assert plan.cpu_tier_tokens == 14_230_418
-    assert plan.regime == REGIME_CPU_TIER
-    assert any("first_rank_max_local_cpu_size" in note for note in plan.notes)
+    # Only the first of 8 ranks stores (LMCache save_only_first_rank for MLA), and each rank gets 1/8 of the tier:
+    # 1,000,000,000,000 // 8 // 70,272 = 1,778,802 tokens, short of 64 x 128,000 = 8,192,000.
+    assert plan.cpu_tier_tokens == 1_778_802
+    assert plan.regime != REGIME_CPU_TIER
+    assert any("first rank only" in note and "first_rank_max_local_cpu_size" in note for note in plan.notes)
+    small = make_plan(deepseek.shape(), tensor_parallel=8, kv_cache_dtype="auto", gpu_memory_utilization=0.9,
+                      gpu_vram_bytes=MI300X, weights_bytes=deepseek.weights_bytes, cpu_tier_bytes=8000 * GB,
+                      disk_tier_bytes=0, users=64, context_tokens=128_000)
+    assert small.cpu_tier_tokens == 14_230_418 and small.regime == REGIME_CPU_TIER
 
 
 def test_tp_beyond_kv_heads_is_noted():

@@ -382,3 +382,23 @@ def test_secret_values_never_reach_the_bundle(tmp_path, monkeypatch):
         "AWS_SECRET_ACCESS_KEY":
             '"${LMCACHE_S3_SECRET_ACCESS_KEY:?set LMCACHE_S3_SECRET_ACCESS_KEY in your environment}"',
         "HF_TOKEN": '"${HF_TOKEN:?set HF_TOKEN in your environment}"'}
+
+
+@pytest.mark.parametrize(("value", "flags"), [
+    (None, []), (True, ["--async-scheduling"]), (False, ["--no-async-scheduling"])])
+def test_async_scheduling_is_tri_state(value, flags):
+    recipe = load_recipe(RECIPES / "atom-lmcache-cpu.toml")
+    recipe.serve.async_scheduling = value
+    args = stackspec.serve_args(recipe)
+    assert [a for a in args if "async-scheduling" in a] == flags
+
+
+def test_layerwise_is_written_where_vllm_looks_for_it():
+    recipe = load_recipe(RECIPES / "atom-lmcache-cpu.toml")
+    args = stackspec.serve_args(recipe)
+    assert json.loads(args[args.index("--kv-transfer-config") + 1]) == stackspec.KV_CONNECTOR
+    recipe.cache.use_layerwise = True
+    args = stackspec.serve_args(recipe)
+    config = json.loads(args[args.index("--kv-transfer-config") + 1])
+    assert config["kv_connector_extra_config"] == {"use_layerwise": True}
+    assert stackspec.lmcache_config(recipe)["use_layerwise"] is True

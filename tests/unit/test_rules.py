@@ -46,3 +46,92 @@ def test_shipped_recipes_are_clean(recipe):
 def test_skip_list_silences_a_rule():
     path = RULE_FIXTURES / "save-decode-cache" / "fail.toml"
     assert run_rules(load_recipe(path), skip=["save-decode-cache"]) == []
+
+
+def _recipe(text: str, **replace):
+    from stackctl.recipe import load_recipe_text
+
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    return load_recipe_text(text)
+
+
+def _ids(recipe):
+    return [f.rule_id for f in run_rules(recipe)]
+
+
+BASE = (RULE_FIXTURES / "gpu-visibility-mismatch" / "pass.toml").read_text()
+
+
+@pytest.mark.parametrize(("hip", "cuda", "fails"), [
+    ("0,1", "0,1", False),
+    ("0,1", "0, 1", True),   # vLLM compares raw strings (vllm/platforms/rocm.py _sync_hip_cuda_env_vars)
+    ("", "2,3", False),      # empty counts as unset
+    ("0", "", False),
+    ("0", "1", True),
+])
+def test_gpu_visibility_compares_raw_strings_and_empty_is_unset(hip, cuda, fails):
+    recipe = load_recipe(RULE_FIXTURES / "gpu-visibility-mismatch" / "pass.toml")
+    recipe.serve.env = {"HIP_VISIBLE_DEVICES": hip, "CUDA_VISIBLE_DEVICES": cuda}
+    assert ("gpu-visibility-mismatch" in _ids(recipe)) is fails
+
+
+def test_unknown_vllm_version_names_the_rules_not_applied_once():
+    recipe = load_recipe(RULE_FIXTURES / "version-unknown" / "fail.toml")
+    recipe.serve.compilation_config = {"level": 3}
+    findings = run_rules(recipe)
+    assert [f.rule_id for f in findings] == ["version-unknown"]
+    assert findings[0].severity == "warning"
+    assert "compilation-key-removed, removed-env-var" in findings[0].message
+    recipe.versions.vllm = "0.27.1"
+    assert sorted(_ids(recipe)) == ["compilation-key-removed", "removed-env-var"]
+    recipe.versions.vllm = "0.10.0"  # both still existed then
+    assert _ids(recipe) == []
+
+
+def test_version_unknown_respects_skips():
+    recipe = load_recipe(RULE_FIXTURES / "version-unknown" / "fail.toml")
+    assert run_rules(recipe, skip=["removed-env-var"]) == []
+    assert run_rules(recipe, skip=["version-unknown"]) == []
+
+
+@pytest.mark.parametrize(("config", "problem"), [
+    ('{"kv_connector":"X","kv_role":"kv_both","kv_parallel_size":"2"}', None),
+    ('{"kv_parallel_size":2.0,"kv_port":"14579"}', None),
+    ('{"kv_parallel_size":"two"}', "kv_parallel_size"),
+    ('{"kv_parallel_size":2.5}', "kv_parallel_size"),
+    ('{"kv_role":"both"}', "kv_role"),
+    ('{"kv_connector":5}', "kv_connector"),
+    ('{"kv_connector_extra_config":"x"}', "kv_connector_extra_config"),
+    ('{"kv_conector":"LMCacheConnectorV1"}', "unknown key"),
+    ('{"kv_connector":', "not valid JSON"),
+])
+def test_kv_transfer_config_is_judged_like_vllms_pydantic_model(config, problem):
+    from stackctl.knowledge.kv_transfer import kv_transfer_problems
+
+    problems = kv_transfer_problems(config)
+    assert (problems == []) if problem is None else (problem in "; ".join(problems))
+
+
+def test_s3_tls_rule_only_for_port_7480_with_tls_on():
+    recipe = load_recipe(RULE_FIXTURES / "s3-tls-on-plain-http-port" / "fail.toml")
+    recipe.cache.tiers[1].url = "s3://kv.rgw.example.com:443"
+    assert _ids(recipe) == []
+
+
+def test_cpu_buffer_missing_covers_nixl_storage_on_the_cpu_pool():
+    recipe = load_recipe(RULE_FIXTURES / "cpu-buffer-missing" / "pass.toml")
+    recipe.cache.tiers = []
+    recipe.cache.extra = {"max_local_cpu_size": 0, "nixl_buffer_device": "cpu",
+                          "extra_config": {"enable_nixl_storage": True}}
+    assert _ids(recipe) == ["cpu-buffer-missing"]
+    recipe.cache.extra["nixl_buffer_device"] = "cuda"
+    assert _ids(recipe) == []
+
+
+@pytest.mark.parametrize("rule_id", ["lmcache-prefix-caching-off", "save-decode-cache", "cpu-buffer-missing",
+                                     "gpu-visibility-mismatch", "layerwise-needs-piecewise", "removed-env-var",
+                                     "disk-tier-without-size", "s3-tls-on-plain-http-port",
+                                     "kv-transfer-config-invalid"])
+def test_rule_pages_cite_the_package_source(rule_id):
+    assert re.search(r"(vLLM|LMCache) [0-9.]+\s+\S+\.py:\d+", RULES[rule_id].doc), rule_id

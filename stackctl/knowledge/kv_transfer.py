@@ -1,0 +1,73 @@
+"""vLLM's KVTransferConfig as data, and a reader that rejects what vLLM rejects.
+
+Fields and types from vLLM 0.27.1 vllm/config/kv_transfer.py:22-70 (a pydantic dataclass, extra="forbid"); values are
+judged the way pydantic's lax mode judges JSON input, so a numeric string for an integer passes (pydantic reads it)
+and a fractional one does not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+# field -> kind: "str?" (string or null), "str", "int", "int?", "float", "bool", "dict", or a tuple of allowed words.
+FIELDS = {
+    "kv_connector": "str?", "engine_id": "str?", "kv_buffer_device": "str", "kv_buffer_size": "float",
+    "kv_role": ("kv_producer", "kv_consumer", "kv_both", None), "kv_rank": "int?", "kv_parallel_size": "int",
+    "kv_ip": "str", "kv_port": "int", "kv_connector_extra_config": "dict", "kv_connector_module_path": "str?",
+    "enable_permute_local_kv": "bool", "kv_load_failure_policy": ("recompute", "fail"),
+}
+_BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", "t", "f", "y", "n"}
+
+
+def kv_transfer_problems(text: str) -> list[str]:
+    """What vLLM would reject in one --kv-transfer-config JSON value (empty when it would accept it)."""
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        return [f"not valid JSON ({exc})"]
+    if not isinstance(config, dict):
+        return ["must be a JSON object"]
+    problems = []
+    for key, value in config.items():
+        kind = FIELDS.get(key)
+        if kind is None:
+            problems.append(f"unknown key {key!r} (vLLM forbids extra keys)")
+        elif not _accepts(kind, value):
+            problems.append(f"{key} = {json.dumps(value)} is not a valid {_describe(kind)}")
+    return problems
+
+
+def _accepts(kind, value) -> bool:
+    if isinstance(kind, tuple):
+        return value in kind
+    if value is None:
+        return kind.endswith("?")
+    kind = kind.rstrip("?")
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "dict":
+        return isinstance(value, dict)
+    if kind == "bool":
+        return isinstance(value, bool) or value in (0, 1) or (isinstance(value, str) and value.lower() in _BOOL_WORDS)
+    if kind == "int":
+        if isinstance(value, bool) or isinstance(value, int):
+            return True
+        if isinstance(value, float):
+            return value.is_integer()
+        return isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value) is not None
+    if kind == "float":
+        if isinstance(value, (int, float)):
+            return True
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return False
+        return isinstance(value, str)
+    return False
+
+
+def _describe(kind) -> str:
+    if isinstance(kind, tuple):
+        return "choice (" + ", ".join("null" if k is None else k for k in kind) + ")"
+    return {"str?": "string or null", "int?": "integer or null", "dict": "object"}.get(kind, kind.rstrip("?"))

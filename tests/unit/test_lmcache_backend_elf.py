@@ -1,0 +1,77 @@
+"""image.lmcache-backend on real ELF files: the image probe (checks/probe_image.py) reads small shared objects built
+like LMCache's native modules (tests/fixtures/elf, made by scripts/make-elf-fixtures.py), and the check judges them.
+A correct HIP build of every LMCache generation must pass; the CUDA builds (the PyPI wheels' shapes) must fail."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from helpers import FIXTURES, REPO, RECIPES
+
+from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.recipe import load_recipe_text
+
+load_all()
+ELF = FIXTURES / "elf"
+
+
+def _probe_module():
+    spec = importlib.util.spec_from_file_location("probe_image", REPO / "checks" / "probe_image.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROBE = _probe_module()
+
+
+class ProbeContext:
+    def __init__(self, recipe, probe):
+        self.recipe, self._probe, self.deep, self._cache = recipe, probe, False, {}
+
+    def probe(self):
+        return self._probe
+
+
+def rocm_recipe(version: str, archs=("gfx942",)):
+    text = (RECIPES / "atom-lmcache-cpu.toml").read_text()
+    recipe = load_recipe_text(text)
+    assert recipe.stack.platform == "rocm" and recipe.cache.enabled
+    recipe.versions.lmcache = version
+    recipe.versions.gpu_arch = list(archs)
+    return recipe
+
+
+def judge(case: str, version: str, archs=("gfx942",)):
+    facts = PROBE.lmcache_facts(str(ELF / case / "lmcache"))
+    assert facts["version"] == version  # read from the fixture's _version.py, as in a real source install
+    return CHECKS["image.lmcache-backend"].run(ProbeContext(rocm_recipe(version, archs), {"lmcache": facts}))
+
+
+@pytest.mark.parametrize(("case", "version", "module"), [
+    ("lmcache-0.4.4-hip", "0.4.4", "c_ops"),
+    ("lmcache-0.5.3-hip", "0.5.3", "c_ops"),
+    ("lmcache-0.5.4-hip", "0.5.4", "cuda_ops"),
+    ("lmcache-0.5.6-hip", "0.5.6", "cuda_ops"),
+])
+def test_a_correct_hip_build_of_every_generation_passes(case, version, module):
+    result = judge(case, version)
+    assert result.status == "pass", result.message
+    assert f"HIP build of {module}" in result.message and "gfx942" in result.message
+
+
+@pytest.mark.parametrize(("case", "version", "cudart"), [
+    ("lmcache-0.4.4-cuda", "0.4.4", "libcudart.so.12"),
+    ("lmcache-0.5.3-cuda", "0.5.3", "libcudart.so.13"),
+    ("lmcache-0.5.6-cuda", "0.5.6", "libcudart.so.13"),
+])
+def test_the_pypi_shaped_cuda_build_fails_naming_its_cudart(case, version, cudart):
+    result = judge(case, version)
+    assert result.status == "fail" and "CUDA build" in result.message and cudart in result.message
+
+
+def test_a_hip_build_without_the_recipe_arch_fails():
+    result = judge("lmcache-0.5.6-hip", "0.5.6", archs=("gfx950",))
+    assert result.status == "fail" and "lacks gfx950" in result.message
+    assert judge("lmcache-0.5.4-hip", "0.5.4", archs=("gfx942", "gfx950")).status == "pass"
