@@ -29,6 +29,7 @@ DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n
 
 def render_files(recipe: Recipe) -> dict[str, bytes]:
     """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates."""
+    refuse_secrets(recipe)
     env = _jinja_env()
     context = _template_context(recipe)
     dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
@@ -51,6 +52,22 @@ def render_files(recipe: Recipe) -> dict[str, bytes]:
         files["lmcache.yaml"] = _yaml(lmcache, recipe).encode()
     files[MANIFEST] = _manifest(recipe, files).encode()
     return files
+
+
+def refuse_secrets(recipe: Recipe) -> None:
+    """No bundle holds a secret, whatever rules were skipped or ignored: one line at the first one (masked)."""
+    from stackctl.findings import key_path_text
+    from stackctl.recipe.positions import lookup
+    from stackctl.secrets import find_in_recipe
+
+    hits = find_in_recipe(recipe)
+    if hits:
+        path, message = hits[0]
+        line, col = lookup(recipe.positions, path)
+        more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
+        raise StackctlError(f"{recipe.source}:{line}:{col}: {key_path_text(path)}: {message}{more}; a bundle never "
+                            "holds a secret (fix: name a host variable in serve.secret_env or the S3 tier's "
+                            "access_key_env / secret_key_env; see `stackctl explain secret-in-recipe`)")
 
 
 def image_hash(files: dict[str, bytes]) -> str:

@@ -29,6 +29,7 @@ from stackctl.importer.shell import command_words, expand, split_commands
 from stackctl.importer.toml_writer import toml_key, toml_string, toml_value
 from stackctl.importer.values import CONTROL
 from stackctl.recipe import model
+from stackctl.secrets import redact
 
 # The names tests used while the importer was one module.
 _VALUE_FLAGS, _BOOL_FLAGS, _is_secret = VALUE_FLAGS, BOOL_FLAGS, is_secret
@@ -53,13 +54,17 @@ def import_launch_text(text: str, lmcache_yaml: str | None = None, name: str | N
     """Same as import_launch, from text. The result always loads with the recipe loader."""
     if name is not None and (CONTROL.search(name) or not re.match(model.NAME_PATTERN, name)):
         raise StackctlError(f"--name {name!r}: must match {model.NAME_PATTERN} (lower case, digits, . _ -)")
-    lmcache = read_lmcache_yaml(lmcache_yaml, lmcache_name or "LMCache config") if lmcache_yaml is not None else None
     draft = Draft()
+    try:
+        lmcache = read_lmcache_yaml(lmcache_yaml, lmcache_name or "LMCache config") if lmcache_yaml is not None \
+            else None
+    except StackctlError as exc:
+        raise StackctlError(redact(str(exc))) from None  # a YAML error quotes the line: it may hold a secret
     try:
         launch = parse_launch(text, script_dir)
         build_draft(draft, launch, lmcache, name, lmcache_given=lmcache_yaml is not None)
     except StackctlError as exc:
-        raise StackctlError(f"{script_name}: {exc}") from None
+        raise StackctlError(redact(f"{script_name}: {exc}", draft.secret_values)) from None
     sources = script_name + (f" and {lmcache_name}" if lmcache_name else "")
     return render_loadable(draft, sources)
 

@@ -12,6 +12,7 @@ from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
 from stackctl.recipe import model
 from stackctl.recipe.positions import index_positions, lookup
+from stackctl.secrets import is_secret_name
 
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
@@ -29,7 +30,6 @@ _INLINE_SECRET_KEYS = {
     "aws_secret_access_key": "secret_key_env", "password": "a *_env reference", "token": "a *_env reference",
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-SECRET_ENV_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|ACCESS_KEY|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
 def load_recipe(path: str | Path) -> model.Recipe:
@@ -113,10 +113,10 @@ class _Loader:
             if key in declared:
                 continue
             key_path = path + (key,)
-            if key.lower() in _INLINE_SECRET_KEYS:
+            if key.lower() in _INLINE_SECRET_KEYS or is_secret_name(key):
                 self.problem(key_path, "secrets never go in a recipe",
                              f"put the value in a host environment variable and name it with "
-                             f"{_INLINE_SECRET_KEYS[key.lower()]}")
+                             f"{_INLINE_SECRET_KEYS.get(key.lower(), 'a *_env reference')}")
                 continue
             close = _close_match(key, list(declared), cutoff=0.6)
             hint = f"did you mean `{close}`?" if close else f"known keys: {', '.join(sorted(declared))}"
@@ -257,7 +257,7 @@ class _Loader:
                          "give pip its credentials through a netrc file or keyring on the build host")
         if name == "env" and isinstance(value, dict):
             for key in value:
-                if SECRET_ENV_NAME.search(key):
+                if is_secret_name(key):
                     self.problem(path + (key,), "looks like a secret; secrets never go in a recipe",
                                  f'move it to serve.secret_env: {key} = "NAME_OF_HOST_VARIABLE"')
 

@@ -334,3 +334,8 @@ def _lmcache_on_cpu(recipe: Recipe) -> Iterator[Hit]:
     """
     if recipe.stack.platform == "cpu" and recipe.cache.enabled:
         yield (("cache", "enabled"), "LMCache enabled on platform cpu")
+
+
+# Rules that guard the recipe itself (secrets, free-form keys that bypass rules, skip ids, host paths) live in
+# their own module and register in the same catalog.
+from stackctl.recipe import guard_rules  # noqa: E402,F401  (registers on import)
