@@ -41,3 +41,129 @@ def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
     reaches the container at run time only.
     """
     yield from secrets.find_in_recipe(recipe)
+
+
+# -- free-form keys that would bypass the recipe -------------------------------------------------------------
+
+@rule("cache-extra-shadows-key", "error",
+      "a cache.extra key that stackctl writes from a recipe key: it overrides the recipe behind the rules' back",
+      "remove it from cache.extra and set the recipe key the message names")
+def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
+    """`cache.extra` is written into lmcache.yaml after the keys stackctl derives from the recipe, so a key there
+    with the same name silently wins: `save_decode_cache: true` in extra escapes the `save-decode-cache` rule, a
+    `chunk_size` escapes the fleet consistency check, a `max_local_cpu_size` makes `plan` and `doctor` judge a size
+    that is not used, and a `local_disk` in extra is never mounted into the container (LMCache writes into the
+    container's own filesystem, and loses it on restart).
+
+    The list of keys is the one stackctl writes (`stackspec.LMCACHE_KEYS`, and `s3_region`, `disable_tls`,
+    `remote_storage_plugin.fs.base_path` under `extra_config`). A `remote_url` for a backend the recipe has no tier
+    kind for (lm://, redis://, ...) and `remote_serde` stay allowed.
+
+    Fix: delete the key from cache.extra and set the recipe key named in the message.
+    """
+    from stackctl import stackspec
+
+    extra = recipe.cache.extra
+    for key, value in extra.items():
+        if key not in stackspec.LMCACHE_KEYS or not _recipe_expresses(recipe, key, value):
+            continue
+        why = " (and a disk in extra is never mounted into the container)" if key == "local_disk" else ""
+        yield (("cache", "extra", key), f"`{key}` is written by stackctl from {stackspec.LMCACHE_KEYS[key]}; set that "
+                                        f"instead{why}")
+    extra_config = extra.get("extra_config")
+    if isinstance(extra_config, dict):
+        for key in extra_config:
+            if key in stackspec.LMCACHE_EXTRA_CONFIG_KEYS:
+                yield (("cache", "extra", "extra_config", key),
+                       f"`extra_config.{key}` is written by stackctl from {stackspec.LMCACHE_EXTRA_CONFIG_KEYS[key]}; "
+                       "set that instead")
+
+
+def _recipe_expresses(recipe: Recipe, key: str, value) -> bool:
+    """Whether the recipe has a key for this value (a remote URL of a kind the tiers cannot describe has none)."""
+    if key == "remote_url":
+        return str(value).startswith(("s3://", "fs://")) or any(t.kind in ("s3", "fs") for t in recipe.cache.tiers)
+    if key == "remote_storage_plugins":
+        return "fs" in (value if isinstance(value, list) else [value]) or bool(recipe.tiers_of("fs"))
+    return True
+
+
+@rule("extra-args-shadow-flag", "error",
+      "a serve.extra_args flag that stackctl writes from a recipe key: it overrides the recipe behind the rules' back",
+      "remove the flag from serve.extra_args and set the recipe key the message names")
+def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
+    """`serve.extra_args` is appended to the server command after the flags stackctl writes, and vLLM keeps the
+    last value of a repeated flag. So `--enforce-eager` there escapes `atom-cuda-graphs`, a `--port` makes `up` and
+    `doctor` wait on the wrong port, a `--kv-transfer-config` replaces the connector stackctl configured, and a
+    `--gpu-memory-utilization 1.5` is never checked. Every flag stackctl writes (`stackspec.SERVE_FLAG_KEYS`,
+    also in `--flag=value`, `--flag_with_underscores` and dotted `--compilation-config.key=value` forms) has a
+    recipe key; its value is checked like that key's (range, choices), and the message says which key to set.
+
+    A `--kv-transfer-config` for another connector is allowed while `cache.enabled = false` (stackctl then writes
+    none).
+
+    Fix: move the value to the recipe key named in the message.
+    """
+    from stackctl import stackspec
+
+    args = recipe.serve.extra_args
+    for index, token in enumerate(args):
+        flag = _flag_name(token)
+        if flag is None or flag not in stackspec.SERVE_FLAG_KEYS:
+            continue
+        key = stackspec.SERVE_FLAG_KEYS[flag]
+        value = token.split("=", 1)[1] if "=" in token else (
+            args[index + 1] if index + 1 < len(args) and not args[index + 1].startswith("--")
+            and _takes_value(flag, key) else None)
+        if flag in ("--kv-transfer-config",) and not recipe.cache.enabled and "LMCache" not in (value or ""):
+            continue
+        problem = _value_problem(key, value) if value is not None else None
+        detail = f"; and as {key} the value {problem}" if problem else ""
+        yield (("serve", "extra_args", index), f"{flag} repeats a flag stackctl writes from {key}: set {key} "
+                                               f"instead{detail}")
+
+
+def _takes_value(flag: str, key: str) -> bool:
+    """Boolean flags (--enforce-eager) take no value; the JSON config flags and the others do."""
+    from stackctl.recipe.model import SECTION_TYPES
+
+    section, _, name = key.partition(".")
+    return flag in ("--kv-transfer-config", "--compilation-config", "-cc", "--served-model-name",
+                    "--tool-call-parser") or SECTION_TYPES[section]._fields[name].kind != "bool"
+
+
+def _flag_name(token: str) -> str | None:
+    """`--max_model_len=8` -> `--max-model-len`; `--compilation-config.mode=3` -> `--compilation-config`."""
+    if not token.startswith("-") or token == "-" or token[1:2].isdigit():
+        return None
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    else:
+        name = name.split(".", 1)[0]
+    return name
+
+
+def _value_problem(key: str, value: str) -> str | None:
+    """What is wrong with a flag value for the recipe key it belongs to (range, type, choices), or None."""
+    from stackctl.recipe.model import SECTION_TYPES
+
+    section, _, name = key.partition(".")
+    spec = SECTION_TYPES[section]._fields.get(name)
+    if spec is None or spec.kind not in ("int", "float", "str"):
+        return None
+    meta = spec.meta
+    try:
+        number = int(value) if spec.kind == "int" else float(value) if spec.kind == "float" else None
+    except ValueError:
+        return f"{value!r} is not {'an integer' if spec.kind == 'int' else 'a number'}"
+    if number is not None:
+        if "minimum" in meta and number < meta["minimum"]:
+            return f"must be >= {meta['minimum']}, got {value}"
+        if "maximum" in meta and number > meta["maximum"]:
+            return f"must be <= {meta['maximum']}, got {value}"
+        if "exclusive_minimum" in meta and number <= meta["exclusive_minimum"]:
+            return f"must be > {meta['exclusive_minimum']}, got {value}"
+    elif "choices" in meta and value not in meta["choices"]:
+        return f"{value!r} is not one of {', '.join(meta['choices'])}"
+    return None
