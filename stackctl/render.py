@@ -257,4 +257,6 @@ def _manifest(recipe: Recipe, files: dict[str, bytes]) -> str:
         "versions": stackspec.versions(recipe),
         "files": {name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())},
     }
+    if recipe.ignored_errors:
+        manifest["ignored_errors"] = recipe.ignored_errors  # --ignore-errors: what the bundle was made despite
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"

@@ -35,7 +35,13 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
         raise StackctlError(f"--scope: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
+    if not scopes:
+        raise StackctlError(f"--scope: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
+    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+
+    refuse_unknown_skip_ids(skip)
     loaded = _recipe(recipe)
+    refuse_unknown_skip_ids(loaded.checks.skip, f"{loaded.source}: checks.skip")
     if recipe is None:
         scopes = ["host"]
     context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh)

@@ -167,3 +167,49 @@ def _value_problem(key: str, value: str) -> str | None:
     elif "choices" in meta and value not in meta["choices"]:
         return f"{value!r} is not one of {', '.join(meta['choices'])}"
     return None
+
+
+# -- skip lists ----------------------------------------------------------------------------------------------
+
+def unknown_skip_ids(ids) -> list[str]:
+    """Messages for the ids in `ids` that are neither a rule nor a doctor check, with a did-you-mean."""
+    from stackctl.recipe.rules import RULES
+
+    unknown = [i for i in ids if i not in RULES]
+    if not unknown:
+        return []
+    from stackctl.doctor.registry import load_all  # only when needed: the checks cost start-up time
+
+    known = sorted(set(RULES) | set(load_all()))
+    messages = []
+    for skip_id in unknown:
+        if skip_id in known:
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(skip_id, known, n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else "see `stackctl rules` and `stackctl doctor --list`"
+        messages.append(f"{skip_id!r} is not a rule or check id ({hint})")
+    return messages
+
+
+def refuse_unknown_skip_ids(ids, option: str = "--skip") -> None:
+    """A StackctlError (one line) when a --skip id names nothing: a typo must not silently skip nothing."""
+    from stackctl.errors import StackctlError
+
+    problems = unknown_skip_ids(ids)
+    if problems:
+        raise StackctlError(f"{option}: {'; '.join(problems)}")
+
+
+@rule("skip-unknown-id", "error",
+      "checks.skip names an id that is neither a rule nor a doctor check: it skips nothing",
+      "use an id from `stackctl rules` or `stackctl doctor --list` (the message suggests the closest)")
+def _skip_unknown_id(recipe: Recipe) -> Iterator[Hit]:
+    """`checks.skip` silences rules (validate, render, up) and doctor checks. A misspelt id skips nothing, and the
+    recipe's author believes a finding was acknowledged when it was not; a renamed rule does the same after an
+    upgrade. Every id must name a rule or a check; the message suggests the closest one.
+    """
+    for index, skip_id in enumerate(recipe.checks.skip):
+        for problem in unknown_skip_ids([skip_id]):
+            yield (("checks", "skip", index), problem)
