@@ -213,3 +213,67 @@ def _skip_unknown_id(recipe: Recipe) -> Iterator[Hit]:
     for index, skip_id in enumerate(recipe.checks.skip):
         for problem in unknown_skip_ids([skip_id]):
             yield (("checks", "skip", index), problem)
+
+
+# -- host paths ---------------------------------------------------------------------------------------------
+
+# Directories of the host's own system: a tier that writes there (or a mount of them) damages the host or exposes it.
+SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+               "/libx32", "/var/lib/docker", "/var/lib/containerd", "/var/run", "/run", "/var/log")
+_PSEUDO_FS = ("/proc", "/sys", "/dev")  # never a place for files, not even to read
+
+
+@rule("host-path-unsafe", "error",
+      "a host path (model, disk or fs tier, wheelhouse, CA bundle, credentials file) that is relative, climbs with "
+      "`..`, holds a `:`, or is / or a system directory",
+      "use an absolute path of a directory of your own, e.g. /data/models or /nvme/kvcache")
+def _host_path_unsafe(recipe: Recipe) -> Iterator[Hit]:
+    """Host paths in a recipe become Docker bind mounts (`-v HOST:CONTAINER:MODE`) and directories LMCache writes
+    into. A relative path means something else in every shell that runs stackctl; `..` hides where it lands; a `:`
+    breaks the mount syntax; and `/`, `/etc`, `/usr`, `/proc`, `/sys`, `/dev`, `/boot`, `/var/lib/docker`, ...
+    mounted read-write for a disk or fs tier let LMCache's files land in (or eviction delete from) the host's own
+    system. Read-only inputs (model, wheelhouse, CA bundle, credentials file) may live under /etc or /usr (the CA
+    bundle usually does) but are never / itself, a system directory itself, or under /proc, /sys or /dev.
+
+    A model path counts as a host path when it starts with `/`, `.` or `~`; anything else is a Hugging Face id.
+
+    Fix: an absolute path of a directory of your own (`/data/models/...`, `/nvme/kvcache`).
+    """
+    model = recipe.model.path
+    if not recipe.model.generate and model.startswith(("/", ".", "~")):
+        yield from _judge(("model", "path"), model, writable=False)
+    for index, tier in enumerate(recipe.cache.tiers):
+        if tier.path is not None:
+            yield from _judge(("cache", "tiers", index, "path"), tier.path, writable=True)
+        if tier.credentials_file is not None:
+            yield from _judge(("cache", "tiers", index, "credentials_file"), tier.credentials_file, writable=False)
+    for key in ("wheelhouse", "ca_bundle"):
+        value = getattr(recipe.build, key)
+        if value is not None:
+            yield from _judge(("build", key), value, writable=False)
+
+
+def _judge(path: tuple, value: str, writable: bool) -> Iterator[Hit]:
+    problem = host_path_problem(value, writable)
+    if problem:
+        yield (path, f"{value!r} {problem}")
+
+
+def host_path_problem(value: str, writable: bool) -> str | None:
+    """Why `value` is not a safe host path, or None."""
+    import posixpath
+
+    if not value.startswith("/"):
+        return "is not an absolute path (it would depend on the directory stackctl runs in)"
+    if ".." in value.split("/"):
+        return "climbs with `..` (write the directory it means)"
+    if ":" in value:
+        return "holds a `:`, which breaks Docker's HOST:CONTAINER:MODE mount syntax"
+    normal = posixpath.normpath(value)
+    if normal in ("/", "//"):
+        return "is the root directory"
+    inside = next((d for d in SYSTEM_DIRS if normal == d or normal.startswith(d + "/")), None)
+    if inside and (writable or normal == inside or inside in _PSEUDO_FS):
+        what = "is" if normal == inside else f"is inside {inside},"
+        return f"{what} a system directory of the host"
+    return None
