@@ -80,8 +80,17 @@ def image_hash(files: dict[str, bytes]) -> str:
 
 
 def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
-    """Write the bundle atomically into out_dir (replacing an earlier stackctl bundle, never anything else)."""
-    out_dir = Path(out_dir)
+    """Write the bundle atomically into out_dir (replacing an earlier stackctl bundle, never anything else). A
+    directory that cannot be written is a one-line error, and leaves nothing behind."""
+    try:
+        return _write_bundle(files, Path(out_dir))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise StackctlError(f"{out_dir}: cannot write the bundle there: {reason} (fix: choose a writable -o DIR "
+                            "whose parents are directories)") from None
+
+
+def _write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise StackctlError(f"{out_dir}: exists and is not a directory (fix: choose another -o DIR)")
     if out_dir.exists() and any(out_dir.iterdir()) and not _is_bundle(out_dir):
@@ -89,6 +98,9 @@ def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
     for name in files:
         if name.startswith("/") or ".." in Path(name).parts:
             raise ValueError(f"bundle file name {name!r} escapes the bundle")
+    parent = next((p for p in out_dir.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StackctlError(f"{out_dir}: {parent} is a file, not a directory (fix: choose another -o DIR)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -101,14 +113,15 @@ def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
                 path.chmod(0o755)
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.replace(out_dir, old / "bundle")
             try:
-                os.replace(staging, out_dir)
-            except BaseException:
-                os.replace(old / "bundle", out_dir)  # put the previous bundle back
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
+                os.replace(out_dir, old / "bundle")
+                try:
+                    os.replace(staging, out_dir)
+                except BaseException:
+                    os.replace(old / "bundle", out_dir)  # put the previous bundle back
+                    raise
+            finally:
+                shutil.rmtree(old, ignore_errors=True)  # no .old leftovers, whatever happened
         else:
             os.replace(staging, out_dir)
     except BaseException:

@@ -20,7 +20,8 @@ import click
 def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks):
     """Prove RECIPE's stack is what the recipe says. Without RECIPE: check this host for ROCm serving.
 
-    Exit status: 0 no check failed, 1 a check failed, 2 doctor could not run (no engine, a crashed check).
+    Exit status: 0 no check failed, 1 a check failed or the input is wrong (recipe, options, -o path), 2 doctor
+    could not run (no engine, a crashed check).
     """
     from stackctl.doctor import run_doctor
     from stackctl.doctor.context import DoctorContext

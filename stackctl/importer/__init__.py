@@ -60,18 +60,28 @@ def import_launch_text(text: str, lmcache_yaml: str | None = None, name: str | N
             else None
     except StackctlError as exc:
         raise StackctlError(redact(str(exc))) from None  # a YAML error quotes the line: it may hold a secret
+    except RecursionError:
+        raise StackctlError(f"{lmcache_name or 'LMCache config'}: values nested too deeply to be a config "
+                            "(fix: check the file)") from None
     try:
         launch = parse_launch(text, script_dir)
         build_draft(draft, launch, lmcache, name, lmcache_given=lmcache_yaml is not None)
     except StackctlError as exc:
         raise StackctlError(redact(f"{script_name}: {exc}", draft.secret_values)) from None
+    except RecursionError:
+        raise StackctlError(f"{script_name}: a value (JSON of a flag?) nested too deeply to import (fix: check "
+                            "the script)") from None
     sources = script_name + (f" and {lmcache_name}" if lmcache_name else "")
     return render_loadable(draft, sources)
 
 
 def _read(path, what: str) -> str:
+    """A small text file (not a FIFO or a device, at most MAX_INPUT_BYTES), checked before anything is read."""
+    from stackctl.importer.input_limits import MAX_INPUT_BYTES
+    from stackctl.recipe.loader import read_small_text
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_small_text(str(path), what, MAX_INPUT_BYTES)
     except FileNotFoundError:
         raise StackctlError(f"{path}: no such {what} (fix: check the path)") from None
     except (OSError, UnicodeDecodeError) as exc:

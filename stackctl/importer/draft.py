@@ -84,8 +84,15 @@ def render_loadable(draft: Draft, sources: str) -> str:
     not foresee, e.g. control characters deep in a table) are dropped with a note naming them. Secrets never get
     this far: every one left becomes a reference first (credentials.scrub_draft)."""
     from stackctl.importer.credentials import scrub_draft
+    from stackctl.recipe.loader import MAX_DEPTH, nesting_depth
 
     scrub_draft(draft)
+    for section, fields in draft.values.items():
+        for key, value in list(fields.items()):
+            if isinstance(value, (dict, list)) and nesting_depth(value) > MAX_DEPTH - 2:
+                del fields[key]
+                draft.notes.append(f"{section}.{key} dropped: nested more than a recipe allows ({MAX_DEPTH} "
+                                   "levels); set it by hand")
     for _ in range(8):
         text = draft.render(sources)
         try:

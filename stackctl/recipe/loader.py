@@ -36,8 +36,7 @@ def load_recipe(path: str | Path) -> model.Recipe:
     """Read and check a recipe file; raise RecipeError listing every problem, or StackctlError if unreadable."""
     path = os.fspath(path)  # plain strings: pathlib costs more start-up time than a whole validate run may spend
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_small_text(path, "recipe", MAX_RECIPE_BYTES)
     except FileNotFoundError:
         raise StackctlError(f"{path}: no such recipe file (fix: check the path, or list shipped recipes with "
                             "`stackctl init --list`)") from None
@@ -46,12 +45,36 @@ def load_recipe(path: str | Path) -> model.Recipe:
     return load_recipe_text(text, path)
 
 
+def read_small_text(path: str, what: str, limit: int) -> str:
+    """A text file's content, refusing what is not a regular file (a FIFO would block, /dev/zero never ends) or is
+    larger than `limit` bytes, before reading anything."""
+    import stat
+
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise StackctlError(f"{path}: not a regular file (fix: give the path of a {what} file)")
+    if info.st_size > limit:
+        raise StackctlError(f"{path}: {info.st_size:,} bytes, over the limit for a {what} ({limit:,} bytes) "
+                            "(fix: check the path)")
+    with open(path, encoding="utf-8") as handle:
+        return handle.read(limit + 1)
+
+
+MAX_RECIPE_BYTES = 1_000_000
+MAX_DEPTH = 32  # tables and arrays inside each other; real recipes use 4
+
+
 def load_recipe_text(text: str, source: str = "<recipe>") -> model.Recipe:
     """Parse recipe text; ``source`` names it in messages."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError([_syntax_finding(exc, source)]) from None
+    except RecursionError:
+        data = None
+    if data is None or nesting_depth(data) > MAX_DEPTH:
+        raise RecipeError([Finding(source, 1, 1, "", f"tables and arrays nested more than {MAX_DEPTH} deep",
+                                   "flatten the recipe: its keys nest a few levels at most")])
     loader = _Loader(source, index_positions(text))
     recipe = loader.build_recipe(data)
     if loader.findings:
@@ -165,7 +188,11 @@ class _Loader:
         return self.wrong_type(path, value, "a list of strings", f'{path[-1]} = ["..."]')
 
     def _convert_int_list(self, spec, value, path):
-        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+            negative = [i for i in value if i < 0]
+            if negative:
+                self.problem(path, f"must be >= 0, got {negative[0]}", f"{path[-1]} = [0, 1]")
+                return None
             return list(value)
         return self.wrong_type(path, value, "a list of non-negative integers", f"{path[-1]} = [0, 1]")
 
@@ -211,6 +238,10 @@ class _Loader:
         if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                                      for v in value):
             return list(value)
+        numbers = value if isinstance(value, list) else [value]
+        if numbers and all(isinstance(v, int) and not isinstance(v, bool) for v in numbers):
+            self.problem(path, f"must be >= 0, got {min(numbers)}", 'numa = "auto", or a node number such as 0')
+            return None
         return self.wrong_type(path, value, '"auto", "off", a node number or a list of nodes', 'numa = "auto"')
 
     def _convert_cpulist_or_mode(self, spec, value, path):
@@ -276,6 +307,19 @@ class _Loader:
             if key not in data:
                 self.problem(path, f"a {tier.kind} tier needs {key}", f"add `{key} = ...` to this [[cache.tiers]]")
         return tier
+
+
+def nesting_depth(data) -> int:
+    """How deeply tables and arrays nest (iteratively: a recursive walk is what a deep document breaks)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _last_index(items: list, item) -> int:

@@ -156,7 +156,7 @@ class Tier(Section):
     kind = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
                   "str", choices=TIER_KINDS)
     size_gb = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).", "float",
-                     exclusive_minimum=0.0)
+                     exclusive_minimum=0.0, maximum=1048576)
     path = option(None, "Directory on the host (disk, fs).", "str")
     url = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
                  "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
