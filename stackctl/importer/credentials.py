@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import re
 
-from stackctl.secrets import find_in_args, find_in_table, is_secret_name, redact, secret_shape
+from stackctl.errors import StackctlError
+from stackctl.secrets import find_in_args, find_in_table, is_secret_name, mask, redact, secret_shape
 
 
 def is_secret(key: str, value: str | None, context: str = "") -> bool:
@@ -107,6 +108,9 @@ def scrub_draft(draft) -> None:
             if isinstance(value, str) and secret_shape(value, context):
                 if _scrub_url(draft, fields, key, [], context):
                     continue
+                if (section, key) in (("model", "path"), ("stack", "name")):  # required: no recipe without it
+                    raise StackctlError(f"{section}.{key} would be {mask(value)}, which looks like a secret "
+                                        f"(fix: launch with a plain {key})")
                 draft.secret_values.append(value)
                 del fields[key]
                 draft.notes.append(f"{section}.{key} held a secret; NOT copied: set it by hand without the secret")
