@@ -98,7 +98,7 @@ def find_in_recipe(recipe) -> list[tuple[tuple, str]]:
     serve.compilation_config) by key name and value shape at any depth, serve.env values, serve.extra_args (secret
     flags and value shapes), model.path, tier urls and paths, build.pip_index, and the other strings."""
     serve, hits = recipe.serve, []
-    context = " ".join(_strings(recipe.to_dict()))
+    context = " ".join(strings_in(recipe.to_dict()))
     hits += find_in_table(recipe.cache.extra, ("cache", "extra"), context)
     hits += find_in_table(serve.compilation_config, ("serve", "compilation_config"), context)
     for key, value in serve.env.items():
@@ -156,11 +156,12 @@ def find_in_args(args: list, path: tuple, context: str = "") -> list[tuple[tuple
     return hits
 
 
-def _strings(value) -> list[str]:
+def strings_in(value) -> list[str]:
+    """Every string in a nested value, table keys included (the context a 40-character key is judged in)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for k, v in value.items() for s in [str(k)] + _strings(v)]
+        return [s for k, v in value.items() for s in [str(k)] + strings_in(v)]
     if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
+        return [s for v in value for s in strings_in(v)]
     return []

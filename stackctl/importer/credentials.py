@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from stackctl.errors import StackctlError
-from stackctl.secrets import find_in_args, find_in_table, is_secret_name, mask, redact, secret_shape
+from stackctl.secrets import (find_in_args, find_in_table, is_secret_name, mask, redact, secret_shape,
+                              strings_in)
 
 
 def is_secret(key: str, value: str | None, context: str = "") -> bool:
@@ -74,7 +75,7 @@ def scrub_draft(draft) -> None:
     """The last guard before the draft becomes text: every secret left anywhere in it becomes a reference (or is
     dropped) with a note naming the host variable to export; notes and comments are masked."""
     values = draft.values
-    context = " ".join(_strings(values)) + " " + " ".join(_strings([t for t, _ in draft.tiers]))
+    context = " ".join(strings_in(values)) + " " + " ".join(strings_in([t for t, _ in draft.tiers]))
     env = values["serve"].get("env", {})
     for key in [k for k, v in env.items() if is_secret(k, v, context)]:
         draft.secret_values.append(env.pop(key))
@@ -144,12 +145,3 @@ def _variable(dotted: str) -> str:
     """The host variable suggested for a secret LMCache key: extra_config.s3_secret_key -> LMCACHE_S3_SECRET_KEY."""
     return "LMCACHE_" + re.sub(r"[^A-Za-z0-9]+", "_", dotted.rsplit(".", 1)[-1]).upper().strip("_")
 
-
-def _strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for k, v in value.items() for s in [str(k)] + _strings(v)]
-    if isinstance(value, (list, tuple)):
-        return [s for v in value for s in _strings(v)]
-    return []
