@@ -39,11 +39,15 @@ def load(name: str):
 def load_checked(name: str, verb: str, ignore_errors: bool = False):
     """Load a recipe and run the rules: `render`, `build` and `up` refuse a recipe with errors, unless the user
     passes --ignore-errors, which is said loudly and recorded (manifest.json's ignored_errors)."""
+    return check_rules(load(name), name, verb, ignore_errors)
+
+
+def check_rules(recipe, name: str, verb: str, ignore_errors: bool = False):
+    """The rule check of load_checked, for a recipe already loaded; returns the recipe."""
     import sys
 
     from stackctl.recipe.rules import run_rules
 
-    recipe = load(name)
     errors = [f for f in run_rules(recipe) if f.severity == "error"]
     if not errors:
         return recipe

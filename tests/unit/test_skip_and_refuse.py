@@ -73,3 +73,9 @@ def test_ignore_errors_is_loud_and_recorded(tmp_path):
     assert [e["rule_id"] for e in manifest["ignored_errors"]] == ["save-decode-cache"]
     clean = run_cli("render", str(PASSING), "-o", str(tmp_path / "clean"))
     assert clean.returncode == 0 and "ignored_errors" not in (tmp_path / "clean" / "manifest.json").read_text()
+
+
+def test_bench_refuses_to_bring_up_an_arm_with_rule_errors(tmp_path):
+    result = run_cli("bench", str(PASSING), "--arms", str(FAILING), "-o", str(tmp_path / "out"))
+    assert result.returncode == 1 and "bench refused: 1 rule error(s) (save-decode-cache)" in result.stderr
+    assert not (tmp_path / "out").exists()
