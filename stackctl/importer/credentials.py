@@ -50,25 +50,35 @@ def secret_arg_positions(args: list[str], context: str = "") -> set[int]:
 
 
 def refer_lmcache_secrets(draft, extra: dict) -> None:
-    """Remove credentials from LMCache keys bound for cache.extra; S3 keys become the S3 tier's references, and a
-    note names the host variables to export."""
+    """Remove credentials from LMCache keys bound for cache.extra, and say how each can reach LMCache instead:
+    S3 keys through the S3 tier's references (LMCache's S3 connector falls back to the AWS variables when
+    extra_config has no keys: lmcache/v1/storage_backend/connector/s3_connector.py:106-118 in 0.5.6), other
+    top-level keys through LMCACHE_<KEY> variables (lmcache/v1/config.py:999-1003), nested ones not at all."""
     found: list[str] = []
     removed = strip_secrets(extra, found=found)
     if not removed:
         return
     draft.secret_values += found
     s3 = [tier for tier, _ in draft.tiers if tier.get("kind") == "s3"]
-    if s3 and not s3[0].get("credentials_file"):
+    aws = [name for name in removed if re.search(r"aws_|access_key|secret_key", name, re.I)]
+    if aws and s3 and not s3[0].get("credentials_file"):
         s3[0].setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
         s3[0].setdefault("secret_key_env", "AWS_SECRET_ACCESS_KEY")
-        where = (f"the S3 tier reads {s3[0]['access_key_env']} and {s3[0]['secret_key_env']} from the host at run "
-                 f"time: export them there")
-    else:
-        names = ", ".join(_variable(name) for name in removed)
-        for name in removed:
-            draft.values["serve"].setdefault("secret_env", {})[_variable(name)] = _variable(name)
-        where = f"serve.secret_env passes {names} from the host at run time: export them there"
-    draft.notes.append(f"LMCache credentials in {', '.join(removed)} were NOT copied; {where}")
+        draft.notes.append(f"LMCache S3 credentials in {', '.join(aws)} were NOT copied; the S3 tier reads "
+                           f"{s3[0]['access_key_env']} and {s3[0]['secret_key_env']} from the host at run time: "
+                           "export them there")
+        removed = [name for name in removed if name not in aws]
+    top = [name for name in removed if "." not in name]
+    for name in top:
+        draft.values["serve"].setdefault("secret_env", {})[_variable(name)] = _variable(name)
+    if top:
+        draft.notes.append(f"LMCache credentials in {', '.join(top)} were NOT copied; LMCache reads them from "
+                           f"{', '.join(_variable(n) for n in top)} (serve.secret_env): export those on the host")
+    nested = [name for name in removed if "." in name]
+    if nested:
+        draft.notes.append(f"LMCache credentials in {', '.join(nested)} were NOT copied, and LMCache reads "
+                           "extra_config keys from its config file only: no reference can carry them; give the "
+                           "backend its credentials another way (its own credentials file or variables)")
 
 
 def scrub_draft(draft) -> None:
@@ -86,13 +96,18 @@ def scrub_draft(draft) -> None:
     args = values["serve"].get("extra_args", [])
     secret_at = secret_arg_positions(args, context)
     if secret_at:
-        draft.secret_values += [args[i] for i in secret_at]
+        draft.secret_values += [args[i].split("=", 1)[-1] for i in secret_at
+                                if "=" in args[i] or not args[i].startswith("-")]  # values, not flag names
         flags = sorted({args[i].split("=", 1)[0] for i in secret_at if args[i].startswith("-")})
         values["serve"]["extra_args"] = [a for i, a in enumerate(args) if i not in secret_at]
         if not values["serve"]["extra_args"]:
             del values["serve"]["extra_args"]
+        names = ", ".join(re.sub(r"[^A-Za-z0-9]+", "_", flag.lstrip("-")).upper() for flag in flags)
+        where = (f"export it on the host (e.g. as {names}) and name it in serve.secret_env if the server reads it "
+                 "from its environment" if names else "pass it through a variable the server reads, named in "
+                 "serve.secret_env")
         draft.notes.append(f"secrets on the command line ({', '.join(flags) or 'a secret-shaped argument'}) were NOT "
-                           "copied: pass them through serve.secret_env (a host variable read at run time)")
+                           f"copied (a recipe argument is written into serve.sh): {where}")
     for section, key in (("serve", "compilation_config"), ("cache", "extra")):
         table = values[section].get(key)
         if isinstance(table, dict):

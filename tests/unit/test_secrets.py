@@ -198,3 +198,21 @@ def test_import_error_messages_are_masked(tmp_path):
     result = run_cli("init", "--from-command", str(script), "--lmcache-config", str(config))
     assert result.returncode == 1
     assert_no_canary(result.stdout, result.stderr)
+
+
+def test_import_notes_say_how_each_lmcache_secret_can_reach_lmcache(tmp_path):
+    script = tmp_path / "launch.sh"
+    script.write_text("vllm serve /m --kv-transfer-config '{\"kv_connector\":\"LMCacheConnectorV1\","
+                      "\"kv_role\":\"kv_both\"}'\n")
+    config = tmp_path / "lmcache.yaml"
+    config.write_text(f"chunk_size: 256\nremote_url: s3://kv.example:7480\nauth_token: {PLAIN}\nextra_config:\n"
+                      f"  s3_region: us-east-1\n  aws_secret_access_key: {AWS_SECRET}\n  nested:\n"
+                      f"    password: {PLAIN}\n")
+    result = run_cli("init", "--from-command", str(script), "--lmcache-config", str(config))
+    assert result.returncode == 0, result.stderr
+    assert_no_canary(result.stdout, result.stderr)
+    text = " ".join(line.lstrip("#- ").strip() for line in result.stdout.splitlines())
+    assert "the S3 tier reads AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the host" in text
+    assert "LMCache reads them from LMCACHE_AUTH_TOKEN (serve.secret_env)" in text
+    assert 'LMCACHE_AUTH_TOKEN = "LMCACHE_AUTH_TOKEN"' in result.stdout
+    assert "extra_config.nested.password were NOT copied, and LMCache reads extra_config keys from its config" in text
