@@ -53,6 +53,9 @@ def test_output_under_a_file(tmp_path):
     blocker.write_text("")
     one_line_error(run_cli("render", str(PASSING), "-o", str(blocker / "bundle")), "is a file, not a directory")
     one_line_error(run_cli("init", "--preset", "cpu-smoke", "-o", str(blocker / "r.toml")), "cannot write")
+    doctor = run_cli("doctor", str(PASSING), "--scope", "host", "-o", str(blocker / "junit.xml"))
+    assert doctor.returncode == 1 and "cannot write: Not a directory" in doctor.stderr
+    assert "internal error" not in doctor.stderr
 
 
 @pytest.mark.parametrize("target", ["/proc/stackctl-bundle", "/sys/stackctl/bundle"])
