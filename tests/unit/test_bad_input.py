@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES, RECIPES, REPO, run_cli
 
-PASSING = FIXTURES / "rules" / "save-decode-cache" / "pass.toml"
+PASSING = FIXTURES / "rules" / "host-path-unsafe" / "pass.toml"
 
 
 def one_line_error(result, *expected: str) -> str:
