@@ -32,6 +32,7 @@ _SHAPES = (
     ("a private key (PEM block)", re.compile(r"-----BEGIN ([A-Z0-9]+ )*PRIVATE KEY-----")),
     ("a URL with a password", re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^/@\s:]+:[^/@\s]+@")),
 )
+_URL_CREDENTIALS = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)[^/@\s:]+:[^/@\s]+@")
 # A 40-character AWS secret access key: only a secret next to an access key id (else any base64 hash matches).
 _AWS_SECRET = re.compile(r"(?<![A-Za-z0-9/+=])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
 _AWS_KEY_ID = _SHAPES[0][1]
@@ -84,8 +85,10 @@ def redact(text: str, known: tuple | list | set = ()) -> str:
     for value in sorted({v for v in known if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True):
         text = text.replace(value, mask(value))
     near_aws = _near_aws(text)
-    for _, pattern in _SHAPES:
-        text = pattern.sub(lambda m: mask(m.group(0)), text)
+    text = _URL_CREDENTIALS.sub(r"\1***:***@", text)  # first: the other masks would break the URL's shape
+    for label, pattern in _SHAPES:
+        if label != "a URL with a password":
+            text = pattern.sub(lambda m: mask(m.group(0)), text)
     if near_aws:
         text = _AWS_SECRET.sub(lambda m: mask(m.group(0)) if _aws_secret_like(m.group(0)) else m.group(0), text)
     return text
@@ -96,7 +99,7 @@ def redact(text: str, known: tuple | list | set = ()) -> str:
 def find_in_recipe(recipe) -> list[tuple[tuple, str]]:
     """Every secret in a loaded recipe as (key path, message without the value): free-form tables (cache.extra,
     serve.compilation_config) by key name and value shape at any depth, serve.env values, serve.extra_args (secret
-    flags and value shapes), model.path, tier urls and paths, build.pip_index, and the other strings."""
+    flags and value shapes), and every other string by shape (model.path, tier urls, build.pip_index, ...)."""
     serve, hits = recipe.serve, []
     context = " ".join(strings_in(recipe.to_dict()))
     hits += find_in_table(recipe.cache.extra, ("cache", "extra"), context)
@@ -106,16 +109,13 @@ def find_in_recipe(recipe) -> list[tuple[tuple, str]]:
         if label:
             hits.append((("serve", "env", key), f"holds {label}: {mask(value)}"))
     hits += find_in_args(serve.extra_args, ("serve", "extra_args"), context)
-    singles = [(("model", "path"), recipe.model.path), (("build", "pip_index"), recipe.build.pip_index),
-               (("build", "wheelhouse"), recipe.build.wheelhouse), (("build", "ca_bundle"), recipe.build.ca_bundle),
-               (("versions", "lmcache_git"), recipe.versions.lmcache_git), (("serve", "host"), serve.host),
-               (("stack", "description"), recipe.stack.description), (("stack", "base_image"),
-                                                                       recipe.stack.base_image)]
-    for index, tier in enumerate(recipe.cache.tiers):
-        singles += [(("cache", "tiers", index, "url"), tier.url), (("cache", "tiers", index, "path"), tier.path),
-                    (("cache", "tiers", index, "region"), tier.region)]
-    for path, value in singles:
-        label = secret_shape(value, context) if value else None
+    # Every other string of the recipe, by shape: model.path, tier urls, build.pip_index, and also the names in
+    # serve.secret_env and *_key_env, where a pasted key would be taken for a variable name.
+    done = {("cache", "extra"), ("serve", "compilation_config"), ("serve", "env"), ("serve", "extra_args")}
+    for path, value in _leaf_strings(recipe.to_dict(), ()):
+        if path[:2] in done:
+            continue
+        label = secret_shape(value, context)
         if label:
             hits.append((path, f"holds {label}: {mask(value)}"))
     return hits
@@ -154,6 +154,18 @@ def find_in_args(args: list, path: tuple, context: str = "") -> list[tuple[tuple
             hits.append((path + (i,), f"holds {label}: {mask(token)}"))
         i += 1
     return hits
+
+
+def _leaf_strings(value, path: tuple):
+    """(key path, string) of every string in a nested value."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaf_strings(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaf_strings(item, path + (index,))
 
 
 def strings_in(value) -> list[str]:

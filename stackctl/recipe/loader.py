@@ -12,7 +12,7 @@ from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
 from stackctl.recipe import model
 from stackctl.recipe.positions import index_positions, lookup
-from stackctl.secrets import is_secret_name
+from stackctl.secrets import is_secret_name, redact
 
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
@@ -103,6 +103,7 @@ class _Loader:
 
     def problem(self, path: tuple, message: str, fix: str = "") -> None:
         line, col = lookup(self.positions, path)
+        message = redact(message)  # messages quote bad values: never a secret-shaped one
         self.findings.append(Finding(self.source, line, col, key_path_text(path), message, fix))
 
     def build_recipe(self, data: dict) -> model.Recipe:
