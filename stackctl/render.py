@@ -30,6 +30,7 @@ DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n
 def render_files(recipe: Recipe) -> dict[str, bytes]:
     """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates."""
     refuse_secrets(recipe)
+    refuse_unsafe_mounts(recipe)
     env = _jinja_env()
     context = _template_context(recipe)
     dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
@@ -68,6 +69,17 @@ def refuse_secrets(recipe: Recipe) -> None:
         raise StackctlError(f"{recipe.source}:{line}:{col}: {key_path_text(path)}: {message}{more}; a bundle never "
                             "holds a secret (fix: name a host variable in serve.secret_env or the S3 tier's "
                             "access_key_env / secret_key_env; see `stackctl explain secret-in-recipe`)")
+
+
+def refuse_unsafe_mounts(recipe: Recipe) -> None:
+    """No bundle mounts / or a system directory into the container, whatever was skipped or ignored."""
+    from stackctl.recipe.guard_rules import host_path_problem
+
+    for mount in stackspec.volumes(recipe):
+        problem = host_path_problem(mount["host"], writable=mount["mode"] == "rw")
+        if problem:
+            raise StackctlError(f"{recipe.source}: host path {mount['host']!r} {problem}; it is never mounted "
+                                "(fix: see `stackctl explain host-path-unsafe`)")
 
 
 def image_hash(files: dict[str, bytes]) -> str:

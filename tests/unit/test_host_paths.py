@@ -72,3 +72,11 @@ def test_read_only_inputs_may_live_under_etc_but_tiers_may_not():
     assert host_path_problem("/etc/ssl/certs/ca.crt", writable=False) is None
     assert "inside /etc" in host_path_problem("/etc/ssl/kv", writable=True)
     assert host_path_problem("/usr/share/models/m", writable=False) is None
+
+
+def test_render_never_mounts_a_system_directory_even_when_told_to_ignore_errors(tmp_path):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(RECIPE.format(**dict(GOOD, tier="/usr/local/kv")))
+    result = run_cli("render", str(recipe), "-o", str(tmp_path / "bundle"), "--ignore-errors")
+    assert result.returncode == 1 and "it is never mounted" in result.stderr and "inside /usr" in result.stderr
+    assert not (tmp_path / "bundle").exists()
