@@ -27,10 +27,12 @@ BUILD_INPUTS = ("Dockerfile", "build", "probes", "wheelhouse", "ca")
 DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n"
 
 
-def render_files(recipe: Recipe) -> dict[str, bytes]:
-    """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates."""
-    refuse_secrets(recipe)
-    refuse_unsafe_mounts(recipe)
+def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
+    """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates.
+    guard=False skips the secret and mount checks, for callers that only hash the build inputs and write nothing."""
+    if guard:
+        refuse_secrets(recipe)
+        refuse_unsafe_mounts(recipe)
     env = _jinja_env()
     context = _template_context(recipe)
     dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
