@@ -30,9 +30,11 @@ HOST_RAM_HEADROOM_MIN_BYTES = 32 * GiB
 REGIME_FITS_HBM = "fits-hbm"
 REGIME_CPU_TIER = "cpu-tier-pays-off"
 REGIME_DISK_TIER = "needs-disk-tier"
+REGIME_REMOTE_TIER = "needs-remote-tier"  # only a remote store (S3, fs) holds the working set
 REGIME_DOES_NOT_FIT = "does-not-fit"
 REGIME_UNKNOWN = "unknown"  # GPU memory or weights size not known: no claim either way
-REGIMES = (REGIME_FITS_HBM, REGIME_CPU_TIER, REGIME_DISK_TIER, REGIME_DOES_NOT_FIT, REGIME_UNKNOWN)
+REGIMES = (REGIME_FITS_HBM, REGIME_CPU_TIER, REGIME_DISK_TIER, REGIME_REMOTE_TIER, REGIME_DOES_NOT_FIT,
+           REGIME_UNKNOWN)
 
 # Published measurement behind "fits-hbm": the LMCache connector costs latency when it cannot help.
 LOW_LOAD_OVERHEAD = "one benchmark saw +16% mean TTFT at low load"
@@ -69,6 +71,7 @@ class Plan:
     cpu_tier_tokens: int
     disk_tier_bytes: int
     disk_tier_tokens: int
+    remote_tiers: List[str]  # kinds of the remote tiers (s3, fs): capacity is the store's, not this host's
     users: int
     context_tokens: int
     working_set_tokens: int
@@ -147,12 +150,14 @@ def make_plan(
     disk_free_bytes: Optional[int] = None,
     serve_dtype: str = "auto",
     extra_notes: Sequence[str] = (),
+    remote_tiers: Sequence[str] = (),
 ) -> Plan:
     """Size the KV cache of one serving setup against HBM and the LMCache tiers.
 
     Tier sizes of None mean no such tier; cpu_tier_bytes is the CPU tier over all TP ranks together.
     serve_dtype is vLLM --dtype (what kv_cache_dtype "auto" follows when set). extra_notes carry the caller's
     provenance (e.g. "GPU memory from the built-in table", "weights size approximate") into the plan's notes.
+    remote_tiers names the recipe's remote tier kinds (s3, fs): their capacity is the store's, not planned here.
     """
     cpu_tier_bytes = int(cpu_tier_bytes or 0)
     disk_tier_bytes = int(disk_tier_bytes or 0)
@@ -190,7 +195,7 @@ def make_plan(
     headroom = None
     if host_ram_bytes is not None:
         headroom = host_ram_headroom(host_ram_bytes)
-        if cpu_tier_bytes > host_ram_bytes - headroom:
+        if cpu_tier_bytes and cpu_tier_bytes > host_ram_bytes - headroom:
             warnings.append(
                 f"CPU tier {_gb(cpu_tier_bytes)} exceeds host RAM {_gb(host_ram_bytes)} minus "
                 f"{_gb(headroom)} headroom (= {_gb(max(host_ram_bytes - headroom, 0))} available); "
@@ -237,6 +242,7 @@ def make_plan(
         weights_bytes=weights_bytes,
         host_ram_bytes=host_ram_bytes,
         headroom=headroom,
+        remote_tiers=tuple(remote_tiers),
     )
     return Plan(
         model=model.name,
@@ -266,6 +272,7 @@ def make_plan(
         cpu_tier_tokens=cpu_tokens,
         disk_tier_bytes=disk_tier_bytes,
         disk_tier_tokens=disk_tokens,
+        remote_tiers=list(remote_tiers),
         users=users,
         context_tokens=context_tokens,
         working_set_tokens=ws_tokens,
@@ -299,6 +306,7 @@ def _judge(
     weights_bytes: Optional[int],
     host_ram_bytes: Optional[int],
     headroom: Optional[int],
+    remote_tiers: Tuple[str, ...] = (),
 ) -> Tuple[str, str]:
     """The regime and one recommendation sentence with the figures that decided it."""
     ws = f"the working set of {_tokens(ws_tokens)} ({users} users x {context_tokens:,}, {_gb(ws_tier_bytes)})"
@@ -309,8 +317,11 @@ def _judge(
             label for label, value in (("GPU memory", gpu_vram_bytes), ("weights size", weights_bytes)) if value is None
         )
         return REGIME_UNKNOWN, (
-            f"Cannot place {ws}: {missing} unknown. Name the GPU in the recipe or run on the host so stackctl can "
-            f"probe it, and point model.path at the weights."
+            f"Cannot place {ws}: {missing} unknown. "
+            + ("Name the GPU with --gpu (e.g. --gpu MI300X) or versions.gpu_arch, or run plan on the GPU host so "
+               "stackctl can probe it. " if gpu_vram_bytes is None else "")
+            + ("Point model.path at the weights (a directory with *.safetensors) or use a model of the built-in "
+               "table." if weights_bytes is None else "")
         )
     if hbm_kv <= 0:
         return REGIME_DOES_NOT_FIT, (
@@ -347,6 +358,14 @@ def _judge(
         return REGIME_DISK_TIER, (
             f"{share}; {cpu_part}, and the disk tier ({_gb(disk_tier_bytes)}, {_tokens(disk_tokens)}) holds all "
             f"of it: keep the NVMe tier.{fp8_hint}"
+        )
+    if remote_tiers:
+        local = max(cpu_tokens, disk_tokens)
+        kinds = " and ".join(remote_tiers)
+        return REGIME_REMOTE_TIER, (
+            f"{share}; the local tiers hold {_tokens(local)} ({local / ws_tokens:.0%}); the rest lives in the "
+            f"{kinds} tier, whose capacity is the store's (not this host's): every hit there pays a network fetch, "
+            f"so keep the hot set local with a larger CPU or disk tier.{fp8_hint}"
         )
     # No configured tier holds it: say which tier could.
     if host_ram_bytes is not None and ws_tier_bytes <= host_ram_bytes - headroom:
@@ -426,6 +445,7 @@ def format_text(plan: Plan) -> str:
         _row("  = HBM for KV", plan.hbm_kv_bytes, plan.hbm_tokens),
         _row("  CPU tier", plan.cpu_tier_bytes, plan.cpu_tier_tokens, zero="none"),
         _row("  disk tier", plan.disk_tier_bytes, plan.disk_tier_tokens, zero="none"),
+        *[(f"  remote tier ({kind})", "the store's", "", "", "") for kind in plan.remote_tiers],
         _row(
             f"  working set ({plan.users} x {plan.context_tokens:,} tokens)",
             plan.working_set_tier_bytes,
@@ -447,9 +467,11 @@ def format_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] = None, host=None) -> Plan:
+def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] = None, host=None,
+                host_ram_bytes: Optional[int] = None) -> Plan:
     """The plan for a recipe: model shape from its config.json (else the built-in table), GPU memory from the host
-    (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM and disk free space from this host."""
+    (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM from --host-ram (else this host, and
+    the plan says so) and disk free space from this host."""
     import os
     from pathlib import Path
 
@@ -489,10 +511,22 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] =
     if disk and os.path.isdir(disk[0].path):
         stat = os.statvfs(disk[0].path)
         disk_free = stat.f_bavail * stat.f_frsize
-    ram = host.memory.total_bytes if host is not None else None
-    return make_plan(
+    ram = host_ram_bytes
+    if ram is not None:
+        notes.append(f"host RAM {ram / GiB:,.1f} GiB from --host-ram")
+    elif host is not None and host.memory.total_bytes:
+        ram = host.memory.total_bytes
+        notes.append(f"host RAM {ram / GiB:,.1f} GiB: this machine's; plan for the serving host with --host-ram GIB")
+    remote = [t.kind for t in recipe.cache.tiers if t.kind in ("s3", "fs")] if recipe.cache.enabled else []
+    plan = make_plan(
         shape, tensor_parallel=recipe.model.tensor_parallel, kv_cache_dtype=recipe.model.kv_cache_dtype,
         gpu_memory_utilization=recipe.serve.gpu_memory_utilization, gpu_vram_bytes=vram,
         weights_bytes=weights_bytes, cpu_tier_bytes=int(cpu[0].size_gb * GiB) if cpu else None,
         disk_tier_bytes=int(disk[0].size_gb * GiB) if disk else None, users=users, context_tokens=context_tokens,
-        host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes)
+        host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes,
+        remote_tiers=remote)
+    limit = recipe.model.max_model_len
+    if limit and context_tokens > limit:
+        plan.warnings.append(f"--context {context_tokens:,} exceeds model.max_model_len {limit:,}: vLLM refuses "
+                             f"longer requests; plan with --context {limit:,} or raise max_model_len")
+    return plan

@@ -27,8 +27,12 @@ BUILD_INPUTS = ("Dockerfile", "build", "probes", "wheelhouse", "ca")
 DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n"
 
 
-def render_files(recipe: Recipe) -> dict[str, bytes]:
-    """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates."""
+def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
+    """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates.
+    guard=False skips the secret and mount checks, for callers that only hash the build inputs and write nothing."""
+    if guard:
+        refuse_secrets(recipe)
+        refuse_unsafe_mounts(recipe)
     env = _jinja_env()
     context = _template_context(recipe)
     dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
@@ -53,6 +57,33 @@ def render_files(recipe: Recipe) -> dict[str, bytes]:
     return files
 
 
+def refuse_secrets(recipe: Recipe) -> None:
+    """No bundle holds a secret, whatever rules were skipped or ignored: one line at the first one (masked)."""
+    from stackctl.findings import key_path_text
+    from stackctl.recipe.positions import lookup
+    from stackctl.secrets import find_in_recipe
+
+    hits = find_in_recipe(recipe)
+    if hits:
+        path, message = hits[0]
+        line, col = lookup(recipe.positions, path)
+        more = f" (and {len(hits) - 1} more)" if len(hits) > 1 else ""
+        raise StackctlError(f"{recipe.source}:{line}:{col}: {key_path_text(path)}: {message}{more}; a bundle never "
+                            "holds a secret (fix: name a host variable in serve.secret_env or the S3 tier's "
+                            "access_key_env / secret_key_env; see `stackctl explain secret-in-recipe`)")
+
+
+def refuse_unsafe_mounts(recipe: Recipe) -> None:
+    """No bundle mounts / or a system directory into the container, whatever was skipped or ignored."""
+    from stackctl.recipe.guard_rules import host_path_problem
+
+    for mount in stackspec.volumes(recipe):
+        problem = host_path_problem(mount["host"], writable=mount["mode"] == "rw")
+        if problem:
+            raise StackctlError(f"{recipe.source}: host path {mount['host']!r} {problem}; it is never mounted "
+                                "(fix: see `stackctl explain host-path-unsafe`)")
+
+
 def image_hash(files: dict[str, bytes]) -> str:
     """Hash of what goes into the image: the Dockerfile and the build context, not runtime tuning."""
     digest = hashlib.sha256()
@@ -63,8 +94,17 @@ def image_hash(files: dict[str, bytes]) -> str:
 
 
 def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
-    """Write the bundle atomically into out_dir (replacing an earlier stackctl bundle, never anything else)."""
-    out_dir = Path(out_dir)
+    """Write the bundle atomically into out_dir (replacing an earlier stackctl bundle, never anything else). A
+    directory that cannot be written is a one-line error, and leaves nothing behind."""
+    try:
+        return _write_bundle(files, Path(out_dir))
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise StackctlError(f"{out_dir}: cannot write the bundle there: {reason} (fix: choose a writable -o DIR "
+                            "whose parents are directories)") from None
+
+
+def _write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise StackctlError(f"{out_dir}: exists and is not a directory (fix: choose another -o DIR)")
     if out_dir.exists() and any(out_dir.iterdir()) and not _is_bundle(out_dir):
@@ -72,6 +112,9 @@ def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
     for name in files:
         if name.startswith("/") or ".." in Path(name).parts:
             raise ValueError(f"bundle file name {name!r} escapes the bundle")
+    parent = next((p for p in out_dir.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise StackctlError(f"{out_dir}: {parent} is a file, not a directory (fix: choose another -o DIR)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -84,14 +127,15 @@ def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
                 path.chmod(0o755)
         if out_dir.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old.", dir=out_dir.parent))
-            os.replace(out_dir, old / "bundle")
             try:
-                os.replace(staging, out_dir)
-            except BaseException:
-                os.replace(old / "bundle", out_dir)  # put the previous bundle back
-                shutil.rmtree(old, ignore_errors=True)
-                raise
-            shutil.rmtree(old, ignore_errors=True)
+                os.replace(out_dir, old / "bundle")
+                try:
+                    os.replace(staging, out_dir)
+                except BaseException:
+                    os.replace(old / "bundle", out_dir)  # put the previous bundle back
+                    raise
+            finally:
+                shutil.rmtree(old, ignore_errors=True)  # no .old leftovers, whatever happened
         else:
             os.replace(staging, out_dir)
     except BaseException:
@@ -240,4 +284,6 @@ def _manifest(recipe: Recipe, files: dict[str, bytes]) -> str:
         "versions": stackspec.versions(recipe),
         "files": {name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())},
     }
+    if recipe.ignored_errors:
+        manifest["ignored_errors"] = recipe.ignored_errors  # --ignore-errors: what the bundle was made despite
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"

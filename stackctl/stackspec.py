@@ -32,6 +32,21 @@ def kv_connector(recipe: Recipe) -> dict:
     return dict(KV_CONNECTOR)
 
 
+def kv_transfer_says_only_recipe_keys(config) -> bool:
+    """Whether a --kv-transfer-config says no more than a recipe can: LMCache's V1 connector in the kv_both role, its
+    extra config holding only `lmcache.*` overrides and `use_layerwise`. The importer maps such a config to recipe
+    keys, and the rules ask for those keys; any other config (another connector, a producer/consumer role, connector
+    settings of its own) has no recipe key and stays in serve.extra_args."""
+    if not isinstance(config, dict) or config.get("kv_connector") != KV_CONNECTOR["kv_connector"]:
+        return False
+    rest = {key: value for key, value in config.items() if key not in ("kv_connector", "kv_connector_extra_config")}
+    extra = config.get("kv_connector_extra_config") or {}
+    role_only = set(rest) <= {"kv_role"} and rest.get("kv_role", KV_CONNECTOR["kv_role"]) == KV_CONNECTOR["kv_role"]
+    return role_only and isinstance(extra, dict) and all(
+        key.startswith("lmcache.") or (key == "use_layerwise" and isinstance(value, bool))
+        for key, value in extra.items())
+
+
 def base_image(recipe: Recipe) -> str:
     if recipe.stack.base_image:
         return recipe.stack.base_image
@@ -75,6 +90,38 @@ def compilation_config(recipe: Recipe) -> dict:
     if recipe.serve.cudagraph_mode:
         config["cudagraph_mode"] = recipe.serve.cudagraph_mode
     return config
+
+
+# Every flag serve_args writes, with the recipe key that sets it (a test keeps this in step with serve_args). A flag
+# repeated in serve.extra_args would override the recipe behind the rules' back (the last one wins in vLLM).
+SERVE_FLAG_KEYS = {
+    "--model": "model.path", "--served-model-name": "model.served_name", "--host": "serve.host",
+    "--port": "serve.port", "--tensor-parallel-size": "model.tensor_parallel", "-tp": "model.tensor_parallel",
+    "--dtype": "model.dtype", "--kv-cache-dtype": "model.kv_cache_dtype", "--max-model-len": "model.max_model_len",
+    "--trust-remote-code": "model.trust_remote_code", "--gpu-memory-utilization": "serve.gpu_memory_utilization",
+    "--max-num-batched-tokens": "serve.max_num_batched_tokens", "--max-num-seqs": "serve.max_num_seqs",
+    "--block-size": "serve.block_size", "--enable-prefix-caching": "serve.prefix_caching",
+    "--no-enable-prefix-caching": "serve.prefix_caching", "--prefix-caching-hash-algo": "serve.prefix_caching_hash_algo",
+    "--async-scheduling": "serve.async_scheduling", "--no-async-scheduling": "serve.async_scheduling",
+    "--enforce-eager": "serve.enforce_eager", "--compilation-config": "serve.compilation_config",
+    "-cc": "serve.compilation_config", "--kv-transfer-config": "cache.enabled",
+    "--enable-auto-tool-choice": "model.tool_call_parser", "--tool-call-parser": "model.tool_call_parser",
+    "--reasoning-parser": "model.reasoning_parser",
+}
+
+# Every key lmcache_config writes, with the recipe key that sets it (a test keeps this in step with lmcache_config).
+# remote_serde is left out: stackctl writes "naive" for its remote tiers, and another serde is a legitimate choice.
+LMCACHE_KEYS = {
+    "chunk_size": "cache.chunk_size", "local_cpu": 'a [[cache.tiers]] with kind = "cpu"',
+    "max_local_cpu_size": "the cpu tier's size_gb", "local_disk": 'a [[cache.tiers]] with kind = "disk" and path',
+    "max_local_disk_size": "the disk tier's size_gb", "remote_url": 'a [[cache.tiers]] with kind = "s3" and url',
+    "remote_storage_plugins": 'a [[cache.tiers]] with kind = "fs"', "save_decode_cache": "cache.save_decode_cache",
+    "use_layerwise": "cache.use_layerwise", "enable_async_loading": "cache.async_loading",
+}
+LMCACHE_EXTRA_CONFIG_KEYS = {
+    "s3_region": "the s3 tier's region", "disable_tls": "the s3 tier's disable_tls",
+    "remote_storage_plugin.fs.base_path": "the fs tier's path",
+}
 
 
 def server_command(recipe: Recipe) -> list[str]:

@@ -12,29 +12,33 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
     """Check each recipe, print the findings, return the exit status (0 clean, 1 errors or strict warnings)."""
     from stackctl.cli.common import resolve_recipe_path
     from stackctl.recipe import load_recipe
-    from stackctl.recipe.rules import run_rules
+    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+    from stackctl.recipe.rules import RULES, run_rules
 
+    refuse_unknown_skip_ids(skip)
     results = []
     for name in names:
+        skipped: list = []
         try:
             path = resolve_recipe_path(name)
             recipe = load_recipe(path)
             findings = run_rules(recipe, skip) + (host_capacity_findings(recipe) if host else [])
+            skipped = sorted({i for i in list(skip) + recipe.checks.skip if i in RULES})
         except RecipeError as exc:
             path, findings = name, exc.findings
         except StackctlError as exc:
             if len(names) == 1:
                 raise
-            results.append({"file": name, "findings": [], "error": str(exc)})
+            results.append({"file": name, "findings": [], "error": str(exc), "skipped": []})
             continue
-        results.append({"file": str(path), "findings": findings})
+        results.append({"file": str(path), "findings": findings, "skipped": skipped})
 
     failing = {"error", "warning"} if strict else {"error"}
     failed = any(r.get("error") or any(f.severity in failing for f in r["findings"]) for r in results)
     if output_format == "json":
         import json
 
-        payload = [{"file": r["file"], "error": r.get("error"),
+        payload = [{"file": r["file"], "error": r.get("error"), "skipped": r["skipped"],
                     "findings": [f.to_dict() for f in r["findings"]]} for r in results]
         print(json.dumps(payload, indent=2))
     else:
@@ -82,7 +86,10 @@ def _print_text(results) -> None:
         if not result["findings"]:
             print(f"{result['file']}: ok")
     sys.stdout.flush()
-    print(f"{counts['error']} error(s), {counts['warning']} warning(s) in {len(results)} recipe(s)", file=sys.stderr)
+    skipped = sorted({rule_id for result in results for rule_id in result["skipped"]})
+    skip_text = f"; {len(skipped)} rule(s) skipped: {', '.join(skipped)}" if skipped else "; 0 rules skipped"
+    print(f"{counts['error']} error(s), {counts['warning']} warning(s) in {len(results)} recipe(s){skip_text}",
+          file=sys.stderr)
 
 
 def parse_fast_args(args: list[str]):

@@ -29,7 +29,7 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
     from pathlib import Path
 
     from stackctl import bench as engine
-    from stackctl.cli.common import load
+    from stackctl.cli.common import check_rules, load
     from stackctl.errors import StackctlError
 
     main = load(recipe)
@@ -48,6 +48,8 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
             raise StackctlError("bench: the warm path is not fast enough: " + "; ".join(failed))
         return
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
+    for arm in arm_recipes:  # arms are brought up: as `up` does, no stack with rule errors
+        check_rules(arm, arm.source, "bench")
     if trace:
         sessions = engine.trace_sessions(Path(trace))
     else:

@@ -20,7 +20,8 @@ import click
 def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks):
     """Prove RECIPE's stack is what the recipe says. Without RECIPE: check this host for ROCm serving.
 
-    Exit status: 0 no check failed, 1 a check failed, 2 doctor could not run (no engine, a crashed check).
+    Exit status: 0 no check failed, 1 a check failed or the input is wrong (recipe, options, -o path), 2 doctor
+    could not run (no engine, a crashed check).
     """
     from stackctl.doctor import run_doctor
     from stackctl.doctor.context import DoctorContext
@@ -35,7 +36,13 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
         raise StackctlError(f"--scope: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
+    if not scopes:
+        raise StackctlError(f"--scope: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
+    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+
+    refuse_unknown_skip_ids(skip)
     loaded = _recipe(recipe)
+    refuse_unknown_skip_ids(loaded.checks.skip, f"{loaded.source}: checks.skip")
     if recipe is None:
         scopes = ["host"]
     context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh)

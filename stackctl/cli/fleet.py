@@ -73,6 +73,9 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
 
     if allow_reboot and not tune:
         raise StackctlError("--allow-reboot only matters with --tune (fix: add --tune, or drop --allow-reboot)")
+    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+
+    refuse_unknown_skip_ids(skip)
     batch_size = fl.parse_batch(batch)
     max_fail_pct = fl.parse_percent(max_fail)
     runner_module = _ansible()
@@ -137,6 +140,11 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
         raise StackctlError(f"--scope: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
+    if not scopes:
+        raise StackctlError(f"--scope: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
+    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+
+    refuse_unknown_skip_ids(skip)
     runner_module = _ansible()
     hosts, plans, recipes = _plan(recipe, inventory)
     mismatches = fl.find_tier_mismatches(recipes)

@@ -50,6 +50,13 @@ def write_new_file(path: Path, text: str, force: bool) -> None:
     """Write atomically; refuse to overwrite unless forced (nothing is lost)."""
     if path.exists() and not force:
         raise StackctlError(f"{path}: already exists (fix: choose another -o or pass --force)")
+    if path.is_dir():
+        raise StackctlError(f"{path}: is a directory (fix: give a file name to -o)")
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True) if tmp.parent.is_dir() else None
+        raise StackctlError(f"{path}: cannot write: {exc.strerror or exc} (fix: choose a writable -o path whose "
+                            "parent is a directory)") from None

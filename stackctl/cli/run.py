@@ -11,6 +11,8 @@ _site_options = [
                  help="Folder of wheels pip may use in the build (also STACKCTL_WHEELHOUSE)."),
     click.option("--ca-bundle", type=click.Path(dir_okay=False), envvar="STACKCTL_CA_BUNDLE",
                  help="CA bundle for pip inside the build (also STACKCTL_CA_BUNDLE)."),
+    click.option("--ignore-errors", is_flag=True,
+                 help="Go ahead despite rule errors (said loudly, recorded in manifest.json)."),
 ]
 
 
@@ -29,12 +31,12 @@ def say(message: str) -> None:
 @site_options
 @click.option("--rebuild", is_flag=True, help="Build even when an image with the same hash exists.")
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer (implies --rebuild).")
-def build(recipe, wheelhouse, ca_bundle, rebuild, no_cache):
+def build(recipe, wheelhouse, ca_bundle, ignore_errors, rebuild, no_cache):
     """Build RECIPE's image (tag stackctl/NAME:HASH); reuse an existing one with the same build inputs."""
-    from stackctl.cli.common import load
+    from stackctl.cli.common import load_checked
     from stackctl.runner import build as build_image
 
-    tag, _ = build_image(load(recipe), wheelhouse=wheelhouse, ca_bundle=ca_bundle, rebuild=rebuild,
+    tag, _ = build_image(load_checked(recipe, "build", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle, rebuild=rebuild,
                          no_cache=no_cache, say=say)
     click.echo(tag)
 
@@ -45,12 +47,12 @@ def build(recipe, wheelhouse, ca_bundle, rebuild, no_cache):
 @click.option("--dry-run", is_flag=True, help="Print the pinning decision and the docker-py arguments only.")
 @click.option("--timeout", type=float, help="Seconds to wait for /health (default: checks.startup_timeout_s).")
 @click.pass_context
-def up(ctx, recipe, wheelhouse, ca_bundle, dry_run, timeout):
+def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout):
     """Build if needed, start RECIPE's server pinned to its GPUs' NUMA node, and wait until it is healthy."""
-    from stackctl.cli.common import load
+    from stackctl.cli.common import load_checked
     from stackctl.runner import up as run_up
 
-    ctx.exit(run_up(load(recipe), wheelhouse=wheelhouse, ca_bundle=ca_bundle, dry_run=dry_run, timeout=timeout,
+    ctx.exit(run_up(load_checked(recipe, "up", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle, dry_run=dry_run, timeout=timeout,
                     say=say))
 
 

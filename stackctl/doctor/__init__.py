@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackctl.doctor.registry import CHECKS, SCOPES, SKIP, Result, load_all
+from stackctl.doctor.registry import CHECKS, SCOPES, SKIP, SKIPPED_BY_REQUEST, Result, load_all
 
 
 def run_doctor(context, scopes=SCOPES, skip=()) -> tuple[list[Result], bool]:
@@ -16,7 +16,7 @@ def run_doctor(context, scopes=SCOPES, skip=()) -> tuple[list[Result], bool]:
             continue
         for check in [c for c in CHECKS.values() if c.scope == scope]:
             if check.id in skipped:
-                results.append(Result(SKIP, "skipped by request", check_id=check.id))
+                results.append(Result(SKIP, SKIPPED_BY_REQUEST, check_id=check.id))
                 continue
             try:
                 results.append(check.run(context))

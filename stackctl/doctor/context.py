@@ -60,7 +60,7 @@ class DoctorContext:
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            files = renderer.render_files(self.recipe)
+            files = renderer.render_files(self.recipe, guard=False)  # only hashed: nothing is written
             self._cache["tag"] = f"{stackspec.image_name(self.recipe)}:{renderer.image_hash(files)}"
         return self._cache["tag"]
 

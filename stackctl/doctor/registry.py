@@ -10,6 +10,7 @@ from stackctl.text import clean_doc
 
 SCOPES = ("host", "image", "server")
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
+SKIPPED_BY_REQUEST = "skipped by request"  # the message of a check skipped by --skip or checks.skip
 
 
 class Result:

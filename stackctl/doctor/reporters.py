@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from xml.sax.saxutils import escape, quoteattr
 
-from stackctl.doctor.registry import CHECKS, FAIL, PASS, SKIP, WARN
+from stackctl.doctor.registry import CHECKS, FAIL, PASS, SKIP, SKIPPED_BY_REQUEST, WARN
 
 _MARKS = {PASS: "ok", WARN: "WARN", FAIL: "FAIL", SKIP: "skip"}
 
@@ -30,14 +30,22 @@ def table(results, title: str) -> str:
         if result.status in (FAIL, WARN):
             lines.append(f"  {'':<4}  {'':<{width}}  fix: {check.fix}")
     counts = summary(results)
-    lines.append(f"\n{counts[PASS]} passed, {counts[FAIL]} failed, {counts[WARN]} warnings, {counts[SKIP]} skipped")
+    requested = skipped_by_request(results)
+    lines.append(f"\n{counts[PASS]} passed, {counts[FAIL]} failed, {counts[WARN]} warnings, {counts[SKIP]} skipped "
+                 f"({len(requested)} by request{': ' + ', '.join(requested) if requested else ''})")
     if counts[FAIL]:
         lines.append("NOT HEALTHY: the stack is not what the recipe says (see `stackctl explain ID`).")
     return "\n".join(lines)
 
 
+def skipped_by_request(results) -> list[str]:
+    """Ids skipped by --skip or the recipe's checks.skip (not the checks that could not determine their fact)."""
+    return [r.check_id for r in results if r.status == SKIP and r.message == SKIPPED_BY_REQUEST]
+
+
 def as_json(results, meta: dict) -> str:
-    return json.dumps({**meta, "summary": summary(results), "results": [r.to_dict() for r in results]}, indent=2)
+    return json.dumps({**meta, "summary": summary(results), "skipped_by_request": skipped_by_request(results),
+                       "results": [r.to_dict() for r in results]}, indent=2)
 
 
 def junit(results, suite: str) -> str:

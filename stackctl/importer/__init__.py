@@ -29,6 +29,7 @@ from stackctl.importer.shell import command_words, expand, split_commands
 from stackctl.importer.toml_writer import toml_key, toml_string, toml_value
 from stackctl.importer.values import CONTROL
 from stackctl.recipe import model
+from stackctl.secrets import redact
 
 # The names tests used while the importer was one module.
 _VALUE_FLAGS, _BOOL_FLAGS, _is_secret = VALUE_FLAGS, BOOL_FLAGS, is_secret
@@ -55,6 +56,14 @@ def import_launch_text(text: str, lmcache_yaml: str | None = None, name: str | N
         raise StackctlError(f"--name {name!r}: must match {model.NAME_PATTERN} (lower case, digits, . _ -)")
     draft = Draft()
     try:
+        lmcache = read_lmcache_yaml(lmcache_yaml, lmcache_name or "LMCache config") if lmcache_yaml is not None \
+            else None
+    except StackctlError as exc:
+        raise StackctlError(redact(str(exc))) from None  # a YAML error quotes the line: it may hold a secret
+    except RecursionError:
+        raise StackctlError(f"{lmcache_name or 'LMCache config'}: values nested too deeply to be a config "
+                            "(fix: check the file)") from None
+    try:
         launch = parse_launch(text, script_dir)
         if lmcache_yaml is None:
             lmcache_yaml, lmcache_name = _followed_config(launch, script_dir)
@@ -65,7 +74,10 @@ def import_launch_text(text: str, lmcache_yaml: str | None = None, name: str | N
             if lmcache_yaml is not None else None
         build_draft(draft, launch, lmcache, name, lmcache_given=lmcache_yaml is not None)
     except StackctlError as exc:
-        raise StackctlError(f"{script_name}: {exc}") from None
+        raise StackctlError(redact(f"{script_name}: {exc}", draft.secret_values)) from None
+    except RecursionError:
+        raise StackctlError(f"{script_name}: a value (JSON of a flag?) nested too deeply to import (fix: check "
+                            "the script)") from None
     sources = script_name + (f" and {lmcache_name}" if lmcache_name else "")
     return render_loadable(draft, sources)
 
@@ -88,8 +100,12 @@ def _followed_config(launch: Launch, script_dir: Path | None) -> tuple[str | Non
 
 
 def _read(path, what: str) -> str:
+    """A small text file (not a FIFO or a device, at most MAX_INPUT_BYTES), checked before anything is read."""
+    from stackctl.importer.input_limits import MAX_INPUT_BYTES
+    from stackctl.recipe.loader import read_small_text
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return read_small_text(str(path), what, MAX_INPUT_BYTES)
     except FileNotFoundError:
         raise StackctlError(f"{path}: no such {what} (fix: check the path)") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -20,6 +20,7 @@ class Draft:
         self.comments: dict[tuple, list[str]] = {}  # (section, key) -> lines above the key; key "" for the section
         self.tiers: list[tuple[dict, list[str]]] = []  # cache.tiers entries with their comments
         self.notes: list[str] = []  # the header's "Import notes"
+        self.secret_values: list[str] = []  # secrets found (never written; masked wherever they would show)
 
     def set(self, section: str, key: str, value, comment: str | None = None) -> None:
         self.values[section][key] = value
@@ -80,7 +81,18 @@ class Draft:
 
 def render_loadable(draft: Draft, sources: str) -> str:
     """The draft as TOML that the recipe loader accepts. Values the loader still refuses (odd input the mapping did
-    not foresee, e.g. control characters deep in a table) are dropped with a note naming them."""
+    not foresee, e.g. control characters deep in a table) are dropped with a note naming them. Secrets never get
+    this far: every one left becomes a reference first (credentials.scrub_draft)."""
+    from stackctl.importer.credentials import scrub_draft
+    from stackctl.recipe.loader import MAX_DEPTH, nesting_depth
+
+    scrub_draft(draft)
+    for section, fields in draft.values.items():
+        for key, value in list(fields.items()):
+            if isinstance(value, (dict, list)) and nesting_depth(value) > MAX_DEPTH - 2:
+                del fields[key]
+                draft.notes.append(f"{section}.{key} dropped: nested more than a recipe allows ({MAX_DEPTH} "
+                                   "levels); set it by hand")
     for _ in range(8):
         text = draft.render(sources)
         try:

@@ -248,16 +248,13 @@ class ServerFlags:
         rest = dict(config)
         rest.pop("kv_connector")
         extra_config = rest.pop("kv_connector_extra_config", None) or {}
-        other = {}
         if isinstance(extra_config, dict):
             for key, value in extra_config.items():
                 if key.startswith("lmcache."):
                     self.lmcache_overrides[key[len("lmcache."):]] = value
                 elif key == "use_layerwise" and value is True:
                     self.draft.set("cache", "use_layerwise", True, "use_layerwise in kv_connector_extra_config")
-                else:
-                    other[key] = value
-        if rest != {"kv_role": stackspec.KV_CONNECTOR["kv_role"]} or other or not isinstance(extra_config, dict):
+        if not stackspec.kv_transfer_says_only_recipe_keys(config):
             self.extra += tokens
             self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
                                     "serve.extra_args, where it overrides the one stackctl writes")

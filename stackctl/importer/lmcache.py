@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from stackctl.importer.credentials import strip_secrets
+from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft
 from stackctl.importer.launch import Launch
 from stackctl.importer.values import drop_nulls, fits
@@ -50,10 +50,7 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     for key, value in config.items():
         if value is not None:
             extra[key] = value
-    secret_keys = strip_secrets(extra)
-    if secret_keys:
-        draft.notes.append(f"LMCache credentials in {', '.join(secret_keys)} were NOT copied: export them on the "
-                           "host and name the variables in the s3 tier's access_key_env / secret_key_env")
+    refer_lmcache_secrets(draft, extra)
     dropped = drop_nulls(extra)
     if dropped:
         draft.notes.append(f"LMCache keys with null values dropped: {', '.join(dropped)}")

@@ -6,6 +6,7 @@ import json
 import re
 
 from stackctl.errors import StackctlError
+from stackctl.importer.input_limits import check_yaml_size_and_aliases
 from stackctl.importer.values import clean
 
 # The plain words YAML 1.1 reads as true, false and null.
@@ -16,6 +17,7 @@ _YAML_WORDS = ((("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"),
 
 def read_lmcache_yaml(text: str, source: str = "LMCache config") -> dict:
     """An LMCache config file as a dict: PyYAML when installed, else a reader for the flat `key: value` form."""
+    check_yaml_size_and_aliases(text, source)
     try:
         import yaml
     except ImportError:

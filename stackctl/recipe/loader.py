@@ -12,6 +12,7 @@ from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
 from stackctl.recipe import model
 from stackctl.recipe.positions import index_positions, lookup
+from stackctl.secrets import is_secret_name, redact
 
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
@@ -29,15 +30,13 @@ _INLINE_SECRET_KEYS = {
     "aws_secret_access_key": "secret_key_env", "password": "a *_env reference", "token": "a *_env reference",
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-SECRET_ENV_NAME = re.compile(r"(SECRET|PASSWORD|TOKEN|ACCESS_KEY|API_KEY|PRIVATE_KEY|CREDENTIAL)", re.I)
 
 
 def load_recipe(path: str | Path) -> model.Recipe:
     """Read and check a recipe file; raise RecipeError listing every problem, or StackctlError if unreadable."""
     path = os.fspath(path)  # plain strings: pathlib costs more start-up time than a whole validate run may spend
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_small_text(path, "recipe", MAX_RECIPE_BYTES)
     except FileNotFoundError:
         raise StackctlError(f"{path}: no such recipe file (fix: check the path, or list shipped recipes with "
                             "`stackctl init --list`)") from None
@@ -46,12 +45,36 @@ def load_recipe(path: str | Path) -> model.Recipe:
     return load_recipe_text(text, path)
 
 
+def read_small_text(path: str, what: str, limit: int) -> str:
+    """A text file's content, refusing what is not a regular file (a FIFO would block, /dev/zero never ends) or is
+    larger than `limit` bytes, before reading anything."""
+    import stat
+
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise StackctlError(f"{path}: not a regular file (fix: give the path of a {what} file)")
+    if info.st_size > limit:
+        raise StackctlError(f"{path}: {info.st_size:,} bytes, over the limit for a {what} ({limit:,} bytes) "
+                            "(fix: check the path)")
+    with open(path, encoding="utf-8") as handle:
+        return handle.read(limit + 1)
+
+
+MAX_RECIPE_BYTES = 1_000_000
+MAX_DEPTH = 32  # tables and arrays inside each other; real recipes use 4
+
+
 def load_recipe_text(text: str, source: str = "<recipe>") -> model.Recipe:
     """Parse recipe text; ``source`` names it in messages."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError([_syntax_finding(exc, source)]) from None
+    except RecursionError:
+        data = None
+    if data is None or nesting_depth(data) > MAX_DEPTH:
+        raise RecipeError([Finding(source, 1, 1, "", f"tables and arrays nested more than {MAX_DEPTH} deep",
+                                   "flatten the recipe: its keys nest a few levels at most")])
     loader = _Loader(source, index_positions(text))
     recipe = loader.build_recipe(data)
     if loader.findings:
@@ -80,6 +103,7 @@ class _Loader:
 
     def problem(self, path: tuple, message: str, fix: str = "") -> None:
         line, col = lookup(self.positions, path)
+        message = redact(message)  # messages quote bad values: never a secret-shaped one
         self.findings.append(Finding(self.source, line, col, key_path_text(path), message, fix))
 
     def build_recipe(self, data: dict) -> model.Recipe:
@@ -113,10 +137,10 @@ class _Loader:
             if key in declared:
                 continue
             key_path = path + (key,)
-            if key.lower() in _INLINE_SECRET_KEYS:
+            if key.lower() in _INLINE_SECRET_KEYS or is_secret_name(key):
                 self.problem(key_path, "secrets never go in a recipe",
                              f"put the value in a host environment variable and name it with "
-                             f"{_INLINE_SECRET_KEYS[key.lower()]}")
+                             f"{_INLINE_SECRET_KEYS.get(key.lower(), 'a *_env reference')}")
                 continue
             close = _close_match(key, list(declared), cutoff=0.6)
             hint = f"did you mean `{close}`?" if close else f"known keys: {', '.join(sorted(declared))}"
@@ -165,7 +189,11 @@ class _Loader:
         return self.wrong_type(path, value, "a list of strings", f'{path[-1]} = ["..."]')
 
     def _convert_int_list(self, spec, value, path):
-        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        if isinstance(value, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+            negative = [i for i in value if i < 0]
+            if negative:
+                self.problem(path, f"must be >= 0, got {negative[0]}", f"{path[-1]} = [0, 1]")
+                return None
             return list(value)
         return self.wrong_type(path, value, "a list of non-negative integers", f"{path[-1]} = [0, 1]")
 
@@ -211,6 +239,10 @@ class _Loader:
         if isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
                                                      for v in value):
             return list(value)
+        numbers = value if isinstance(value, list) else [value]
+        if numbers and all(isinstance(v, int) and not isinstance(v, bool) for v in numbers):
+            self.problem(path, f"must be >= 0, got {min(numbers)}", 'numa = "auto", or a node number such as 0')
+            return None
         return self.wrong_type(path, value, '"auto", "off", a node number or a list of nodes', 'numa = "auto"')
 
     def _convert_cpulist_or_mode(self, spec, value, path):
@@ -257,7 +289,7 @@ class _Loader:
                          "give pip its credentials through a netrc file or keyring on the build host")
         if name == "env" and isinstance(value, dict):
             for key in value:
-                if SECRET_ENV_NAME.search(key):
+                if is_secret_name(key):
                     self.problem(path + (key,), "looks like a secret; secrets never go in a recipe",
                                  f'move it to serve.secret_env: {key} = "NAME_OF_HOST_VARIABLE"')
 
@@ -276,6 +308,19 @@ class _Loader:
             if key not in data:
                 self.problem(path, f"a {tier.kind} tier needs {key}", f"add `{key} = ...` to this [[cache.tiers]]")
         return tier
+
+
+def nesting_depth(data) -> int:
+    """How deeply tables and arrays nest (iteratively: a recursive walk is what a deep document breaks)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH:
+            break
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return deepest
 
 
 def _last_index(items: list, item) -> int:

@@ -164,8 +164,8 @@ class Serve(Section):
 class Tier(Section):
     kind: str = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
                   "str", choices=TIER_KINDS)
-    size_gb: float | None = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).", "float",
-                     exclusive_minimum=0.0)
+    size_gb: float | None = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).",
+                                   "float", exclusive_minimum=0.0, maximum=1048576)
     path: str | None = option(None, "Directory on the host (disk, fs).", "str")
     url: str | None = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
                  "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
@@ -246,6 +246,8 @@ class Recipe(Section):
         # Where the recipe came from; filled by the loader, not part of the TOML.
         self.source = "<recipe>"
         self.positions: dict = {}
+        # Rule errors a user chose to go ahead with (--ignore-errors); render records them in manifest.json.
+        self.ignored_errors: list = []
 
     @property
     def served_name(self) -> str:

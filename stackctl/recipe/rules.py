@@ -13,6 +13,7 @@ from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 from stackctl.recipe.positions import lookup
+from stackctl.secrets import redact
 from stackctl.text import clean_doc
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
@@ -72,6 +73,7 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
     for rule_, path, message in hits:
         path = (path,) if isinstance(path, str) else tuple(path)
         line, col = lookup(recipe.positions, path)
+        message = redact(message)  # no message shows a secret, whatever a rule quotes
         findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
                                 rule_.id, rule_.severity))
     return sorted(findings, key=lambda f: (f.line, f.col, f.rule_id))
@@ -495,3 +497,8 @@ def _kv_transfer_config_invalid(recipe: Recipe) -> Iterator[Hit]:
         problems = kv_transfer_problems(text)
         if problems:
             yield (("serve", "extra_args"), f"--kv-transfer-config: {'; '.join(problems)}")
+
+
+# Rules that guard the recipe itself (secrets, free-form keys that bypass rules, skip ids, host paths) live in
+# their own module and register in the same catalog.
+from stackctl.recipe import guard_rules  # noqa: E402,F401  (registers on import)

@@ -237,3 +237,50 @@ def test_to_dict_is_json_ready():
 def test_bad_inputs_are_user_errors(overrides, message):
     with pytest.raises(StackctlError, match=message):
         minimax_plan(**overrides)
+
+
+# -- plan tells the truth about what it was given --------------------------------------------------------------
+
+def test_no_cpu_tier_warning_without_a_cpu_tier():
+    plan = minimax_plan(cpu_tier_bytes=None, host_ram_bytes=16 * GiB)  # RAM below the headroom
+    assert not any("CPU tier" in w for w in plan.warnings), plan.warnings
+    assert any("CPU tier" in w for w in minimax_plan(host_ram_bytes=16 * GiB).warnings)
+
+
+def test_remote_tiers_are_remote_capacity_not_a_missing_disk_tier():
+    from stackctl.plan import REGIME_REMOTE_TIER
+
+    for kind in ("s3", "fs"):
+        plan = minimax_plan(disk_tier_bytes=None, remote_tiers=[kind])
+        assert plan.regime == REGIME_REMOTE_TIER and plan.remote_tiers == [kind]
+        assert f"the rest lives in the {kind} tier" in plan.recommendation
+        assert "add or raise a disk tier" not in plan.recommendation
+        assert f"remote tier ({kind})" in format_text(plan)
+    # without one, the advice is still to add local capacity
+    assert "disk tier" in minimax_plan(disk_tier_bytes=None).recommendation
+
+
+def test_unknown_gpu_hint_names_a_real_flag_and_key():
+    plan = minimax_plan(gpu_vram_bytes=None)
+    assert "--gpu" in plan.recommendation and "versions.gpu_arch" in plan.recommendation
+    assert "in the recipe" not in plan.recommendation
+    assert "--gpu" not in minimax_plan(weights_bytes=None).recommendation
+
+
+def test_plan_cli_host_ram_and_context_limit(tmp_path):
+    from helpers import RECIPES, run_cli
+
+    recipe = tmp_path / "r.toml"
+    recipe.write_text((RECIPES / "atom-lmcache-cpu.toml").read_text().replace(
+        "[model]\n", "[model]\nmax_model_len = 65536\n", 1))
+    given = run_cli("plan", str(recipe), "--gpu", "MI300X", "--host-ram", "1024", "--format", "json")
+    assert given.returncode == 0, given.stderr
+    data = json.loads(given.stdout)
+    assert data["host_ram_bytes"] == 1024 * GiB and "host RAM 1,024.0 GiB from --host-ram" in data["notes"]
+    assert any("--context 100,000 exceeds model.max_model_len 65,536" in w for w in data["warnings"])
+    local = json.loads(run_cli("plan", str(recipe), "--gpu", "MI300X", "--context", "60000", "--format",
+                               "json").stdout)
+    assert any("this machine's; plan for the serving host with --host-ram" in n for n in local["notes"])
+    assert not any("max_model_len" in w for w in local["warnings"])
+    bad = run_cli("plan", str(recipe), "--host-ram", "-5")
+    assert bad.returncode == 2 and "--host-ram" in bad.stderr  # click's usage error

@@ -20,7 +20,7 @@ import pytest
 from helpers import RECIPES, REPO, run_cli, tool
 
 from stackctl import render, stackspec
-from stackctl.errors import RecipeError
+from stackctl.errors import RecipeError, StackctlError
 from stackctl.importer import toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 
@@ -108,7 +108,7 @@ def test_failed_write_keeps_the_existing_bundle_and_leaves_no_partial_directory(
     before = on_disk(out)
     # "serve.sh/x" cannot be created under the file "serve.sh": the write fails half-way through.
     broken = {"Dockerfile": b"FROM x\n", "serve.sh": b"#!/bin/sh\n", "serve.sh/x": b"", "zzz": b""}
-    with pytest.raises(OSError):
+    with pytest.raises(StackctlError, match="cannot write the bundle there"):
         render.write_bundle(broken, out)
     assert on_disk(out) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
@@ -124,10 +124,10 @@ def test_failed_write_of_a_new_bundle_leaves_nothing(tmp_path, monkeypatch):
         return real_write(self, data)
 
     monkeypatch.setattr(Path, "write_bytes", disk_fills_up)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StackctlError, match="No space left"):
         render.render(recipe_cpu(), tmp_path / "new")
     assert list(tmp_path.iterdir()) == []
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(StackctlError, match="No space left"):
         calls.clear()
         render.render(recipe_cpu(), tmp_path / "deeper" / "new")
     assert [p.name for p in tmp_path.iterdir()] == ["deeper"] and list((tmp_path / "deeper").iterdir()) == []
@@ -145,7 +145,7 @@ def test_existing_bundle_survives_a_failed_swap(tmp_path, monkeypatch):
         return real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", second_rename_fails)
-    with pytest.raises(OSError):
+    with pytest.raises(StackctlError, match="cross-device"):
         render.render(recipe_cpu(), out)
     monkeypatch.undo()
     assert out.is_dir() and on_disk(out) == before

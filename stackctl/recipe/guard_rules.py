@@ -1,0 +1,305 @@
+"""Rules that keep the recipe the one source of truth: no secret in it, nothing that bypasses the other rules
+through the free-form keys (cache.extra, serve.extra_args), no unknown ids in checks.skip, no unsafe host paths.
+
+They register in the same catalog as stackctl/recipe/rules.py (imported at its end), with the same fixtures in
+tests/fixtures/rules/<id>/.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackctl import secrets
+from stackctl.recipe.model import Recipe
+from stackctl.recipe.rules import rule
+
+if TYPE_CHECKING:  # annotations only
+    from typing import Iterator
+
+    from stackctl.recipe.rules import Hit
+
+
+@rule("secret-in-recipe", "error",
+      "a secret value is written in the recipe: it would reach the bundle, the image or a log",
+      "put the value in a host environment variable and name it: serve.secret_env, or the S3 tier's "
+      "access_key_env / secret_key_env")
+def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
+    """A recipe is a file people share, commit and paste into issues; everything in it is rendered into the bundle
+    (serve.sh, lmcache.yaml, stack.env) and may end in an image layer or a log. A secret written in it has leaked.
+
+    stackctl looks everywhere a value can hide: by key name (secret, secret_key, s3_secret_key, access_key,
+    password, token, api_key, ... at any depth of cache.extra and serve.compilation_config), by value shape (AWS
+    access key ids AKIA/ASIA..., a 40-character secret key next to one, GitHub ghp_/github_pat_, Hugging Face
+    hf_, sk- API keys, Slack xox?- tokens, JSON web tokens, PEM private keys, URLs with user:password) in serve.env
+    values, serve.extra_args (`--api-key VALUE`, `--api-key=VALUE`), model.path, tier URLs and build.pip_index.
+    Messages never show the value, only its kind, its public prefix and its length.
+
+    `stackctl render` and `up` refuse such a recipe even when this rule is skipped.
+
+    Fix: export the value on the host and name the variable: `serve.secret_env = { VLLM_API_KEY = "MY_KEY" }`
+    (container variable = host variable), or the S3 tier's `access_key_env` / `secret_key_env`. The value
+    reaches the container at run time only.
+    """
+    yield from secrets.find_in_recipe(recipe)
+
+
+# -- free-form keys that would bypass the recipe -------------------------------------------------------------
+
+@rule("cache-extra-shadows-key", "error",
+      "a cache.extra key that stackctl writes from a recipe key: it overrides the recipe behind the rules' back",
+      "remove it from cache.extra and set the recipe key the message names")
+def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
+    """`cache.extra` is written into lmcache.yaml after the keys stackctl derives from the recipe, so a key there
+    with the same name silently wins: `save_decode_cache: true` in extra escapes the `save-decode-cache` rule, a
+    `chunk_size` escapes the fleet consistency check, a `max_local_cpu_size` makes `plan` and `doctor` judge a size
+    that is not used, and a `local_disk` in extra is never mounted into the container (LMCache writes into the
+    container's own filesystem, and loses it on restart).
+
+    The list of keys is the one stackctl writes (`stackspec.LMCACHE_KEYS`, and `s3_region`, `disable_tls`,
+    `remote_storage_plugin.fs.base_path` under `extra_config`). A `remote_url` for a backend the recipe has no tier
+    kind for (lm://, redis://, ...) and `remote_serde` stay allowed.
+
+    Fix: delete the key from cache.extra and set the recipe key named in the message.
+    """
+    from stackctl import stackspec
+
+    extra = recipe.cache.extra
+    for key, value in extra.items():
+        if key not in stackspec.LMCACHE_KEYS or not _recipe_expresses(recipe, key, value):
+            continue
+        why = " (and a disk in extra is never mounted into the container)" if key == "local_disk" else ""
+        yield (("cache", "extra", key), f"`{key}` is written by stackctl from {stackspec.LMCACHE_KEYS[key]}; set that "
+                                        f"instead{why}")
+    extra_config = extra.get("extra_config")
+    if isinstance(extra_config, dict):
+        for key in extra_config:
+            if key in stackspec.LMCACHE_EXTRA_CONFIG_KEYS:
+                yield (("cache", "extra", "extra_config", key),
+                       f"`extra_config.{key}` is written by stackctl from {stackspec.LMCACHE_EXTRA_CONFIG_KEYS[key]}; "
+                       "set that instead")
+
+
+def _recipe_expresses(recipe: Recipe, key: str, value) -> bool:
+    """Whether the recipe has a key for this value (a remote URL of a kind the tiers cannot describe has none)."""
+    if key == "remote_url":
+        return str(value).startswith(("s3://", "fs://")) or any(t.kind in ("s3", "fs") for t in recipe.cache.tiers)
+    if key == "remote_storage_plugins":
+        return "fs" in (value if isinstance(value, list) else [value]) or bool(recipe.tiers_of("fs"))
+    extra, cpu_tier = recipe.cache.extra, bool(recipe.tiers_of("cpu"))
+    if key == "local_cpu":  # false without a cpu tier is what stackctl writes anyway
+        return bool(value) or cpu_tier
+    if key == "max_local_cpu_size":  # without a CPU tier it sizes LMCache's CPU buffer, which no recipe key does
+        return cpu_tier or bool(extra.get("local_cpu"))
+    if key == "max_local_disk_size":  # without a disk it sizes nothing
+        return bool(recipe.tiers_of("disk")) or "local_disk" in extra
+    return True
+
+
+@rule("extra-args-shadow-flag", "error",
+      "a serve.extra_args flag that stackctl writes from a recipe key: it overrides the recipe behind the rules' back",
+      "remove the flag from serve.extra_args and set the recipe key the message names")
+def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
+    """`serve.extra_args` is appended to the server command after the flags stackctl writes, and vLLM keeps the
+    last value of a repeated flag. So `--enforce-eager` there escapes `atom-cuda-graphs`, a `--port` makes `up` and
+    `doctor` wait on the wrong port, a `--kv-transfer-config` replaces the connector stackctl configured, and a
+    `--gpu-memory-utilization 1.5` is never checked. Every flag stackctl writes (`stackspec.SERVE_FLAG_KEYS`,
+    also in `--flag=value`, `--flag_with_underscores` and dotted `--compilation-config.key=value` forms) has a
+    recipe key; its value is checked like that key's (range, choices), and the message says which key to set.
+
+    A `--kv-transfer-config` for another connector is allowed while `cache.enabled = false` (stackctl then writes
+    none).
+
+    Fix: move the value to the recipe key named in the message.
+    """
+    from stackctl import stackspec
+
+    args = recipe.serve.extra_args
+    for index, token in enumerate(args):
+        flag = _flag_name(token)
+        if flag is None or flag not in stackspec.SERVE_FLAG_KEYS:
+            continue
+        key = stackspec.SERVE_FLAG_KEYS[flag]
+        value = token.split("=", 1)[1] if "=" in token else (
+            args[index + 1] if index + 1 < len(args) and not args[index + 1].startswith("--")
+            and _takes_value(flag, key) else None)
+        if flag == "--kv-transfer-config" and not _kv_transfer_shadows(recipe, value):
+            continue
+        problem = _value_problem(key, value) if value is not None else None
+        detail = f"; and as {key} the value {problem}" if problem else ""
+        yield (("serve", "extra_args", index), f"{flag} repeats a flag stackctl writes from {key}: set {key} "
+                                               f"instead{detail}")
+
+
+def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
+    """A --kv-transfer-config shadows the recipe when the recipe could say it all (LMCache's V1 connector, kv_both:
+    cache.enabled and the cache keys), or when it replaces the connector stackctl writes for an enabled cache. A
+    config the recipe has no key for (a producer/consumer role, connector settings, another connector while the
+    cache is off) is the user's to keep."""
+    import json
+
+    from stackctl import stackspec
+
+    try:
+        config = json.loads(text or "")
+    except ValueError:
+        return False  # kv-transfer-config-invalid reports it
+    if stackspec.kv_transfer_says_only_recipe_keys(config):
+        return True
+    connector = config.get("kv_connector") if isinstance(config, dict) else None
+    return recipe.cache.enabled and connector != stackspec.KV_CONNECTOR["kv_connector"]
+
+
+def _takes_value(flag: str, key: str) -> bool:
+    """Boolean flags (--enforce-eager) take no value; the JSON config flags and the others do."""
+    from stackctl.recipe.model import SECTION_TYPES
+
+    section, _, name = key.partition(".")
+    return flag in ("--kv-transfer-config", "--compilation-config", "-cc", "--served-model-name",
+                    "--tool-call-parser") or SECTION_TYPES[section]._fields[name].kind != "bool"
+
+
+def _flag_name(token: str) -> str | None:
+    """`--max_model_len=8` -> `--max-model-len`; `--compilation-config.mode=3` -> `--compilation-config`."""
+    if not token.startswith("-") or token == "-" or token[1:2].isdigit():
+        return None
+    name = token.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    else:
+        name = name.split(".", 1)[0]
+    return name
+
+
+def _value_problem(key: str, value: str) -> str | None:
+    """What is wrong with a flag value for the recipe key it belongs to (range, type, choices), or None."""
+    from stackctl.recipe.model import SECTION_TYPES
+
+    section, _, name = key.partition(".")
+    spec = SECTION_TYPES[section]._fields.get(name)
+    if spec is None or spec.kind not in ("int", "float", "str"):
+        return None
+    meta = spec.meta
+    try:
+        number = int(value) if spec.kind == "int" else float(value) if spec.kind == "float" else None
+    except ValueError:
+        return f"{value!r} is not {'an integer' if spec.kind == 'int' else 'a number'}"
+    if number is not None:
+        if "minimum" in meta and number < meta["minimum"]:
+            return f"must be >= {meta['minimum']}, got {value}"
+        if "maximum" in meta and number > meta["maximum"]:
+            return f"must be <= {meta['maximum']}, got {value}"
+        if "exclusive_minimum" in meta and number <= meta["exclusive_minimum"]:
+            return f"must be > {meta['exclusive_minimum']}, got {value}"
+    elif "choices" in meta and value not in meta["choices"]:
+        return f"{value!r} is not one of {', '.join(meta['choices'])}"
+    return None
+
+
+# -- skip lists ----------------------------------------------------------------------------------------------
+
+def unknown_skip_ids(ids) -> list[str]:
+    """Messages for the ids in `ids` that are neither a rule nor a doctor check, with a did-you-mean."""
+    from stackctl.recipe.rules import RULES
+
+    unknown = [i for i in ids if i not in RULES]
+    if not unknown:
+        return []
+    from stackctl.doctor.registry import load_all  # only when needed: the checks cost start-up time
+
+    known = sorted(set(RULES) | set(load_all()))
+    messages = []
+    for skip_id in unknown:
+        if skip_id in known:
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(skip_id, known, n=1, cutoff=0.6)
+        hint = f"did you mean `{close[0]}`?" if close else "see `stackctl rules` and `stackctl doctor --list`"
+        messages.append(f"{skip_id!r} is not a rule or check id ({hint})")
+    return messages
+
+
+def refuse_unknown_skip_ids(ids, option: str = "--skip") -> None:
+    """A StackctlError (one line) when a --skip id names nothing: a typo must not silently skip nothing."""
+    from stackctl.errors import StackctlError
+
+    problems = unknown_skip_ids(ids)
+    if problems:
+        raise StackctlError(f"{option}: {'; '.join(problems)}")
+
+
+@rule("skip-unknown-id", "error",
+      "checks.skip names an id that is neither a rule nor a doctor check: it skips nothing",
+      "use an id from `stackctl rules` or `stackctl doctor --list` (the message suggests the closest)")
+def _skip_unknown_id(recipe: Recipe) -> Iterator[Hit]:
+    """`checks.skip` silences rules (validate, render, up) and doctor checks. A misspelt id skips nothing, and the
+    recipe's author believes a finding was acknowledged when it was not; a renamed rule does the same after an
+    upgrade. Every id must name a rule or a check; the message suggests the closest one.
+    """
+    for index, skip_id in enumerate(recipe.checks.skip):
+        for problem in unknown_skip_ids([skip_id]):
+            yield (("checks", "skip", index), problem)
+
+
+# -- host paths ---------------------------------------------------------------------------------------------
+
+# Directories of the host's own system: a tier that writes there (or a mount of them) damages the host or exposes it.
+SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
+               "/libx32", "/var/lib/docker", "/var/lib/containerd", "/var/run", "/run", "/var/log")
+_PSEUDO_FS = ("/proc", "/sys", "/dev")  # never a place for files, not even to read
+
+
+@rule("host-path-unsafe", "error",
+      "a host path (model, disk or fs tier, wheelhouse, CA bundle, credentials file) that is relative, climbs with "
+      "`..`, holds a `:`, or is / or a system directory",
+      "use an absolute path of a directory of your own, e.g. /data/models or /nvme/kvcache")
+def _host_path_unsafe(recipe: Recipe) -> Iterator[Hit]:
+    """Host paths in a recipe become Docker bind mounts (`-v HOST:CONTAINER:MODE`) and directories LMCache writes
+    into. A relative path means something else in every shell that runs stackctl; `..` hides where it lands; a `:`
+    breaks the mount syntax; and `/`, `/etc`, `/usr`, `/proc`, `/sys`, `/dev`, `/boot`, `/var/lib/docker`, ...
+    mounted read-write for a disk or fs tier let LMCache's files land in (or eviction delete from) the host's own
+    system. Read-only inputs (model, wheelhouse, CA bundle, credentials file) may live under /etc or /usr (the CA
+    bundle usually does) but are never / itself, a system directory itself, or under /proc, /sys or /dev.
+
+    A model path counts as a host path when it starts with `/`, `.` or `~`; anything else is a Hugging Face id.
+
+    Fix: an absolute path of a directory of your own (`/data/models/...`, `/nvme/kvcache`).
+    """
+    model = recipe.model.path
+    if not recipe.model.generate and model.startswith(("/", ".", "~")):
+        yield from _judge(("model", "path"), model, writable=False)
+    for index, tier in enumerate(recipe.cache.tiers):
+        if tier.path is not None:
+            yield from _judge(("cache", "tiers", index, "path"), tier.path, writable=True)
+        if tier.credentials_file is not None:
+            yield from _judge(("cache", "tiers", index, "credentials_file"), tier.credentials_file, writable=False)
+    for key in ("wheelhouse", "ca_bundle"):
+        value = getattr(recipe.build, key)
+        if value is not None:
+            yield from _judge(("build", key), value, writable=False)
+
+
+def _judge(path: tuple, value: str, writable: bool) -> Iterator[Hit]:
+    problem = host_path_problem(value, writable)
+    if problem:
+        yield (path, f"{value!r} {problem}")
+
+
+def host_path_problem(value: str, writable: bool) -> str | None:
+    """Why `value` is not a safe host path, or None."""
+    import posixpath
+
+    if not value.startswith("/"):
+        return "is not an absolute path (it would depend on the directory stackctl runs in)"
+    if ".." in value.split("/"):
+        return "climbs with `..` (write the directory it means)"
+    if ":" in value:
+        return "holds a `:`, which breaks Docker's HOST:CONTAINER:MODE mount syntax"
+    normal = posixpath.normpath(value)
+    if normal in ("/", "//"):
+        return "is the root directory"
+    inside = next((d for d in SYSTEM_DIRS if normal == d or normal.startswith(d + "/")), None)
+    if inside and (writable or normal == inside or inside in _PSEUDO_FS):
+        what = "is" if normal == inside else f"is inside {inside},"
+        return f"{what} a system directory of the host"
+    return None
