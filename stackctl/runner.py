@@ -76,6 +76,8 @@ def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, hos
         place = placement(pinning)
         kwargs.update(place.cpuset)
         env.update(place.environment())
+        if place.capabilities:
+            kwargs["cap_add"] = kwargs.get("cap_add", []) + list(place.capabilities)
     return kwargs
 
 

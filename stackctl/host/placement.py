@@ -4,6 +4,9 @@
 serve.sh in two variables: the numactl line, and the taskset line serve.sh runs instead when the image has no
 numactl (and says so on stderr). Both lines carry the decision's CPU list, the same one as the cpuset. No other
 module writes these variables or pinning kwargs.
+
+Binding memory needs CAP_SYS_NICE in a container: Docker's default seccomp profile allows set_mempolicy/mbind only
+with it, and numactl --membind exits 1 ("set_mempolicy: Operation not permitted") without.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class Placement:
     cpuset: Dict[str, str] = field(default_factory=dict)
     launcher: Tuple[str, ...] = ()
     fallback: Tuple[str, ...] = ()
+    capabilities: Tuple[str, ...] = ()  # added to the container's cap_add
 
     def environment(self) -> Dict[str, str]:
         """The container variables serve.sh builds its launcher from (none when nothing is pinned). cpulists and
@@ -51,4 +55,4 @@ def placement(decision: PinningDecision) -> Placement:
     else:
         launcher = ("numactl",) + ((f"--physcpubind={cpus}",) if cpus else ()) + ((f"--membind={mems}",) if mems else ())
     fallback = ("taskset", "-c", cpus) if cpus else ()
-    return Placement(cpuset, launcher, fallback)
+    return Placement(cpuset, launcher, fallback, ("SYS_NICE",) if mems else ())

@@ -65,6 +65,7 @@ def test_multi_node_hosts_give_one_cpu_list_to_the_cpuset_and_the_launcher(host,
     assert kwargs["environment"][LAUNCHER_VAR] == launcher
     assert kwargs["environment"][FALLBACK_VAR] == fallback
     assert fallback.split()[-1] == cpuset["cpuset_cpus"]
+    assert "SYS_NICE" in kwargs["cap_add"]  # numactl --membind needs it under Docker's seccomp profile
     assert bool(decision.warnings) == warned
 
 
@@ -79,6 +80,7 @@ def test_off_pins_nothing_and_sets_no_variable(tmp_path):
     assert decision.kind == "off"
     assert not [k for k in kwargs if k.startswith("cpuset")]
     assert LAUNCHER_VAR not in kwargs["environment"] and FALLBACK_VAR not in kwargs["environment"]
+    assert "SYS_NICE" not in kwargs["cap_add"]
 
 
 def test_isolcpus_off_with_isolated_cpus_on_the_node_is_refused_before_any_kwargs(tmp_path):
