@@ -159,6 +159,7 @@ def pinning(ctx):
     chosen node, isolated CPUs the recipe did not ask for). Placements that work but cost throughput (GPUs split
     across nodes, memory remote from the GPUs) warn."""
     from stackctl.host import pinning_for
+    from stackctl.host.cpulist import format_cpulist, parse_cpulist
     from stackctl.host.pinning import PinningError
     from stackctl.host.placement import placement
 
@@ -170,7 +171,9 @@ def pinning(ctx):
     place = placement(decision)
     where = (" ".join(f"{k}={v}" for k, v in place.cpuset.items()) + f", launcher {' '.join(place.launcher)}"
              if decision.pinned else "not pinned")
-    details = {"placement": {"nodes": ",".join(str(n) for n in decision.nodes), "cpus": decision.cpuset_cpus or "",
+    cpus = parse_cpulist(decision.cpuset_cpus or "")
+    nodes = {ctx.host.cpu.node_of(cpu) for cpu in cpus} - {None} or set(decision.nodes)
+    details = {"placement": {"nodes": format_cpulist(nodes), "cpus": decision.cpuset_cpus or "",
                              "mems": decision.cpuset_mems or ""},
                "decision": decision.to_dict(), "launcher": list(place.launcher)}
     if decision.warnings:
