@@ -156,3 +156,41 @@ def test_serve_sh_with_neither_tool_says_the_server_is_not_pinned_by_its_launche
     launched, stderr = run_serve(tmp_path, decision_of("node"), ())
     assert launched == []
     assert "numactl not found in the image and no fallback" in stderr
+
+
+# -- up --dry-run on this machine -------------------------------------------------------------------------------
+
+def cpu_smoke_with(tmp_path: Path, isolcpus: str) -> Path:
+    path = tmp_path / "pinned.toml"
+    path.write_text((RECIPES / "cpu-smoke.toml").read_text().replace('isolcpus = "auto"', f'isolcpus = "{isolcpus}"'))
+    return path
+
+
+def test_dry_run_shows_the_decision_its_reasons_the_cpuset_and_the_exact_launcher_line(tmp_path):
+    from helpers import run_cli
+
+    env = {"PATH": "/usr/bin:/bin", "STACKCTL_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    result = run_cli("up", str(cpu_smoke_with(tmp_path, "0")), "--dry-run", env=env)
+    assert result.returncode == 0, result.stderr
+    kwargs = json.loads(result.stdout)
+    assert kwargs["cpuset_cpus"] == "0" and "cpuset_mems" not in kwargs
+    assert kwargs["environment"][LAUNCHER_VAR] == "numactl --physcpubind=0"
+    assert kwargs["environment"][FALLBACK_VAR] == "taskset -c 0"
+    recipe = load_recipe(RECIPES / "cpu-smoke.toml")
+    server = " ".join(stackspec.server_command(recipe) + stackspec.serve_args(recipe))
+    lines = result.stderr.splitlines()
+    assert 'pinning: isolcpus = "0" in the recipe -> server pinned to CPUs 0' in lines
+    assert "pinning: cpuset: cpuset_cpus=0" in lines
+    assert f"pinning: launcher: numactl --physcpubind=0 {server}" in lines
+
+
+def test_up_refuses_a_cpu_the_host_lacks_in_one_line_before_anything_starts(tmp_path):
+    from helpers import run_cli
+
+    recipe = cpu_smoke_with(tmp_path, "4096")
+    env = {"PATH": "/usr/bin:/bin", "STACKCTL_STATE_DIR": str(tmp_path / "state"), "HOME": str(tmp_path)}
+    result = run_cli("up", str(recipe), env=env)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"stackctl: {recipe}:39:1: host.isolcpus: names CPU(s) 4096 this host does not have")
+    assert not (tmp_path / "state").exists()  # no bundle written, no image built, no container
