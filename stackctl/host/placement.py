@@ -31,10 +31,9 @@ class Placement:
     capabilities: Tuple[str, ...] = ()  # added to the container's cap_add
 
     def environment(self) -> Dict[str, str]:
-        """The container variables serve.sh builds its launcher from (none when nothing is pinned). cpulists and
-        numactl options hold no spaces, so a line splits back into exactly these words."""
-        if not self.launcher:
-            return {}
+        """The container variables serve.sh builds its launcher from; empty when nothing is pinned, so that a
+        value from elsewhere (serve.env) never survives. cpulists and numactl options hold no spaces, so a line
+        splits back into exactly these words."""
         return {LAUNCHER_VAR: " ".join(self.launcher), FALLBACK_VAR: " ".join(self.fallback)}
 
     def command_line(self, server_argv: Sequence[str]) -> str:

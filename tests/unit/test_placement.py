@@ -75,11 +75,14 @@ def test_gpus_split_across_nodes_are_warned(tmp_path):
     assert any("span NUMA nodes 0-1" in warning for warning in decision.warnings)
 
 
-def test_off_pins_nothing_and_sets_no_variable(tmp_path):
-    kwargs, decision = kwargs_for(rocm_recipe('numa = "off"'), MI300X, tmp_path)
+def test_off_pins_nothing_and_empties_the_launcher_variables(tmp_path):
+    recipe = load_recipe_text('[stack]\nname = "pin"\nplatform = "rocm"\n'
+                              '[model]\npath = "/models/m"\n[serve]\nenv = { STACKCTL_LAUNCHER = "taskset -c 0" }\n'
+                              '[host]\nnuma = "off"\n')
+    kwargs, decision = kwargs_for(recipe, MI300X, tmp_path)
     assert decision.kind == "off"
     assert not [k for k in kwargs if k.startswith("cpuset")]
-    assert LAUNCHER_VAR not in kwargs["environment"] and FALLBACK_VAR not in kwargs["environment"]
+    assert kwargs["environment"][LAUNCHER_VAR] == "" and kwargs["environment"][FALLBACK_VAR] == ""
     assert "SYS_NICE" not in kwargs["cap_add"]
 
 
