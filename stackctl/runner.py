@@ -39,7 +39,10 @@ def image_tag(recipe: Recipe, files: dict) -> str:
 def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, host_groups: dict | None = None,
                      secrets: dict | None = None) -> dict:
     """docker-py `containers.run` arguments: ROCm devices and groups, host networking and IPC, large shm, model and
-    tier volumes, the bundle's runtime files, env from the recipe, secrets from their references, CPU pinning."""
+    tier volumes, the bundle's runtime files, env from the recipe, secrets from their references, and the
+    pinning decision's cpuset and launcher (host/placement.py, the only place that turns a decision into these)."""
+    from stackctl.host.placement import placement
+
     env = dict(stackspec.environment(recipe))
     env.update(secrets or {})
     volumes = {str(bundle_dir): {"bind": stackspec.RUN_DIR, "mode": "ro"}}
@@ -69,12 +72,12 @@ def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, hos
             "cap_add": ["SYS_PTRACE"],
             "security_opt": ["seccomp=unconfined"],
         })
-    if pinning is not None and pinning.pinned:
-        kwargs.update(pinning.docker_kwargs())
-        if pinning.nodes and pinning.whole_nodes:
-            env["STACKCTL_NUMA_NODES"] = ",".join(str(n) for n in pinning.nodes)
-        elif pinning.cpuset_cpus:
-            env["STACKCTL_CPUS"] = pinning.cpuset_cpus
+    if pinning is not None:
+        place = placement(pinning)
+        kwargs.update(place.cpuset)
+        env.update(place.environment())
+        if place.capabilities:
+            kwargs["cap_add"] = kwargs.get("cap_add", []) + list(place.capabilities)
     return kwargs
 
 
@@ -148,19 +151,21 @@ def _add_site_inputs(bundle: Path, recipe: Recipe, wheelhouse: str | None, ca_bu
 
 def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
        say=print) -> int:
-    from stackctl.host import discover, pinning_for
+    from stackctl.host import PinningError, discover, pinning_for
 
     files = renderer.render_files(recipe)
     facts = discover()
     if not dry_run:
         _refuse_without_gpus(recipe, facts)
-    pinning = pinning_for(recipe, facts)
+    try:
+        pinning = pinning_for(recipe, facts)
+    except PinningError as exc:
+        raise exc.located(recipe) from None
     groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
     secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
     bundle_dir = state_dir(recipe) / "bundle"
     kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
-    for reason in pinning.reasons:
-        say(f"pinning: {reason}")
+    _show_pinning(recipe, pinning, say)
     if dry_run:
         print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
         return 0
@@ -193,6 +198,20 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     say(f"{recipe.stack.name} is healthy on http://{recipe.serve.host}:{recipe.serve.port} "
         f"(model {recipe.served_name})")
     return 0
+
+
+def _show_pinning(recipe: Recipe, pinning, say) -> None:
+    """The decision, its reasons and warnings, the cpuset and the exact launcher line serve.sh will run."""
+    from stackctl.host.placement import placement
+
+    place = placement(pinning)
+    for reason in pinning.reasons:
+        say(f"pinning: {reason}")
+    for warning in pinning.warnings:
+        say(f"pinning: warning: {warning}")
+    cpuset = " ".join(f"{key}={value}" for key, value in place.cpuset.items()) or "none (not pinned)"
+    say(f"pinning: cpuset: {cpuset}")
+    say(f"pinning: launcher: {place.command_line(stackspec.server_command(recipe) + stackspec.serve_args(recipe))}")
 
 
 def _refuse_without_gpus(recipe: Recipe, facts) -> None:

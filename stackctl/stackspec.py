@@ -186,10 +186,6 @@ def environment(recipe: Recipe) -> dict[str, str]:
         env["VLLM_SERVER_DEV_MODE"] = "1"
     if recipe.stack.engine == "vllm" and recipe.stack.platform == "rocm":
         env.setdefault("ATOM_DISABLE_VLLM_PLUGIN", "1")  # plain vLLM arm on an image that may carry ATOM
-    if isinstance(recipe.host.numa, int) and not isinstance(recipe.host.numa, bool):
-        env["STACKCTL_NUMA_NODES"] = str(recipe.host.numa)
-    elif isinstance(recipe.host.numa, list):
-        env["STACKCTL_NUMA_NODES"] = ",".join(str(n) for n in recipe.host.numa)
     for tier in recipe.cache.tiers:
         if tier.kind == "s3" and tier.credentials_file:
             env["AWS_SHARED_CREDENTIALS_FILE"] = "/run/secrets/aws-credentials"

@@ -125,44 +125,70 @@ def cpu_governor(ctx):
 
 
 @check("host.isolcpus", "host", "warning", "isolated CPUs as the recipe asks",
-       "add isolcpus=LIST (and nohz_full=LIST) to the kernel command line, then reboot")
+       "add isolcpus=LIST (and nohz_full=LIST rcu_nocbs=LIST) to the kernel command line, then reboot")
 def isolcpus(ctx):
     """`host.isolcpus` names cores kept free of other work for the server (or `auto`: use the isolated cores of
-    the GPUs' node when there are any)."""
+    the GPUs' node when there are any). Reports what the kernel has (isolcpus=, nohz_full=, rcu_nocbs= on
+    /proc/cmdline and /sys/devices/system/cpu/isolated) and whether the recipe's CPUs are among them."""
     from stackctl.host.cpulist import format_cpulist, parse_cpulist
 
     mode = ctx.recipe.host.isolcpus
-    isolated = set(ctx.host.cpu.isolated_cpus)
+    isolation = ctx.host.cpu.isolation
+    kernel = f"kernel: {isolation.kernel_summary()}"
+    facts = {"kernel": isolation.to_dict()}
+    isolated = set(isolation.cpus)
     if mode == "off":
-        return passed("not used (isolcpus = off)")
+        return passed(f"not used (isolcpus = off); {kernel}", **facts)
     if mode == "auto":
         _gpu_facts(ctx, "isolcpus = auto (the isolated cores of the GPUs' node)")
         if not isolated:
-            return passed("no isolated CPUs on this host: the server uses its node's CPUs (auto)")
-        return passed(f"isolated CPUs {format_cpulist(sorted(isolated))} available (auto)")
-    wanted = set(parse_cpulist(mode))
+            return passed(f"no isolated CPUs: the server uses its node's CPUs (auto); {kernel}", **facts)
+        return passed(f"isolated CPUs {format_cpulist(sorted(isolated))} available (auto); {kernel}", **facts)
+    try:
+        wanted = set(parse_cpulist(mode))
+    except ValueError:
+        return failed(f"isolcpus = {mode!r} is not a cpulist", **facts)
+    absent = sorted(wanted - set(ctx.host.cpu.online_cpus)) if ctx.host.cpu.online_cpus else []
+    if absent:
+        return failed(f"CPUs {format_cpulist(absent)} do not exist on this host (online "
+                      f"{format_cpulist(ctx.host.cpu.online_cpus)}); {kernel}", **facts)
     missing = sorted(wanted - isolated)
     if missing:
-        return failed(f"CPUs {format_cpulist(missing)} are not isolated (recipe asks for {mode})")
-    return passed(f"CPUs {mode} are isolated")
+        return failed(f"CPUs {format_cpulist(missing)} are not isolated (recipe asks for {mode}); the server can "
+                      f"be pinned to them, but other work shares them; {kernel}", **facts)
+    return passed(f"CPUs {mode} are isolated; {kernel}", **facts)
 
 
 @check("host.pinning", "host", "error", "the server can be pinned as the recipe asks",
        "fix host.numa / host.isolcpus / host.gpus to match this host")
 def pinning(ctx):
-    """The CPU/memory placement `up` will use, derived from the GPUs' NUMA node and the isolated cores."""
+    """The CPU/memory placement `up` will use, derived from the GPUs' NUMA node and the isolated cores: the cpuset
+    and the launcher line, or why the request cannot be met on this host (unknown node or CPU, CPUs outside the
+    chosen node, isolated CPUs the recipe did not ask for). Placements that work but cost throughput (GPUs split
+    across nodes, memory remote from the GPUs) warn."""
     from stackctl.host import pinning_for
+    from stackctl.host.cpulist import format_cpulist, parse_cpulist
     from stackctl.host.pinning import PinningError
+    from stackctl.host.placement import placement
 
     if "auto" in (ctx.recipe.host.numa, ctx.recipe.host.isolcpus):
         _gpu_facts(ctx, "pinning with host.numa / host.isolcpus = auto")
+    kernel = f"kernel: {ctx.host.cpu.isolation.kernel_summary()}"
     try:
         decision = pinning_for(ctx.recipe, ctx.host)
     except PinningError as exc:
-        return failed(str(exc))
-    placement = (f"cpuset_cpus={decision.cpuset_cpus} cpuset_mems={decision.cpuset_mems}"
-                 if decision.pinned else "not pinned")
-    return passed(f"{placement}: {'; '.join(decision.reasons)}", reasons=decision.reasons)
+        return failed(f"{exc}; {kernel}")
+    place = placement(decision)
+    where = (" ".join(f"{k}={v}" for k, v in place.cpuset.items()) + f", launcher {' '.join(place.launcher)}"
+             if decision.pinned else "not pinned")
+    cpus = parse_cpulist(decision.cpuset_cpus or "")
+    nodes = {ctx.host.cpu.node_of(cpu) for cpu in cpus} - {None} or set(decision.nodes)
+    details = {"placement": {"nodes": format_cpulist(nodes), "cpus": decision.cpuset_cpus or "",
+                             "mems": decision.cpuset_mems or ""},
+               "decision": decision.to_dict(), "launcher": list(place.launcher)}
+    if decision.warnings:
+        return warned(f"{where}: {'; '.join(decision.warnings)}", **details)
+    return passed(f"{where}: {'; '.join(decision.reasons)}; {kernel}", **details)
 
 
 @check("host.cpu-tier-ram", "host", "error", "host RAM holds the CPU tier plus headroom",

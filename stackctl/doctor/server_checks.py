@@ -6,7 +6,8 @@ import random
 import re
 
 from stackctl import metrics
-from stackctl.doctor.registry import Unavailable, check, failed, passed
+from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.host.cpulist import parse_cpulist
 
 ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v([^)]*)\) with config: (.*)")
 DEGRADED = "degraded mode (recompute)"
@@ -274,3 +275,66 @@ def restart_hits(ctx):
         return failed("0 LMCache hit tokens for the same prompt after a restart")
     return passed(f"{hits:.0f} LMCache hit tokens after a restart")
 
+
+
+@check("server.pinning", "server", "error", "the server's processes run on the CPUs and memory nodes decided for them",
+       "run `stackctl up RECIPE` again (it restores the decided cpuset); install numactl in the image if it is missing")
+def server_pinning(ctx):
+    """Reads Cpus_allowed_list and Mems_allowed_list of the server process (PID 1 in the container) and its worker
+    processes from /proc inside the container, and the container's cpuset from the engine, and compares them with
+    the pinning decision `up` made (the same host facts and recipe) and with the GPUs' NUMA nodes. The server
+    process must have exactly the decided CPUs and nodes; workers may narrow themselves inside them (vLLM's CPU
+    backend binds each worker to its OpenMP cores) but not step outside. A container whose cpuset was changed
+    after the start (`docker update --cpuset-cpus`), or an image without numactl, fails."""
+    from stackctl.doctor import affinity
+    from stackctl.host.cpulist import format_cpulist
+    from stackctl.host.pinning import PinningError, pinning_for, select_gpus
+    from stackctl.host.placement import placement
+
+    recipe, host = ctx.recipe, ctx.host
+    explicit = (recipe.host.numa, recipe.host.isolcpus) != ("auto", "auto") or recipe.host.gpus is not None
+    if not host.gpus and not explicit:
+        raise Unavailable("no GPU facts on this host and the recipe asks for no pinning (numa and isolcpus auto): "
+                          "nothing to place the server near")
+    try:
+        decision = pinning_for(recipe, host)
+    except PinningError as exc:
+        return failed(f"no pinning decision for this host: {exc}")
+    container = ctx.container()
+    output = container.exec_run(["sh", "-c", affinity.PROC_SCRIPT], demux=False).output
+    view = affinity.parse_proc(output.decode("utf-8", errors="replace"))
+    config = container.attrs.get("HostConfig") or {}
+    expected = affinity.Expected(set(parse_cpulist(decision.cpuset_cpus or "")),
+                                 set(parse_cpulist(decision.cpuset_mems or "")),
+                                 decision.cpuset_cpus or "", decision.cpuset_mems or "")
+    problems = affinity.compare(view, expected, (config.get("CpusetCpus") or "", config.get("CpusetMems") or ""))
+    launcher = placement(decision).launcher
+    if launcher and view.numactl is None:
+        problems.append(f"numactl is not in the image: serve.sh could not run `{' '.join(launcher)}` and fell back "
+                        "to taskset (memory is not bound by the launcher)")
+    if not view.processes:
+        return failed("; ".join(problems))
+    main = view.processes[0]
+    used = select_gpus(host.gpus, recipe.model.tensor_parallel, recipe.host.gpus)
+    gpu_nodes = {g.numa_node for g in used if g.numa_node is not None}
+    remote = gpu_nodes - main.mems if main.mems else set()
+    nodes = sorted({n for n in (host.cpu.node_of(cpu) for cpu in main.cpus) if n is not None})
+    where = {"nodes": format_cpulist(nodes), "cpus": format_cpulist(main.cpus), "mems": format_cpulist(main.mems),
+             "decided": decision.to_dict(), "launcher": list(launcher)}
+    details = {"placement": where, "processes": [
+        {"pid": p.pid, "name": p.name, "cpus": format_cpulist(p.cpus), "mems": format_cpulist(p.mems)}
+        for p in view.processes]}
+    if remote and not problems:
+        message = (f"{main.label()} has memory on node(s) {format_cpulist(main.mems)}, its GPU(s) are on node(s) "
+                   f"{format_cpulist(remote)}")
+        if recipe.host.numa == "auto":
+            problems.append(message)
+        else:
+            return warned(message + " (host.numa in the recipe)", **details)
+    if problems:
+        return failed("; ".join(problems), **details)
+    inside = affinity.narrowed(view, expected)
+    summary = (f"{main.label()} and {len(view.processes) - 1} worker process(es) on CPUs {where['cpus']} "
+               f"(node {where['nodes'] or '?'}), memory node(s) {where['mems'] or '?'}")
+    how = f"as decided ({decision.kind}" + (f", {' '.join(launcher)})" if launcher else ")")
+    return passed(f"{summary}, {how}" + (f"; narrowed inside: {', '.join(inside)}" if inside else ""), **details)

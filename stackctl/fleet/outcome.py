@@ -41,6 +41,20 @@ class HostOutcome:
         results = (self.report or {}).get("results", [])
         return [{"id": r.get("id"), "message": r.get("message")} for r in results if r.get("status") == status]
 
+    def placement(self) -> str:
+        """Where the server runs on this host (node, CPU list), from its doctor report: what server.pinning read
+        from the live processes, else what host.pinning decided; "" when the report has neither."""
+        results = {r.get("id"): r for r in (self.report or {}).get("results", [])}
+        for check_id, source in (("server.pinning", "running"), ("host.pinning", "decided")):
+            where = ((results.get(check_id) or {}).get("details") or {}).get("placement")
+            if where is None:
+                continue
+            if not where.get("cpus"):
+                return f"not pinned ({source})"
+            node = f"node {where['nodes']}, " if where.get("nodes") else ""
+            return f"{node}CPUs {where['cpus']} ({source})"
+        return ""
+
     def running_recipe(self) -> str:
         """Which recipe the host has now, for a rollout: the new hash, "unchanged", or "unknown" (stopped in up)."""
         if self.status in (OK, CHANGED):
@@ -52,5 +66,5 @@ class HostOutcome:
                 "recipe_hash": self.recipe_hash, "planned_recipe_hash": self.planned_recipe_hash,
                 "failed_task": self.failed_task, "message": self.message,
                 "failed_checks": self.checks("fail"), "warnings": self.checks("warn"),
-                "doctor_phase": self.report_phase,
+                "doctor_phase": self.report_phase, "placement": self.placement(),
                 "doctor_summary": (self.report or {}).get("summary")}

@@ -59,8 +59,9 @@ def summary_table(outcomes: list[HostOutcome], title: str, action: str = "rollou
     for o in outcomes:
         recipe = o.running_recipe() if action == "rollout" else (o.recipe_hash or "-")
         rows.append((o.host, str(o.batch or "-"), o.status, recipe, detail(o, action)))
-    if action != "rollout":
-        rows = [row[:1] + row[2:] for row in rows]
+    if action != "rollout":  # doctor: no batches; where each host's server runs instead
+        rows = [row[:1] + row[2:4] + (where,) + row[4:]
+                for row, where in zip(rows, ["WHERE"] + [o.placement() or "-" for o in outcomes])]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     lines = [title, ""]
     for row in rows:

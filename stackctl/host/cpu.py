@@ -49,6 +49,20 @@ class Isolation:
     isolcpus_flags: List[str] = field(default_factory=list)
     nohz_full: List[int] = field(default_factory=list)
     domain_isolated: bool = False
+    rcu_nocbs: List[int] = field(default_factory=list)  # CPUs whose RCU callbacks run elsewhere (cmdline)
+    sysfs_isolated: List[int] = field(default_factory=list)  # /sys/devices/system/cpu/isolated as the kernel says
+
+    def kernel_summary(self) -> str:
+        """What the kernel has, in its own words: the command-line parameters and the sysfs list."""
+        parts = []
+        if self.isolcpus:
+            flags = ",".join(self.isolcpus_flags)
+            parts.append(f"isolcpus={flags + ',' if flags else ''}{format_cpulist(self.isolcpus)}")
+        for name, cpus in (("nohz_full", self.nohz_full), ("rcu_nocbs", self.rcu_nocbs)):
+            if cpus:
+                parts.append(f"{name}={format_cpulist(cpus)}")
+        parts.append(f"isolated={format_cpulist(self.sysfs_isolated) or '(none)'}")
+        return " ".join(parts)
 
     def to_dict(self) -> Dict[str, Any]:
         return {
@@ -58,6 +72,8 @@ class Isolation:
             "isolcpus_flags": list(self.isolcpus_flags),
             "nohz_full": format_cpulist(self.nohz_full),
             "domain_isolated": self.domain_isolated,
+            "rcu_nocbs": format_cpulist(self.rcu_nocbs),
+            "sysfs_isolated": format_cpulist(self.sysfs_isolated),
         }
 
     @classmethod
@@ -69,6 +85,8 @@ class Isolation:
             isolcpus_flags=list(data.get("isolcpus_flags", [])),
             nohz_full=parse_cpulist(data.get("nohz_full", "")),
             domain_isolated=bool(data.get("domain_isolated", False)),
+            rcu_nocbs=parse_cpulist(data.get("rcu_nocbs", "")),
+            sysfs_isolated=parse_cpulist(data.get("sysfs_isolated", "")),
         )
 
 
@@ -226,6 +244,7 @@ def read_isolation(root: Path = Path("/"), cmdline: Optional[str] = None) -> Iso
     isolcpus_flags: List[str] = []
     isolcpus: List[int] = []
     cmdline_nohz: List[int] = []
+    rcu_nocbs: List[int] = []
     for name, value in kernel_args(cmdline):  # a repeated parameter: the last one is used
         if name == "isolcpus" and value is not None:
             isolcpus_flags, isolcpus = parse_isolcpus(value)
@@ -234,12 +253,18 @@ def read_isolation(root: Path = Path("/"), cmdline: Optional[str] = None) -> Iso
                 cmdline_nohz = parse_cpulist(value)
             except ValueError:
                 cmdline_nohz = []
+        elif name == "rcu_nocbs" and value:
+            try:
+                rcu_nocbs = parse_cpulist(value)
+            except ValueError:
+                rcu_nocbs = []
     # Without flags isolcpus means domain isolation; with flags, only the ones named.
     cmdline_domain = bool(isolcpus) and (not isolcpus_flags or "domain" in isolcpus_flags)
     sysfs_isolated = read_cpulist_file(root, f"{CPU_DIR}/isolated")
     sysfs_nohz = read_cpulist_file(root, f"{CPU_DIR}/nohz_full")
     nohz_full = sysfs_nohz if sysfs_nohz else cmdline_nohz
-    common = dict(isolcpus=isolcpus, isolcpus_flags=isolcpus_flags, nohz_full=nohz_full)
+    common = dict(isolcpus=isolcpus, isolcpus_flags=isolcpus_flags, nohz_full=nohz_full, rcu_nocbs=rcu_nocbs,
+                  sysfs_isolated=sysfs_isolated or [])
     if sysfs_isolated:
         return Isolation(cpus=sysfs_isolated, source="sysfs", domain_isolated=True, **common)
     if isolcpus:

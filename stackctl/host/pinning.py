@@ -1,7 +1,8 @@
 """Where the server runs: CPUs and memory nodes near its GPUs, from the recipe's [host] policy and host facts.
 
-A pure function of its inputs. It returns docker's cpuset strings, the numactl/taskset prefix for serve.sh, and
-one human-readable reason per decision, so `plan` and `doctor` can show why.
+A pure function of its inputs and the only source of truth for pinning. It returns the CPU list and memory nodes,
+and one human-readable reason per decision, so `up --dry-run` and `doctor` can show why. `host/placement.py` alone
+turns a decision into what runs (the container's cpuset and the server's launcher).
 """
 
 from __future__ import annotations
@@ -18,48 +19,50 @@ NumaPolicy = Union[str, int, Sequence[int]]
 
 
 class PinningError(StackctlError):
-    """The recipe asks for GPUs, nodes or CPUs this host does not have."""
+    """The recipe asks for GPUs, nodes or CPUs this host does not have, or for a placement that cannot work."""
+
+    def __init__(self, message: str, key: Tuple[str, ...], fix: str):
+        super().__init__(f"{'.'.join(key)}: {message} (fix: {fix})")
+        self.message, self.key, self.fix = message, key, fix
+
+    def located(self, recipe: Any) -> StackctlError:
+        """The same error as one line naming the recipe file, the key's line and the fix."""
+        from stackctl.findings import Finding, key_path_text
+        from stackctl.recipe.positions import lookup
+
+        line, col = lookup(getattr(recipe, "positions", {}), self.key)
+        finding = Finding(getattr(recipe, "source", "<recipe>"), line, col, key_path_text(self.key), self.message,
+                          self.fix)
+        return StackctlError(finding.format())
 
 
 @dataclass(frozen=True)
 class PinningDecision:
-    """cpuset strings for docker (None: not pinned) and why."""
+    """The server's CPU list and memory nodes as cpulist strings (None: not pinned), and why."""
 
     cpuset_cpus: Optional[str]
     cpuset_mems: Optional[str]
     reasons: List[str] = field(default_factory=list, hash=False)
     nodes: Tuple[int, ...] = ()  # NUMA nodes the memory is bound to
     whole_nodes: bool = False  # cpuset_cpus is exactly the CPUs of `nodes`
+    warnings: List[str] = field(default_factory=list, hash=False)  # placements that work but cost throughput
 
     @property
     def pinned(self) -> bool:
         return self.cpuset_cpus is not None or self.cpuset_mems is not None
 
-    def docker_kwargs(self) -> Dict[str, str]:
-        """The docker-py `containers.run` keyword arguments, only those that pin."""
-        kwargs = {}
-        if self.cpuset_cpus is not None:
-            kwargs["cpuset_cpus"] = self.cpuset_cpus
-        if self.cpuset_mems is not None:
-            kwargs["cpuset_mems"] = self.cpuset_mems
-        return kwargs
-
-    def launch_prefix(self) -> List[str]:
-        """argv to put before the server command in serve.sh: numactl when memory is bound, taskset when only
-        CPUs are, nothing when nothing is."""
-        if self.cpuset_mems is not None:
-            if self.cpuset_cpus is None:
-                return ["numactl", f"--membind={self.cpuset_mems}"]
-            if self.whole_nodes:
-                return ["numactl", f"--cpunodebind={self.cpuset_mems}", f"--membind={self.cpuset_mems}"]
-            return ["numactl", f"--physcpubind={self.cpuset_cpus}", f"--membind={self.cpuset_mems}"]
-        if self.cpuset_cpus is not None:
-            return ["taskset", "-c", self.cpuset_cpus]
-        return []
+    @property
+    def kind(self) -> str:
+        """node (whole NUMA nodes), cpulist (chosen CPUs, memory bound or not), membind (memory only) or off."""
+        if not self.pinned:
+            return "off"
+        if self.whole_nodes:
+            return "node"
+        return "cpulist" if self.cpuset_cpus else "membind"
 
     def to_dict(self) -> Dict[str, Any]:
-        return {"cpuset_cpus": self.cpuset_cpus, "cpuset_mems": self.cpuset_mems, "reasons": list(self.reasons),
-                "nodes": list(self.nodes), "whole_nodes": self.whole_nodes, "launch_prefix": self.launch_prefix()}
+        return {"kind": self.kind, "cpus": self.cpuset_cpus, "mems": self.cpuset_mems, "nodes": list(self.nodes),
+                "reasons": list(self.reasons), "warnings": list(self.warnings)}
 
 
 def select_gpus(gpus: Sequence[GpuInfo], tensor_parallel: int = 1,
@@ -72,11 +75,12 @@ def select_gpus(gpus: Sequence[GpuInfo], tensor_parallel: int = 1,
     if gpu_indices is not None:
         missing = [i for i in gpu_indices if i not in by_index]
         if missing:
-            raise PinningError(f"host.gpus names GPU(s) {format_cpulist(missing)} but this host has GPUs {have}")
+            raise PinningError(f"names GPU(s) {format_cpulist(missing)} but this host has GPUs {have}",
+                               ("host", "gpus"), "name GPUs this host has (`stackctl doctor --scope host` lists them)")
         return [by_index[i] for i in gpu_indices]
     if tensor_parallel > len(gpus):
-        raise PinningError(f"tensor_parallel = {tensor_parallel} needs {tensor_parallel} GPUs; this host has "
-                           f"{len(gpus)} ({have})")
+        raise PinningError(f"asks for {tensor_parallel} GPUs; this host has {len(gpus)} ({have})",
+                           ("model", "tensor_parallel"), "lower tensor_parallel or run on a bigger host")
     return sorted(gpus, key=lambda gpu: gpu.index)[:tensor_parallel]
 
 
@@ -89,16 +93,22 @@ def decide_pinning(
     tensor_parallel: int = 1,
     gpu_indices: Optional[Sequence[int]] = None,
     domain_isolated: bool = False,
+    online_cpus: Iterable[int] = (),
 ) -> PinningDecision:
     """Decide cpuset_cpus/cpuset_mems for a server using some of `gpus` (see select_gpus).
 
     numa: "auto" (the used GPUs' nodes), "off", a node or a list of nodes. isolcpus: "auto" (the isolated CPUs
     of those nodes if any, else all their CPUs), "off" (all their CPUs) or an explicit cpulist.
     domain_isolated: the isolated CPUs get no scheduler load balancing (isolcpus=domain), worth a warning.
+    online_cpus: the host's CPUs (a host without NUMA topology in sysfs still has CPUs).
+
+    Refused (PinningError): a node or CPU the host does not have, CPUs outside the chosen node(s), and a CPU list
+    that would include isolated CPUs the recipe did not ask for.
     """
     reasons: List[str] = []
+    warnings: List[str] = []
     node_cpus = {node.node: set(node.cpus) for node in numa_nodes}
-    host_cpus: Set[int] = set().union(*node_cpus.values()) if node_cpus else set()
+    host_cpus: Set[int] = set(online_cpus).union(*node_cpus.values())
     isolated = set(isolated_cpus)
     numa_policy = _numa_policy(numa)
     explicit_cpus = _cpus_policy(isolcpus, host_cpus)
@@ -116,15 +126,16 @@ def decide_pinning(
     elif isinstance(numa_policy, list):
         missing = [n for n in numa_policy if n not in node_cpus]
         if missing:
-            raise PinningError(f"host.numa names node(s) {format_cpulist(missing)} but this host has NUMA node(s) "
-                               f"{format_cpulist(node_cpus) or 'none'}")
+            raise PinningError(f"names NUMA node(s) {format_cpulist(missing)} but this host has node(s) "
+                               f"{format_cpulist(node_cpus) or 'none'}", ("host", "numa"),
+                               'name a node this host has, or numa = "auto" (the GPUs\' node)')
         cpu_nodes = mem_nodes = numa_policy
         reasons.append(f"numa = {_numa_text(numa)} in the recipe -> cpuset_mems={format_cpulist(mem_nodes)}")
         away = [n for n in gpu_nodes if n not in mem_nodes]
         if away:
-            reasons.append(f"note: GPU(s) {_gpu_list(used)} are on NUMA node(s) {format_cpulist(gpu_nodes)}; "
-                           f"host memory on node(s) {format_cpulist(mem_nodes)} is remote to node(s) "
-                           f"{format_cpulist(away)}")
+            warnings.append(f"GPU(s) {_gpu_list(used)} are on NUMA node(s) {format_cpulist(gpu_nodes)}; "
+                            f"host memory on node(s) {format_cpulist(mem_nodes)} is remote to node(s) "
+                            f"{format_cpulist(away)}")
     elif not node_cpus:
         reasons.append("no NUMA topology visible (/sys/devices/system/node) -> no NUMA pinning")
     elif not used:
@@ -142,6 +153,9 @@ def decide_pinning(
             where = (f"are on NUMA node {gpu_nodes[0]}" if len(gpu_nodes) == 1
                      else f"span NUMA nodes {format_cpulist(gpu_nodes)}")
             reasons.append(f"GPU(s) {_gpu_list(used)} {where} -> cpuset_mems={format_cpulist(mem_nodes)}")
+            if len(gpu_nodes) > 1:
+                warnings.append(f"GPU(s) {_gpu_list(used)} span NUMA nodes {format_cpulist(gpu_nodes)}: every GPU "
+                                "has remote host memory and CPUs part of the time (host.gpus on one node avoids it)")
 
     # 2. Which CPUs.
     cpus: Set[int] = set()
@@ -151,8 +165,10 @@ def decide_pinning(
         reasons.append(f'isolcpus = "{isolcpus}" in the recipe -> server pinned to CPUs {format_cpulist(cpus)}')
         outside = cpus - chosen_node_cpus if cpu_nodes else set()
         if outside:
-            reasons.append(f"note: CPU(s) {format_cpulist(outside)} are not on NUMA node(s) "
-                           f"{format_cpulist(cpu_nodes)}")
+            raise PinningError(f"CPU(s) {format_cpulist(outside)} are not on the chosen NUMA node(s) "
+                               f"{format_cpulist(cpu_nodes)} (CPUs {format_cpulist(chosen_node_cpus)})",
+                               ("host", "isolcpus"), f"name CPUs of node(s) {format_cpulist(cpu_nodes)}, or set "
+                               "host.numa to the node that has them")
     elif not cpu_nodes:
         if isolcpus == "auto" and isolated and numa_policy == "off":
             reasons.append('isolcpus = "auto" looks for isolated CPUs on the GPUs\' node; numa = "off" chose '
@@ -161,12 +177,18 @@ def decide_pinning(
         cpus = isolated & chosen_node_cpus
         reasons.extend(_isolation_reasons(cpu_nodes, node_cpus, isolated, bool(cpus)))
         if cpus and domain_isolated:
-            reasons.append("note: these CPUs are isolated with isolcpus=domain: the kernel does not balance load "
-                           "across them, so processes that are not pinned one per CPU may share a single CPU")
+            warnings.append("these CPUs are isolated with isolcpus=domain: the kernel does not balance load "
+                            "across them, so processes that are not pinned one per CPU may share a single CPU")
         if not cpus and len(node_cpus) > 1:
             cpus = chosen_node_cpus
     elif len(node_cpus) > 1:  # isolcpus = "off"
         cpus = chosen_node_cpus
+        unasked = cpus & isolated
+        if unasked:
+            raise PinningError('"off" would pin the server to every CPU of NUMA node(s) '
+                               f"{format_cpulist(cpu_nodes)}, including isolated CPU(s) {format_cpulist(unasked)} the recipe did not ask for",
+                               ("host", "isolcpus"), 'isolcpus = "auto" to use the isolated CPUs, or a cpulist of '
+                               "exactly the CPUs the server may use")
         reasons.append(f'isolcpus = "off" -> all CPUs of NUMA node(s) {format_cpulist(cpu_nodes)} '
                        f"({format_cpulist(cpus)})")
     if len(node_cpus) == 1 and cpu_nodes and not cpus and explicit_cpus is None:
@@ -175,7 +197,7 @@ def decide_pinning(
     cpuset_cpus = format_cpulist(cpus) or None
     cpuset_mems = format_cpulist(mem_nodes) or None
     whole = bool(mem_nodes) and cpus == set().union(*(node_cpus[n] for n in mem_nodes))
-    return PinningDecision(cpuset_cpus, cpuset_mems, reasons, tuple(mem_nodes), whole)
+    return PinningDecision(cpuset_cpus, cpuset_mems, reasons, tuple(mem_nodes), whole, warnings)
 
 
 def pinning_for(recipe: Any, facts: Any) -> PinningDecision:
@@ -190,6 +212,7 @@ def pinning_for(recipe: Any, facts: Any) -> PinningDecision:
         tensor_parallel=recipe.model.tensor_parallel,
         gpu_indices=host.gpus,
         domain_isolated=facts.cpu.isolation.domain_isolated,
+        online_cpus=facts.cpu.online_cpus,
     )
 
 
@@ -210,7 +233,7 @@ def _isolation_reasons(cpu_nodes: List[int], node_cpus: Dict[int, Set[int]], iso
 
 def _numa_policy(numa: NumaPolicy) -> Union[str, List[int]]:
     if isinstance(numa, bool):
-        raise PinningError(f'host.numa must be "auto", "off", a node or a list of nodes, not {numa!r}')
+        raise _bad_numa(numa)
     if numa in ("auto", "off"):
         return numa  # type: ignore[return-value]
     if isinstance(numa, int):
@@ -218,7 +241,12 @@ def _numa_policy(numa: NumaPolicy) -> Union[str, List[int]]:
     if isinstance(numa, (list, tuple)) and numa and all(isinstance(n, int) and not isinstance(n, bool)
                                                          for n in numa):
         return sorted(set(numa))
-    raise PinningError(f'host.numa must be "auto", "off", a node or a list of nodes, not {numa!r}')
+    raise _bad_numa(numa)
+
+
+def _bad_numa(numa: Any) -> PinningError:
+    return PinningError(f"{numa!r} is not a NUMA policy", ("host", "numa"),
+                        'write "auto", "off", a node (0) or a list of nodes ([0, 1])')
 
 
 def _cpus_policy(isolcpus: str, host_cpus: Set[int]) -> Optional[List[int]]:
@@ -228,14 +256,15 @@ def _cpus_policy(isolcpus: str, host_cpus: Set[int]) -> Optional[List[int]]:
     try:
         cpus = parse_cpulist(isolcpus)
     except ValueError:
-        raise PinningError(f'host.isolcpus must be "auto", "off" or a cpulist such as "8-15,24", '
-                           f"not {isolcpus!r}") from None
+        raise PinningError(f"{isolcpus!r} is not a cpulist", ("host", "isolcpus"),
+                           'write "auto", "off" or a cpulist such as "8-15,24"') from None
     if not cpus:
-        raise PinningError('host.isolcpus is an empty cpulist; write "off" to pin no CPU')
+        raise PinningError("is an empty cpulist", ("host", "isolcpus"), 'write "off" to pin no CPU')
     absent = [cpu for cpu in cpus if host_cpus and cpu not in host_cpus]
     if absent:
-        raise PinningError(f"host.isolcpus names CPU(s) {format_cpulist(absent)} this host does not have "
-                           f"(CPUs {format_cpulist(host_cpus)})")
+        raise PinningError(f"names CPU(s) {format_cpulist(absent)} this host does not have "
+                           f"(CPUs {format_cpulist(host_cpus)})", ("host", "isolcpus"),
+                           "name CPUs of this host, or \"auto\"")
     return cpus
 
 

@@ -30,9 +30,6 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.set("serve", "dev_endpoints", True, "from VLLM_SERVER_DEV_MODE=1")
         elif key == "ATOM_DISABLE_VLLM_PLUGIN" and value == "1" and engine == "vllm" and platform == "rocm":
             pass  # stackctl sets it for every plain-vLLM stack on rocm
-        elif key == "STACKCTL_NUMA_NODES" and re.fullmatch(r"\d+(,\d+)*", value):
-            nodes = [int(n) for n in value.split(",")]
-            draft.set("host", "numa", nodes[0] if len(nodes) == 1 else nodes)
         elif key == "AWS_SHARED_CREDENTIALS_FILE":
             lmcache["__credentials_file__"] = launch.host_path(value)[0]
         elif key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):

