@@ -251,7 +251,7 @@ def make_plan(
         num_key_value_heads=model.num_key_value_heads,
         head_dim=model.head_dim,
         head_dim_source=model.head_dim_source,
-        mla_latent_dim=(model.kv_lora_rank + model.qk_rope_head_dim) if model.is_mla else None,
+        mla_latent_dim=model.mla_latent_dim,
         kv_cache_dtype=kv_cache_dtype,
         model_dtype=model.dtype if (serve_dtype or "auto").lower() == "auto" else serve_dtype,
         kv_dtype_bytes=fp.dtype_bytes,
@@ -323,6 +323,7 @@ def _judge(
             + ("Point model.path at the weights (a directory with *.safetensors) or use a model of the built-in "
                "table." if weights_bytes is None else "")
         )
+    assert hbm_tokens is not None and weights_bytes is not None  # both known whenever hbm_kv is
     if hbm_kv <= 0:
         return REGIME_DOES_NOT_FIT, (
             f"The weights ({_gb(weights_bytes)}) and the activation reserve leave no HBM for the KV cache "
@@ -368,7 +369,7 @@ def _judge(
             f"so keep the hot set local with a larger CPU or disk tier.{fp8_hint}"
         )
     # No configured tier holds it: say which tier could.
-    if host_ram_bytes is not None and ws_tier_bytes <= host_ram_bytes - headroom:
+    if host_ram_bytes is not None and headroom is not None and ws_tier_bytes <= host_ram_bytes - headroom:
         fix = f"raise the CPU tier to at least {_gb(ws_tier_bytes)} (host RAM allows it)"
     else:
         fix = f"add or raise a disk tier to at least {_gb(ws_tier_bytes)}"
@@ -492,7 +493,7 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] =
     if weights is None:
         entry = lookup(recipe.model.path)
         weights_bytes = entry.weights_bytes if entry else None
-        if weights_bytes:
+        if entry and weights_bytes:
             notes.append(f"weights size from the built-in table ({entry.weights_source})")
     vram = None
     if host is not None and host.gpus and recipe.stack.platform == "rocm":

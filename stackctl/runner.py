@@ -22,6 +22,10 @@ from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.recipe.model import Recipe
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 
 def state_dir(recipe: Recipe) -> Path:
     """Per-stack state: the rendered bundle the container mounts, and the last failure log."""
@@ -48,7 +52,7 @@ def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, hos
     volumes = {str(bundle_dir): {"bind": stackspec.RUN_DIR, "mode": "ro"}}
     for mount in stackspec.volumes(recipe):
         volumes[mount["host"]] = {"bind": mount["container"], "mode": mount["mode"]}
-    kwargs = {
+    kwargs: dict[str, Any] = {
         "image": image_tag(recipe, files),
         "name": stackspec.container_name(recipe),
         "detach": True,

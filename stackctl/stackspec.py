@@ -249,7 +249,7 @@ def volumes(recipe: Recipe) -> list[dict]:
     if not recipe.model.generate and recipe.model.path.startswith("/"):
         mounts.append({"host": recipe.model.path, "container": recipe.model.path, "mode": "ro"})
     for tier in recipe.cache.tiers:
-        if tier.kind in ("disk", "fs"):
+        if tier.kind in ("disk", "fs") and tier.path:  # the loader requires the path of these kinds
             mounts.append({"host": tier.path, "container": tier.path, "mode": "rw"})
         if tier.kind == "s3" and tier.credentials_file:
             mounts.append({"host": tier.credentials_file, "container": "/run/secrets/aws-credentials", "mode": "ro"})

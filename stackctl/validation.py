@@ -6,6 +6,10 @@ import sys
 
 from stackctl.errors import RecipeError, StackctlError
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 
 def validate_and_report(names: list[str], output_format: str = "text", strict: bool = False,
                         skip: tuple = (), host: bool = False) -> int:
@@ -16,7 +20,7 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
     from stackctl.recipe.rules import RULES, run_rules
 
     refuse_unknown_skip_ids(skip)
-    results = []
+    results: list[dict[str, Any]] = []
     for name in names:
         skipped: list = []
         try:

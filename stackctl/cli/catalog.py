@@ -8,12 +8,16 @@ import click
 
 from stackctl.errors import StackctlError
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
 
 def _all_entries() -> dict:
     """Every documented id: recipe rules, then doctor checks (when the doctor package is present)."""
     from stackctl.recipe.rules import RULES
 
-    entries = {rule_id: ("rule", rule) for rule_id, rule in RULES.items()}
+    entries: dict[str, tuple[str, Any]] = {rule_id: ("rule", rule) for rule_id, rule in RULES.items()}
     from stackctl.doctor.registry import load_all
 
     CHECKS = load_all()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -263,16 +263,15 @@ def read_isolation(root: Path = Path("/"), cmdline: Optional[str] = None) -> Iso
     sysfs_isolated = read_cpulist_file(root, f"{CPU_DIR}/isolated")
     sysfs_nohz = read_cpulist_file(root, f"{CPU_DIR}/nohz_full")
     nohz_full = sysfs_nohz if sysfs_nohz else cmdline_nohz
-    common = dict(isolcpus=isolcpus, isolcpus_flags=isolcpus_flags, nohz_full=nohz_full, rcu_nocbs=rcu_nocbs,
-                  sysfs_isolated=sysfs_isolated or [])
+    kernel = Isolation(isolcpus=isolcpus, isolcpus_flags=isolcpus_flags, nohz_full=nohz_full, rcu_nocbs=rcu_nocbs,
+                       sysfs_isolated=sysfs_isolated or [])
     if sysfs_isolated:
-        return Isolation(cpus=sysfs_isolated, source="sysfs", domain_isolated=True, **common)
+        return replace(kernel, cpus=sysfs_isolated, source="sysfs", domain_isolated=True)
     if isolcpus:
-        return Isolation(cpus=isolcpus, source="cmdline:isolcpus", domain_isolated=cmdline_domain, **common)
+        return replace(kernel, cpus=isolcpus, source="cmdline:isolcpus", domain_isolated=cmdline_domain)
     if nohz_full:
-        source = "sysfs:nohz_full" if sysfs_nohz else "cmdline:nohz_full"
-        return Isolation(cpus=nohz_full, source=source, **common)
-    return Isolation(**common)
+        return replace(kernel, cpus=nohz_full, source="sysfs:nohz_full" if sysfs_nohz else "cmdline:nohz_full")
+    return kernel
 
 
 def read_numa_balancing(root: Path = Path("/")) -> Optional[int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List
+from typing import Iterable, List, Tuple
 
 # One item of a cpulist: N, N-M, or N-M:used/group (the kernel's strided form, e.g. 0-15:2/4).
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
@@ -11,7 +11,7 @@ _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
 
 def parse_cpulist(text: str) -> List[int]:
     """Sorted, de-duplicated CPU (or node) numbers of a cpulist; "" gives []. Raises ValueError when malformed."""
-    cpus = set()
+    cpus: set[int] = set()
     text = text.strip()
     if not text:
         return []
@@ -36,22 +36,15 @@ def parse_cpulist(text: str) -> List[int]:
 def format_cpulist(cpus: Iterable[int]) -> str:
     """The shortest cpulist for a set of numbers: [0, 1, 2, 3, 8, 10, 11] -> "0-3,8,10-11"; [] -> ""."""
     ordered = sorted(set(cpus))
-    parts = []
-    start = None
-    previous = None
+    if ordered and ordered[0] < 0:
+        raise ValueError(f"negative CPU number {ordered[0]}")
+    parts: List[Tuple[int, int]] = []  # runs of consecutive numbers: (first, last)
     for cpu in ordered:
-        if cpu < 0:
-            raise ValueError(f"negative CPU number {cpu}")
-        if start is None:
-            start = previous = cpu
-        elif cpu == previous + 1:
-            previous = cpu
+        if parts and cpu == parts[-1][1] + 1:
+            parts[-1] = (parts[-1][0], cpu)  # extends the current run
         else:
-            parts.append(_span(start, previous))
-            start = previous = cpu
-    if start is not None:
-        parts.append(_span(start, previous))
-    return ",".join(parts)
+            parts.append((cpu, cpu))
+    return ",".join(_span(first, last) for first, last in parts)
 
 
 def _span(first: int, last: int) -> str:

@@ -83,6 +83,7 @@ def _primary_gid(root: Path, user: Optional[str]) -> Optional[int]:
 
 def _current_identity() -> tuple:
     uid = os.getuid()
+    user: Optional[str]
     try:
         import pwd  # noqa: PLC0415 - POSIX only
         user = pwd.getpwuid(uid).pw_name

@@ -81,6 +81,13 @@ class ModelShape:
         return self.kv_lora_rank is not None
 
     @property
+    def mla_latent_dim(self) -> Optional[int]:
+        """kv_lora_rank + qk_rope_head_dim: what an MLA model caches per layer and token (None for other models)."""
+        if self.kv_lora_rank is None or self.qk_rope_head_dim is None:
+            return None
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
     def attention(self) -> str:
         """'mla', 'mha' (one KV head per query head) or 'gqa'."""
         if self.is_mla:
@@ -230,8 +237,9 @@ def kv_heads_per_gpu(shape: ModelShape, tensor_parallel: int) -> int:
 
 def _per_head_bytes(shape: ModelShape, dtype_bytes: int) -> int:
     """Bytes per token for one KV head (or the MLA latent) across all layers."""
-    if shape.is_mla:
-        return shape.num_hidden_layers * (shape.kv_lora_rank + shape.qk_rope_head_dim) * dtype_bytes
+    latent = shape.mla_latent_dim
+    if latent is not None:
+        return shape.num_hidden_layers * latent * dtype_bytes
     return 2 * shape.num_hidden_layers * shape.head_dim * dtype_bytes
 
 

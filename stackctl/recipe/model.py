@@ -10,7 +10,6 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
-
 if TYPE_CHECKING:  # annotations only
     from typing import Any
 

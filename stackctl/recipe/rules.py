@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge import compat
-from stackctl.recipe.model import Recipe
+from stackctl.recipe.model import Recipe, Tier
 from stackctl.recipe.positions import lookup
 from stackctl.secrets import redact
 from stackctl.text import clean_doc
@@ -57,7 +57,7 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
     version is unknown, and one `version-unknown` warning names every rule left out that way (never silence, never
     an error)."""
     skipped = set(skip) | set(recipe.checks.skip)
-    hits: list[tuple[Rule, object, str]] = []
+    hits: list[tuple[Rule, str | tuple, str]] = []
     unapplied: dict[str, list[str]] = {}
     for rule_ in RULES.values():
         if rule_.id in skipped or rule_.id == VERSION_UNKNOWN:
@@ -70,8 +70,8 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
     if unapplied and VERSION_UNKNOWN not in skipped:
         hits += [(RULES[VERSION_UNKNOWN], path, message) for path, message in _version_unknown_hits(unapplied)]
     findings = []
-    for rule_, path, message in hits:
-        path = (path,) if isinstance(path, str) else tuple(path)
+    for rule_, where, message in hits:
+        path = (where,) if isinstance(where, str) else tuple(where)
         line, col = lookup(recipe.positions, path)
         message = redact(message)  # no message shows a secret, whatever a rule quotes
         findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
@@ -95,7 +95,7 @@ def effective_hash_seed(recipe: Recipe) -> str | None:
     return None if seed in (None, "", "random") else seed
 
 
-def remote_tiers(recipe: Recipe) -> list[tuple[int, object]]:
+def remote_tiers(recipe: Recipe) -> list[tuple[int, Tier]]:
     return [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("s3", "fs")]
 
 
@@ -231,7 +231,7 @@ def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
         return
     lower = [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("disk", "s3", "fs")]
     extra = recipe.cache.extra
-    extra_config = extra.get("extra_config") if isinstance(extra.get("extra_config"), dict) else {}
+    extra_config = extra["extra_config"] if isinstance(extra.get("extra_config"), dict) else {}
     nixl_cpu = bool(extra_config.get("enable_nixl_storage")) and extra.get("nixl_buffer_device") == "cpu"
     remote_extra = nixl_cpu or any(k in extra for k in ("remote_url", "remote_storage_plugins", "local_disk"))
     if not (lower or remote_extra) or recipe.tiers_of("cpu"):
