@@ -7,8 +7,6 @@ into docker-py arguments; tests assert on them directly.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import posixpath
 
 from stackctl.knowledge import compat
@@ -60,16 +58,24 @@ def versions(recipe: Recipe) -> dict:
     """The pins the image is built with, defaults filled in (None where the base image decides)."""
     defaults = compat.table()["defaults"]
     cpu = recipe.stack.platform == "cpu"
-    vllm = recipe.versions.vllm or (defaults["cpu_vllm"] if cpu else
-                                    defaults["atom_vllm"] if recipe.stack.engine == "atom-vllm" else None)
     return {
-        "vllm": vllm,
+        "vllm": vllm_version(recipe),
         "torch": recipe.versions.torch or (defaults["cpu_torch"] if cpu else None),
         "lmcache": (recipe.versions.lmcache or (None if recipe.versions.lmcache_git else defaults["lmcache"]))
         if recipe.cache.enabled else None,
         "lmcache_git": recipe.versions.lmcache_git if recipe.cache.enabled else None,
         "gpu_arch": list(recipe.versions.gpu_arch) if not cpu else [],
     }
+
+
+def vllm_version(recipe: Recipe) -> str | None:
+    """The vLLM the stack runs: the pin, else the default of the platform's image (None: the ROCm base decides)."""
+    if recipe.versions.vllm:
+        return recipe.versions.vllm
+    defaults = compat.table()["defaults"]
+    if recipe.stack.platform == "cpu":
+        return defaults["cpu_vllm"]
+    return defaults["atom_vllm"] if recipe.stack.engine == "atom-vllm" else None
 
 
 def lmcache_install(recipe: Recipe) -> str | None:
@@ -80,9 +86,12 @@ def lmcache_install(recipe: Recipe) -> str | None:
 
 
 def hash_seed(recipe: Recipe) -> str | None:
+    """The fixed PYTHONHASHSEED every server process runs with: cache.hash_seed, else serve.env's; None when it is not
+    fixed (unset, empty or "random" all mean a random seed per process to Python)."""
     if recipe.cache.hash_seed is not None:
         return str(recipe.cache.hash_seed)
-    return recipe.serve.env.get("PYTHONHASHSEED")
+    seed = recipe.serve.env.get("PYTHONHASHSEED")
+    return None if seed in (None, "", "random") else seed
 
 
 def compilation_config(recipe: Recipe) -> dict:
@@ -270,10 +279,14 @@ def recipe_hash(recipe: Recipe) -> str:
 
 
 def _digest(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+    import hashlib  # here, not at the top: OpenSSL costs `stackctl validate` (which reads no hash) ~5 ms
+
+    return hashlib.sha256(_json(value).encode()).hexdigest()[:12]
 
 
 def _json(value) -> str:
+    import json
+
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 

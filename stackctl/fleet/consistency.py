@@ -23,7 +23,7 @@ def cache_key_settings(recipe) -> dict[str, object]:
     are model@world_size@worker@chunk_hash@kv_dtype; the chunk hash chains from the hash seed with the hash
     algorithm over chunk_size-token chunks."""
     from stackctl import stackspec
-    from stackctl.recipe.rules import effective_hash_seed
+    from stackctl.stackspec import hash_seed
 
     config = stackspec.lmcache_config(recipe) or {}
     versions = stackspec.versions(recipe)
@@ -34,7 +34,7 @@ def cache_key_settings(recipe) -> dict[str, object]:
         "model.kv_cache_dtype": recipe.model.kv_cache_dtype,
         "model.dtype": recipe.model.dtype,
         "cache.chunk_size": recipe.cache.chunk_size,
-        "cache.hash_seed": effective_hash_seed(recipe),
+        "cache.hash_seed": hash_seed(recipe),
         "cache.extra.pre_caching_hash_algorithm": config.get("pre_caching_hash_algorithm", "builtin"),
         "serve.prefix_caching_hash_algo": recipe.serve.prefix_caching_hash_algo or "sha256",
         "versions.lmcache": versions.get("lmcache") or versions.get("lmcache_git"),

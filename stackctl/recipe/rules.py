@@ -13,6 +13,7 @@ from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.recipe.positions import lookup
+from stackctl.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.secrets import redact
 from stackctl.text import clean_doc
 
@@ -87,36 +88,14 @@ def _version_unknown_hits(unapplied: dict[str, list[str]]) -> Iterator[Hit]:
 
 # -- helpers shared by rules ----------------------------------------------------------------------------------
 
-def effective_hash_seed(recipe: Recipe) -> str | None:
-    """The PYTHONHASHSEED the server will run with: cache.hash_seed, else serve.env, else None."""
-    if recipe.cache.hash_seed is not None:
-        return str(recipe.cache.hash_seed)
-    seed = recipe.serve.env.get("PYTHONHASHSEED")
-    return None if seed in (None, "", "random") else seed
-
-
 def remote_tiers(recipe: Recipe) -> list[tuple[int, Tier]]:
     return [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("s3", "fs")]
-
-
-def lmcache_source(recipe: Recipe) -> str:
-    """How LMCache gets into the image: "source" or "wheel" (the default depends on the platform)."""
-    return recipe.build.lmcache_from or ("source" if recipe.stack.platform == "rocm" else "wheel")
 
 
 def package_version(recipe: Recipe, package: str) -> str | None:
     """The version a version-bound rule judges against: a real version number, else None (unknown)."""
     version = vllm_version(recipe) if package == "vllm" else recipe.versions.lmcache
     return version if compat.parse_version(version) is not None else None
-
-
-def vllm_version(recipe: Recipe) -> str | None:
-    if recipe.versions.vllm:
-        return recipe.versions.vllm
-    defaults = compat.table()["defaults"]
-    if recipe.stack.platform == "cpu":
-        return defaults["cpu_vllm"]
-    return defaults["atom_vllm"] if recipe.stack.engine == "atom-vllm" else None
 
 
 def cudagraph_mode(recipe: Recipe) -> str | None:
@@ -138,7 +117,7 @@ def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     Fix: set `cache.hash_seed` (stackctl exports it as PYTHONHASHSEED in every server process). Shared remote tiers
     have their own rule, `remote-tier-hash-seed`.
     """
-    if recipe.cache.enabled and effective_hash_seed(recipe) is None and not remote_tiers(recipe):
+    if recipe.cache.enabled and hash_seed(recipe) is None and not remote_tiers(recipe):
         yield ("cache", "LMCache enabled without a fixed hash seed (PYTHONHASHSEED)")
 
 
@@ -152,7 +131,7 @@ def _remote_tier_hash_seed(recipe: Recipe) -> Iterator[Hit]:
 
     Fix: set `cache.hash_seed` to one value used by every host sharing the tier.
     """
-    if recipe.cache.enabled and effective_hash_seed(recipe) is None:
+    if recipe.cache.enabled and hash_seed(recipe) is None:
         for index, tier in remote_tiers(recipe):
             yield (("cache", "tiers", index), f"{tier.kind} tier shared without a fixed hash seed")
 
@@ -276,7 +255,7 @@ def _lmcache_wheel_on_rocm(recipe: Recipe) -> Iterator[Hit]:
 
     Fix: build LMCache from source for HIP (`build.lmcache_from = "source"`, the ROCm default).
     """
-    if recipe.stack.platform == "rocm" and recipe.cache.enabled and lmcache_source(recipe) == "wheel":
+    if recipe.stack.platform == "rocm" and recipe.cache.enabled and lmcache_install(recipe) == "wheel":
         yield (("build", "lmcache_from"), "LMCache installed from the PyPI (CUDA) wheel on platform rocm")
 
 
