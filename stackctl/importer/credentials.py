@@ -129,17 +129,16 @@ def scrub_draft(draft: Draft) -> None:
     for tier, notes in draft.tiers:
         _scrub_url(draft, tier, "url", notes, context)
     for fields in draft.sections():
-        section = fields.name
         for key, value in list(fields.items()):
             if isinstance(value, str) and secret_shape(value, context):
                 if _scrub_url(draft, fields, key, [], context):
                     continue
-                if (section, key) in (("model", "path"), ("stack", "name")):  # required: no recipe without it
-                    raise StackctlError(f"{section}.{key} would be {mask(value)}, which looks like a secret "
+                if (fields.name, key) in (("model", "path"), ("stack", "name")):  # required: no recipe without it
+                    raise StackctlError(f"{fields.name}.{key} would be {mask(value)}, which looks like a secret "
                                         f"(fix: launch with a plain {key})")
                 draft.secret_values.append(value)
                 del fields[key]
-                draft.notes.append(f"{section}.{key} held a secret; NOT copied: set it by hand without the secret")
+                draft.notes.append(f"{fields.name}.{key} held a secret; NOT copied: set it by hand without the secret")
     draft.notes[:] = [redact(note, draft.secret_values) for note in draft.notes]
     for fields in draft.sections():
         for comment_key, lines in fields.comments.items():

