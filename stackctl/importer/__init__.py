@@ -11,7 +11,7 @@ The way through, one stage per module:
   shell          the script's commands and words, heredocs and functions
   launch         the server command, its wrappers, environment and `docker run` container
   lmcache_yaml   the LMCache config file (and the limits on what is read)
-  mapping        fills the draft: flags (flags.py), environment, LMCache settings (lmcache.py), host, stack
+  mapping        fills the draft: flags (flags.py), environment, LMCache settings (cache.py), host, stack
   credentials    what is a secret; secrets become references to host variables
   writer         the draft as commented TOML, checked by the recipe loader
 The draft itself (draft.py) is a typed record: one section of values per recipe section, keyed by the recipe model's

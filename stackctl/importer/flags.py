@@ -117,7 +117,7 @@ class ServerFlags:
         self.draft.model.set("path", host_path, why or None)
         if mapped:
             self.draft.model.comment("path", f"host path of the container's {path} (docker volume): stackctl "
-                                                "mounts it at the same path")
+                                             "mounts it at the same path")
 
     def read_value_flag(self, i: int, name: str) -> int:
         section, key, converter = VALUE_FLAGS[name]
@@ -174,7 +174,7 @@ class ServerFlags:
         after = min(i + 1 if attached else i + 2, len(self.args))
         self.extra += self.args[i:after]
         self.draft.serve.comment("extra_args", "-O / --optimization-level is kept as given; it also sets the "
-                                                  "default cudagraph_mode (O2/O3: FULL_AND_PIECEWISE)")
+                                               "default cudagraph_mode (O2/O3: FULL_AND_PIECEWISE)")
         return after
 
     def read_secret_flag(self, i: int, name: str) -> int:
@@ -258,6 +258,8 @@ class ServerFlags:
             self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
                                     "serve.extra_args, where it overrides the one stackctl writes")
 
+
+# -- how vLLM reads a flag and its value ---------------------------------------------------------------------------
 
 INVALID = object()  # a config flag's value that is neither JSON nor a dotted key's plain value
 

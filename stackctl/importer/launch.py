@@ -265,6 +265,8 @@ def _options(words: list[str], names: tuple) -> list[tuple[str, str]]:
     return found
 
 
+# -- `docker run [options] IMAGE [command]` (or podman) ------------------------------------------------------------
+
 # docker run options that take a value (long, and short letters); everything else is a flag.
 _DOCKER_VALUE_OPTIONS = {
     "--env", "--env-file", "--volume", "--mount", "--publish", "--name", "--device", "--group-add", "--cap-add",

@@ -10,6 +10,8 @@ import re
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import clean
 
+# -- limits on what the importer reads -----------------------------------------------------------------------------
+
 MAX_INPUT_BYTES = 1_000_000  # launch scripts and LMCache configs in the wild are under 20 kB
 MAX_YAML_NODES = 100_000  # values once aliases are expanded; an LMCache config has a few dozen
 
@@ -60,6 +62,8 @@ def _expanded_size(root) -> int:
             stack.extend((child, False) for child in children if id(child) not in sizes)
     return sizes[id(root)]
 
+
+# -- the reader ----------------------------------------------------------------------------------------------------
 
 # The plain words YAML 1.1 reads as true, false and null.
 _YAML_WORDS = ((("true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"), True),

@@ -1,5 +1,5 @@
 """Filling the draft from a launch: the server flags (flags.py), then the environment (recipe keys, serve.env,
-secret references), the LMCache settings (lmcache.py), the host section (NUMA, CPU pinning, shared memory) and the
+secret references), the LMCache settings (cache.py), the host section (NUMA, CPU pinning, shared memory) and the
 stack section (name, platform and engine, base image and the vLLM version its tag names), in the order their
 results depend on."""
 
@@ -9,11 +9,11 @@ import posixpath
 import re
 
 from stackctl.errors import StackctlError
+from stackctl.importer.cache import import_cache
 from stackctl.importer.credentials import is_secret
 from stackctl.importer.draft import CONTROL, Draft, fits
 from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
-from stackctl.importer.lmcache import import_cache
 from stackctl.recipe import model
 
 
@@ -54,6 +54,8 @@ def _note_unresolved(draft: Draft) -> None:
         draft.notes.append(f"unresolved shell references kept as written: {' '.join(found)} (replace them with "
                            "their values)")
 
+
+# -- the server's environment --------------------------------------------------------------------------------------
 
 # LMCache reads LMCACHE_<KEY> variables over its YAML; these keys have recipe fields.
 _LMCACHE_KEYS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
@@ -101,9 +103,11 @@ def secret_comment(draft: Draft) -> None:
     secrets = draft.serve.get("secret_env")
     if secrets:
         draft.serve.comment("secret_env", f"Values not copied: {', '.join(sorted(secrets))} (secrets, or passed "
-                                             "through from the host). Export them where stackctl runs; they reach "
-                                             "the container at run time only.")
+                                          "through from the host). Export them where stackctl runs; they reach "
+                                          "the container at run time only.")
 
+
+# -- host: pinning, shared memory, bind address --------------------------------------------------------------------
 
 def import_host(draft: Draft, launch: Launch) -> None:
     """host.numa, host.isolcpus, host.shm_size; serve.host when the server bound vLLM's default (all interfaces)."""
@@ -120,7 +124,7 @@ def import_host(draft: Draft, launch: Launch) -> None:
         draft.host.set("shm_size", launch.shm_size)
     if launch.kind and draft.serve.get("host") is None:
         draft.serve.set("host", "0.0.0.0", "vLLM binds all interfaces without --host; stackctl's default is "
-                                              "127.0.0.1")
+                                           "127.0.0.1")
 
 
 def _expand_cpulist(text: str) -> list[int]:
@@ -136,6 +140,8 @@ def _expand_cpulist(text: str) -> list[int]:
             return []
     return sorted(set(nodes))
 
+
+# -- stack: name, platform and engine, image -----------------------------------------------------------------------
 
 _ROCM_PREFIXES = ("HIP_", "ROCR_", "VLLM_ROCM_", "AITER_", "ATOM_")
 

@@ -165,6 +165,8 @@ def _show(text: str) -> str:
     return repr(text if len(text) < 60 else text[:57] + "...")
 
 
+# -- heredoc and function bodies: cut out before the script is split into commands ---------------------------------
+
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 _WRITE_TARGET = re.compile(r"(?:>>?|\btee(?:\s+-a)?)\s*(['\"]?)([^\s'\";&|<>]+)\1")
 _FUNCTION = re.compile(r"^\s*(?:function\s+([A-Za-z_][\w-]*)\s*(?:\(\s*\))?|([A-Za-z_][\w-]*)\s*\(\s*\))\s*(\{.*)?$")

@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stackctl import importer
+from stackctl.errors import StackctlError
 from stackctl.importer.credentials import is_secret
 from stackctl.importer.flags import BOOL_FLAGS, VALUE_FLAGS
 from stackctl.importer.lmcache_yaml import read_flat_yaml
 from stackctl.importer.shell import command_words, expand, split_commands
 from stackctl.importer.writer import toml_key, toml_value
-from stackctl.errors import StackctlError
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 from stackctl.recipe.rules import run_rules
 from stackctl.render import render_files

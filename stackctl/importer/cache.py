@@ -58,7 +58,7 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
         draft.cache.set("extra", extra, "LMCache keys without a recipe field, written to lmcache.yaml as given")
     if not yaml_given and enabled and not env_config and not overrides:
         draft.cache.comment("", "No LMCache config was given (--lmcache-config): LMCache's defaults are imported "
-                                   "(CPU tier of 5 GiB per rank, chunk 256).")
+                                "(CPU tier of 5 GiB per rank, chunk 256).")
 
 
 def _to_bool(value) -> bool:
