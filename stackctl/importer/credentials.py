@@ -138,7 +138,8 @@ def scrub_draft(draft: Draft) -> None:
                                         f"(fix: launch with a plain {key})")
                 draft.secret_values.append(value)
                 del fields[key]
-                draft.notes.append(f"{fields.name}.{key} held a secret; NOT copied: set it by hand without the secret")
+                draft.notes.append(f"{fields.name}.{key} held a secret; NOT copied: set it by hand without the "
+                                   "secret")
     draft.notes[:] = [redact(note, draft.secret_values) for note in draft.notes]
     for fields in draft.sections():
         for comment_key, lines in fields.comments.items():

@@ -1,6 +1,7 @@
-"""The draft recipe the mapping fills: one typed Section per recipe section (keys are the recipe model's own field
-names; any other key is refused where it is set), the cache tiers, per-key comments and the header's notes. Also
-the checks a value passes before it enters the draft (control characters, the field's declared limits, nulls)."""
+"""The draft recipe the mapping fills: a Draft has one SectionValues per recipe section (keys are the recipe model's
+own field names; any other key is refused where it is set or read), the cache tiers, per-key comments and the
+header's notes. Also the checks a value passes before it enters the draft (control characters, the field's
+declared limits, nulls)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ TierDraft = tuple[dict[str, Any], list[str]]
 
 class SectionValues(dict[str, Any]):
     """One recipe section's values in the order they were found, keyed by the model's field names (a misspelt key
-    is a KeyError where it is set), with the comment lines written above each key ("" for the section itself)."""
+    is a KeyError where it is set or read), with the comment lines written above each key ("" for the section
+    itself)."""
 
     def __init__(self, name: str):
         super().__init__()
@@ -59,7 +61,8 @@ class SectionValues(dict[str, Any]):
         rest = {k: v for k, v in self.items() if k != key}
         self.clear()
         self[key] = value
-        self.update(rest)
+        for other, other_value in rest.items():
+            self[other] = other_value
 
 
 @dataclass

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from stackctl import importer
 from stackctl.errors import StackctlError
 from stackctl.importer.credentials import is_secret
+from stackctl.importer.draft import Draft
 from stackctl.importer.flags import BOOL_FLAGS, VALUE_FLAGS
 from stackctl.importer.lmcache_yaml import read_flat_yaml
 from stackctl.importer.shell import command_words, expand, split_commands
@@ -346,6 +347,18 @@ def test_lmcache_settings_without_the_connector_are_imported_disabled():
     assert not recipe.cache.enabled and recipe.cache.tiers[0].size_gb == 10.0
     assert "no LMCacheConnectorV1" in text
     assert "tiers-without-cache" in {f.rule_id for f in run_rules(recipe)}
+
+
+def test_the_draft_refuses_a_key_its_recipe_section_does_not_have():
+    draft = Draft()
+    draft.cache.set("enabled", True, "a comment")
+    assert draft.cache == {"enabled": True} and draft.cache.comments == {"enabled": ["a comment"]}
+    with pytest.raises(KeyError, match=r"\[cache\] has no key 'enable'"):
+        draft.cache.set("enable", True)
+    with pytest.raises(KeyError, match=r"\[serve\] has no key 'prot'"):
+        draft.serve.get("prot")
+    with pytest.raises(KeyError, match="no recipe section 'cahce'"):
+        draft.section("cahce")
 
 
 # -- fixtures and `stackctl validate` ---------------------------------------------------------------------------
