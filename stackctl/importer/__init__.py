@@ -7,10 +7,15 @@ numactl/taskset/exec), plus optionally the LMCache YAML it used. Nothing is drop
 recipe field go to serve.extra_args verbatim, LMCache keys without one go to cache.extra, and whatever could not be
 carried over is named in a comment. Secret values are never copied: the recipe names the variable instead.
 
-The way through, one module each: shell (words of a script) -> launch and docker (the server command, its
-environment and container) -> build (fills the draft: flags, environment, lmcache, host, stack) -> draft (commented
-TOML through toml_writer, checked by the recipe loader). lmcache_yaml reads the LMCache file; credentials says what
-is a secret; values and flag_values hold the small checks and conversions they share.
+The way through, one stage per module:
+  shell          the script's commands and words, heredocs and functions
+  launch         the server command, its wrappers, environment and `docker run` container
+  lmcache_yaml   the LMCache config file (and the limits on what is read)
+  mapping        fills the draft: flags (flags.py), environment, LMCache settings (cache.py), host, stack
+  credentials    what is a secret; secrets become references to host variables
+  writer         the draft as commented TOML, checked by the recipe loader
+The draft itself (draft.py) is a typed record: one section of values per recipe section, keyed by the recipe model's
+field names.
 """
 
 from __future__ import annotations
@@ -19,24 +24,15 @@ import re
 from pathlib import Path
 
 from stackctl.errors import StackctlError
-from stackctl.importer.build import build_draft
-from stackctl.importer.credentials import is_secret
-from stackctl.importer.draft import Draft, render_loadable
-from stackctl.importer.flags import BOOL_FLAGS, VALUE_FLAGS
+from stackctl.importer.draft import CONTROL, Draft
 from stackctl.importer.launch import Launch, parse_launch
-from stackctl.importer.lmcache_yaml import read_flat_yaml, read_lmcache_yaml
-from stackctl.importer.shell import command_words, expand, split_commands
-from stackctl.importer.toml_writer import toml_key, toml_string, toml_value
-from stackctl.importer.values import CONTROL
+from stackctl.importer.lmcache_yaml import MAX_INPUT_BYTES, read_lmcache_yaml
+from stackctl.importer.mapping import build_draft
+from stackctl.importer.writer import render_loadable
 from stackctl.recipe import model
 from stackctl.secrets import redact
 
-# The names tests used while the importer was one module.
-_VALUE_FLAGS, _BOOL_FLAGS, _is_secret = VALUE_FLAGS, BOOL_FLAGS, is_secret
-
-__all__ = ["BOOL_FLAGS", "VALUE_FLAGS", "Launch", "command_words", "expand", "import_launch", "import_launch_text",
-           "is_secret", "parse_launch", "read_flat_yaml", "read_lmcache_yaml", "split_commands", "toml_key",
-           "toml_string", "toml_value"]
+__all__ = ["import_launch", "import_launch_text"]
 
 
 def import_launch(script: Path, lmcache_config: Path | None = None, name: str | None = None) -> str:
@@ -99,9 +95,8 @@ def _followed_config(launch: Launch, script_dir: Path | None) -> tuple[str | Non
     return _read(candidate, "LMCache config"), str(candidate)
 
 
-def _read(path, what: str) -> str:
+def _read(path: Path | str, what: str) -> str:
     """A small text file (not a FIFO or a device, at most MAX_INPUT_BYTES), checked before anything is read."""
-    from stackctl.importer.input_limits import MAX_INPUT_BYTES
     from stackctl.recipe.loader import read_small_text
 
     try:

@@ -6,8 +6,16 @@ from __future__ import annotations
 import re
 
 from stackctl.errors import StackctlError
-from stackctl.secrets import (find_in_args, find_in_table, is_secret_name, mask, redact, secret_shape,
-                              strings_in)
+from stackctl.importer.draft import Draft
+from stackctl.secrets import (
+    find_in_args,
+    find_in_table,
+    is_secret_name,
+    mask,
+    redact,
+    secret_shape,
+    strings_in,
+)
 
 
 def is_secret(key: str, value: str | None, context: str = "") -> bool:
@@ -49,7 +57,7 @@ def secret_arg_positions(args: list[str], context: str = "") -> set[int]:
     return positions
 
 
-def refer_lmcache_secrets(draft, extra: dict) -> None:
+def refer_lmcache_secrets(draft: Draft, extra: dict) -> None:
     """Remove credentials from LMCache keys bound for cache.extra, and say how each can reach LMCache instead:
     S3 keys through the S3 tier's references (LMCache's S3 connector falls back to the AWS variables when
     extra_config has no keys: lmcache/v1/storage_backend/connector/s3_connector.py:106-118 in 0.5.6), other
@@ -60,7 +68,7 @@ def refer_lmcache_secrets(draft, extra: dict) -> None:
         return
     draft.secret_values += found
     s3 = [tier for tier, _ in draft.tiers if tier.get("kind") == "s3"]
-    aws = [name for name in removed if re.search(r"aws_|access_key|secret_key", name, re.I)]
+    aws = [name for name in removed if re.search(r"aws_|access_key|secret_key", name, re.IGNORECASE)]
     if aws and s3 and not s3[0].get("credentials_file"):
         s3[0].setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
         s3[0].setdefault("secret_key_env", "AWS_SECRET_ACCESS_KEY")
@@ -70,7 +78,7 @@ def refer_lmcache_secrets(draft, extra: dict) -> None:
         removed = [name for name in removed if name not in aws]
     top = [name for name in removed if "." not in name]
     for name in top:
-        draft.values["serve"].setdefault("secret_env", {})[_variable(name)] = _variable(name)
+        draft.add_secret_env({_variable(name): _variable(name)})
     if top:
         draft.notes.append(f"LMCache credentials in {', '.join(top)} were NOT copied; LMCache reads them from "
                            f"{', '.join(_variable(n) for n in top)} (serve.secret_env): export those on the host")
@@ -81,71 +89,74 @@ def refer_lmcache_secrets(draft, extra: dict) -> None:
                            "backend its credentials another way (its own credentials file or variables)")
 
 
-def scrub_draft(draft) -> None:
+def scrub_draft(draft: Draft) -> None:
     """The last guard before the draft becomes text: every secret left anywhere in it becomes a reference (or is
     dropped) with a note naming the host variable to export; notes and comments are masked."""
-    values = draft.values
-    context = " ".join(strings_in(values)) + " " + " ".join(strings_in([t for t, _ in draft.tiers]))
-    env = values["serve"].get("env", {})
+    serve = draft.serve
+    sections = {section.name: section for section in draft.sections()}
+    context = " ".join(strings_in(sections)) + " " + " ".join(strings_in([t for t, _ in draft.tiers]))
+    env = serve.get("env", {})
     for key in [k for k, v in env.items() if is_secret(k, v, context)]:
         draft.secret_values.append(env.pop(key))
-        values["serve"].setdefault("secret_env", {})[key] = key
+        draft.add_secret_env({key: key})
         draft.notes.append(f"serve.env {key} held a secret; not copied: export {key} on the host (serve.secret_env)")
-    if "env" in values["serve"] and not env:
-        del values["serve"]["env"]
-    args = values["serve"].get("extra_args", [])
+    if "env" in serve and not env:
+        del serve["env"]
+    args = serve.get("extra_args", [])
     secret_at = secret_arg_positions(args, context)
     if secret_at:
         draft.secret_values += [args[i].split("=", 1)[-1] for i in secret_at
                                 if "=" in args[i] or not args[i].startswith("-")]  # values, not flag names
         flags = sorted({args[i].split("=", 1)[0] for i in secret_at if args[i].startswith("-")})
-        values["serve"]["extra_args"] = [a for i, a in enumerate(args) if i not in secret_at]
-        if not values["serve"]["extra_args"]:
-            del values["serve"]["extra_args"]
+        serve["extra_args"] = [a for i, a in enumerate(args) if i not in secret_at]
+        if not serve["extra_args"]:
+            del serve["extra_args"]
         names = ", ".join(re.sub(r"[^A-Za-z0-9]+", "_", flag.lstrip("-")).upper() for flag in flags)
         where = (f"export it on the host (e.g. as {names}) and name it in serve.secret_env if the server reads it "
                  "from its environment" if names else "pass it through a variable the server reads, named in "
                  "serve.secret_env")
         draft.notes.append(f"secrets on the command line ({', '.join(flags) or 'a secret-shaped argument'}) were NOT "
                            f"copied (a recipe argument is written into serve.sh): {where}")
-    for section, key in (("serve", "compilation_config"), ("cache", "extra")):
-        table = values[section].get(key)
+    for section, key in ((draft.serve, "compilation_config"), (draft.cache, "extra")):
+        table = section.get(key)
         if isinstance(table, dict):
             found: list[str] = []
-            removed = strip_secrets(table, f"{section}.{key}.", found)
+            removed = strip_secrets(table, f"{section.name}.{key}.", found)
             if removed:
                 draft.secret_values += found
                 draft.notes.append(f"secrets in {', '.join(removed)} were NOT copied: set them through "
                                    "serve.secret_env (a host variable read at run time)")
     for tier, notes in draft.tiers:
         _scrub_url(draft, tier, "url", notes, context)
-    for section, fields in values.items():
+    for fields in draft.sections():
         for key, value in list(fields.items()):
             if isinstance(value, str) and secret_shape(value, context):
                 if _scrub_url(draft, fields, key, [], context):
                     continue
-                if (section, key) in (("model", "path"), ("stack", "name")):  # required: no recipe without it
-                    raise StackctlError(f"{section}.{key} would be {mask(value)}, which looks like a secret "
+                if (fields.name, key) in (("model", "path"), ("stack", "name")):  # required: no recipe without it
+                    raise StackctlError(f"{fields.name}.{key} would be {mask(value)}, which looks like a secret "
                                         f"(fix: launch with a plain {key})")
                 draft.secret_values.append(value)
                 del fields[key]
-                draft.notes.append(f"{section}.{key} held a secret; NOT copied: set it by hand without the secret")
+                draft.notes.append(f"{fields.name}.{key} held a secret; NOT copied: set it by hand without the "
+                                   "secret")
     draft.notes[:] = [redact(note, draft.secret_values) for note in draft.notes]
-    for comment_key, lines in draft.comments.items():
-        draft.comments[comment_key] = [redact(line, draft.secret_values) for line in lines]
+    for fields in draft.sections():
+        for comment_key, lines in fields.comments.items():
+            fields.comments[comment_key] = [redact(line, draft.secret_values) for line in lines]
     for _, notes in draft.tiers:
         notes[:] = [redact(note, draft.secret_values) for note in notes]
 
 
-def _scrub_url(draft, table: dict, key: str, notes: list, context: str) -> bool:
+def _scrub_url(draft: Draft, table: dict, key: str, notes: list, context: str) -> bool:
     """Drop `user:password@` from a URL value; an S3 tier then reads its keys from host variables. True if done."""
-    value = table.get(key)
-    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/@\s]+)@(.*)$", value or "")
+    value = table.get(key) or ""
+    match = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*://)([^/@\s]+)@(.*)$", value)
     if not match or not secret_shape(value, context) and ":" not in match.group(2):
         return False
     draft.secret_values += [match.group(2)] + match.group(2).split(":", 1)
     table[key] = match.group(1) + match.group(3)
-    if table.get("kind") == "s3":
+    if "kind" in table and table["kind"] == "s3":  # a tier (a section has no kind)
         table.setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
         table.setdefault("secret_key_env", "AWS_SECRET_ACCESS_KEY")
         notes.append(f"the URL carried credentials, NOT copied: export {table['access_key_env']} and "

@@ -1,37 +1,101 @@
-"""The draft recipe: values by section with their comments and notes, rendered as commented TOML that loads."""
+"""The draft recipe the mapping fills: a Draft has one SectionValues per recipe section (keys are the recipe model's
+own field names; any other key is refused where it is set or read), the cache tiers, per-key comments and the
+header's notes. Also the checks a value passes before it enters the draft (control characters, the field's
+declared limits, nulls)."""
 
 from __future__ import annotations
 
+import math
 import re
-import textwrap
+from dataclasses import dataclass, field
+from typing import Any
 
-from stackctl.errors import RecipeError
-from stackctl.importer.toml_writer import toml_key, toml_value
-from stackctl.importer.values import clean
 from stackctl.recipe import model
-from stackctl.recipe.loader import load_recipe_text
+
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# A cache.tiers entry: its keys (model.Tier's field names) and the comment lines above it.
+TierDraft = tuple[dict[str, Any], list[str]]
 
 
-class Draft:
-    """Recipe values by section, with a comment per key, section notes and header notes; renders itself as TOML."""
+class SectionValues(dict[str, Any]):
+    """One recipe section's values in the order they were found, keyed by the model's field names (a misspelt key
+    is a KeyError where it is set or read), with the comment lines written above each key ("" for the section
+    itself)."""
 
-    def __init__(self):
-        self.values: dict[str, dict] = {section: {} for section in model.SECTION_TYPES}
-        self.comments: dict[tuple, list[str]] = {}  # (section, key) -> lines above the key; key "" for the section
-        self.tiers: list[tuple[dict, list[str]]] = []  # cache.tiers entries with their comments
-        self.notes: list[str] = []  # the header's "Import notes"
-        self.secret_values: list[str] = []  # secrets found (never written; masked wherever they would show)
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+        self.fields = {spec.name for spec in model.recipe_fields(model.SECTION_TYPES[name])}
+        self.comments: dict[str, list[str]] = {}
 
-    def set(self, section: str, key: str, value, comment: str | None = None) -> None:
-        self.values[section][key] = value
+    def _check(self, key: str) -> None:
+        if key not in self.fields:
+            raise KeyError(f"[{self.name}] has no key {key!r}")
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self._check(key)
+        super().__setitem__(key, value)
+
+    def setdefault(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return super().setdefault(key, default)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return super().get(key, default)
+
+    def set(self, key: str, value: Any, comment: str | None = None) -> None:
+        self[key] = value
         if comment:
-            self.comment(section, key, comment)
+            self.comment(key, comment)
 
-    def comment(self, section: str, key: str, text: str) -> None:
-        self.comments.setdefault((section, key), []).append(text)
+    def comment(self, key: str, text: str) -> None:
+        """A comment line above key ("" puts it under the section header)."""
+        if key:
+            self._check(key)
+        self.comments.setdefault(key, []).append(text)
 
-    def get(self, section: str, key: str, default=None):
-        return self.values[section].get(key, default)
+    def put_first(self, key: str, value: Any) -> None:
+        """Set key as the section's first value (stack.name leads its section)."""
+        rest = {k: v for k, v in self.items() if k != key}
+        self.clear()
+        self[key] = value
+        for other, other_value in rest.items():
+            self[other] = other_value
+
+
+@dataclass
+class Draft:
+    """The recipe being imported: typed sections, cache tiers, header notes and the secret values found (never
+    written; masked wherever they would show)."""
+
+    stack: SectionValues = field(default_factory=lambda: SectionValues("stack"))
+    versions: SectionValues = field(default_factory=lambda: SectionValues("versions"))
+    model: SectionValues = field(default_factory=lambda: SectionValues("model"))
+    serve: SectionValues = field(default_factory=lambda: SectionValues("serve"))
+    cache: SectionValues = field(default_factory=lambda: SectionValues("cache"))
+    host: SectionValues = field(default_factory=lambda: SectionValues("host"))
+    build: SectionValues = field(default_factory=lambda: SectionValues("build"))
+    checks: SectionValues = field(default_factory=lambda: SectionValues("checks"))
+    tiers: list[TierDraft] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    secret_values: list[str] = field(default_factory=list)
+
+    def sections(self) -> list[SectionValues]:
+        """Every section, in the recipe's order."""
+        return [self.section(name) for name in model.SECTION_TYPES]
+
+    def section(self, name: str) -> SectionValues:
+        """The section called name (for tables that name a recipe key by section and key)."""
+        if name not in model.SECTION_TYPES:
+            raise KeyError(f"no recipe section {name!r}")
+        section: SectionValues = getattr(self, name)
+        return section
+
+    def add_secret_env(self, variables: dict[str, str]) -> None:
+        """Name host variables in serve.secret_env (their values are never copied)."""
+        self.serve.setdefault("secret_env", {}).update(variables)
 
     def drop(self, key_path: str) -> bool:
         """Remove the value at a loader key path (`serve.env.X`, `cache.tiers[1].path`); False if there is none."""
@@ -40,74 +104,48 @@ class Draft:
             del self.tiers[int(tier.group(1))]
             return True
         parts = key_path.split(".")
-        if len(parts) >= 2 and parts[0] in self.values and parts[1] in self.values[parts[0]] and parts[1] != "name":
-            del self.values[parts[0]][parts[1]]
-            return True
+        if len(parts) >= 2 and parts[0] in model.SECTION_TYPES and parts[1] != "name":
+            section = self.section(parts[0])
+            if parts[1] in section:
+                del section[parts[1]]
+                return True
         return False
 
-    def render(self, sources: str) -> str:
-        lines = [f"# Imported by `stackctl init --from-command` from {clean(sources)}.",
-                 "# Check every value, then run `stackctl validate` on this file: its rules report what the old "
-                 "launch", "# got wrong (a missing hash seed, graphs off, ...)."]
-        if self.notes:
-            lines.append("#")
-            lines.append("# Import notes:")
-            for note in self.notes:
-                lines += _comment_lines(note, bullet=True)
-        for section, cls in model.SECTION_TYPES.items():
-            values = self.values[section]
-            section_notes = self.comments.get((section, ""), [])
-            has_tiers = section == "cache" and self.tiers
-            if not values and not section_notes and not has_tiers:
-                continue
-            lines += ["", f"[{section}]"]
-            for note in section_notes:
-                lines += _comment_lines(note)
-            for spec in model.recipe_fields(cls):
-                if spec.name in values:
-                    for note in self.comments.get((section, spec.name), []):
-                        lines += _comment_lines(note)
-                    lines.append(f"{toml_key(spec.name)} = {toml_value(values[spec.name])}")
-            if has_tiers:
-                for tier, notes in self.tiers:
-                    lines += ["", "[[cache.tiers]]"]
-                    for note in notes:
-                        lines += _comment_lines(note)
-                    for spec in model.recipe_fields(model.Tier):
-                        if spec.name in tier:
-                            lines.append(f"{toml_key(spec.name)} = {toml_value(tier[spec.name])}")
-        return "\n".join(lines) + "\n"
+
+def clean(text: str) -> str:
+    """Text on one line: control characters (newlines) would end a TOML comment or an error line."""
+    return CONTROL.sub(" ", text)
 
 
-def render_loadable(draft: Draft, sources: str) -> str:
-    """The draft as TOML that the recipe loader accepts. Values the loader still refuses (odd input the mapping did
-    not foresee, e.g. control characters deep in a table) are dropped with a note naming them. Secrets never get
-    this far: every one left becomes a reference first (credentials.scrub_draft)."""
-    from stackctl.importer.credentials import scrub_draft
-    from stackctl.recipe.loader import MAX_DEPTH, nesting_depth
-
-    scrub_draft(draft)
-    for section, fields in draft.values.items():
-        for key, value in list(fields.items()):
-            if isinstance(value, (dict, list)) and nesting_depth(value) > MAX_DEPTH - 2:
-                del fields[key]
-                draft.notes.append(f"{section}.{key} dropped: nested more than a recipe allows ({MAX_DEPTH} "
-                                   "levels); set it by hand")
-    for _ in range(8):
-        text = draft.render(sources)
-        try:
-            load_recipe_text(text, "<imported recipe>")
-            return text
-        except RecipeError as exc:
-            for finding in exc.findings:
-                if not draft.drop(finding.key):
-                    raise RuntimeError(f"stackctl import produced a recipe that does not load:\n{exc}\n---\n"
-                                       f"{text}") from None
-                draft.notes.append(f"{finding.key} dropped: {finding.message}; set it by hand")
-    raise RuntimeError("stackctl import could not produce a recipe that loads")  # pragma: no cover
+def fits(cls: type[model.Section], key: str, value: Any) -> bool:
+    """Whether value meets the recipe field's declared constraints, so the imported recipe loads."""
+    meta = cls._fields[key].meta
+    if isinstance(value, str) and CONTROL.search(value):
+        return False
+    if "choices" in meta and value not in meta["choices"]:
+        return False
+    if "pattern" in meta and isinstance(value, str) and not re.match(meta["pattern"], value):
+        return False
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        if "minimum" in meta and value < meta["minimum"] or "maximum" in meta and value > meta["maximum"]:
+            return False
+        if "exclusive_minimum" in meta and value <= meta["exclusive_minimum"]:
+            return False
+    return True
 
 
-def _comment_lines(text: str, bullet: bool = False) -> list[str]:
-    first, rest = ("# - ", "#   ") if bullet else ("# ", "# ")
-    wrapped = textwrap.wrap(clean(text), width=112, break_long_words=False, break_on_hyphens=False) or [""]
-    return [(first if i == 0 else rest) + line for i, line in enumerate(wrapped)]
+def drop_nulls(config: dict, prefix: str = "") -> list[str]:
+    """Remove null values (and lists holding one) from a nested config in place; return their dotted names."""
+    dropped = []
+    for key in list(config):
+        if config[key] is None:
+            del config[key]
+            dropped.append(prefix + key)
+        elif isinstance(config[key], dict):
+            dropped += drop_nulls(config[key], f"{prefix}{key}.")
+        elif isinstance(config[key], list) and any(item is None for item in config[key]):
+            del config[key]
+            dropped.append(prefix + key)
+    return dropped

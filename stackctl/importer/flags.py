@@ -1,4 +1,5 @@
-"""vLLM server flags -> recipe keys: the inverse of stackspec.serve_args. Flags without a recipe field go to
+"""vLLM server flags -> recipe keys: the inverse of stackspec.serve_args, with vLLM's reading of a flag and its value
+(flag spelling, human-readable integers, JSON and dotted config forms). Flags without a recipe field go to
 serve.extra_args verbatim; secrets on the command line are never copied."""
 
 from __future__ import annotations
@@ -8,10 +9,8 @@ import re
 
 from stackctl import stackspec
 from stackctl.errors import StackctlError
-from stackctl.importer.draft import Draft
-from stackctl.importer.flag_values import INVALID, convert, flag_name, has_control, merge_dict_flags, one_line
+from stackctl.importer.draft import CONTROL, Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
-from stackctl.importer.values import CONTROL, drop_nulls, fits
 from stackctl.recipe import model
 
 # flag -> (section, key, converter): the inverse of stackspec.serve_args.
@@ -87,7 +86,7 @@ class ServerFlags:
         bare = name[5:] if name.startswith("--no-") else name[2:]
         if "--" + bare in BOOL_FLAGS and "=" not in token:
             section, key = BOOL_FLAGS["--" + bare]
-            self.draft.set(section, key, not name.startswith("--no-"))
+            self.draft.section(section).set(key, not name.startswith("--no-"))
             return i + 1
         if name == "--served-model-name":
             return self.read_served_names(i)
@@ -115,10 +114,10 @@ class ServerFlags:
             raise StackctlError(f"model {path!r}: not a usable model path (fix: a directory or a Hugging Face id)")
         self.model_arg = path
         host_path, mapped = self.launch.host_path(path)
-        self.draft.set("model", "path", host_path, why or None)
+        self.draft.model.set("path", host_path, why or None)
         if mapped:
-            self.draft.comment("model", "path", f"host path of the container's {path} (docker volume): stackctl "
-                                                "mounts it at the same path")
+            self.draft.model.comment("path", f"host path of the container's {path} (docker volume): stackctl "
+                                             "mounts it at the same path")
 
     def read_value_flag(self, i: int, name: str) -> int:
         section, key, converter = VALUE_FLAGS[name]
@@ -131,7 +130,7 @@ class ServerFlags:
             if value is not None:
                 self.draft.notes.append(f"{name} {value}: not a valid {section}.{key}; kept in serve.extra_args")
             return after
-        self.draft.set(section, key, converted)
+        self.draft.section(section).set(key, converted)
         return after
 
     def read_served_names(self, i: int) -> int:
@@ -143,7 +142,7 @@ class ServerFlags:
                 names.append(self.args[after])
                 after += 1
         if names and fits(model.Model, "served_name", names[0]):
-            self.draft.set("model", "served_name", names[0])
+            self.draft.model.set("served_name", names[0])
             if len(names) > 1:
                 self.draft.notes.append(f"--served-model-name aliases {', '.join(names[1:])} dropped: a recipe "
                                         "serves one name")
@@ -174,8 +173,8 @@ class ServerFlags:
         attached = (token.startswith("-O") and token != "-O") or "=" in token
         after = min(i + 1 if attached else i + 2, len(self.args))
         self.extra += self.args[i:after]
-        self.draft.comment("serve", "extra_args", "-O / --optimization-level is kept as given; it also sets the "
-                                                  "default cudagraph_mode (O2/O3: FULL_AND_PIECEWISE)")
+        self.draft.serve.comment("extra_args", "-O / --optimization-level is kept as given; it also sets the "
+                                               "default cudagraph_mode (O2/O3: FULL_AND_PIECEWISE)")
         return after
 
     def read_secret_flag(self, i: int, name: str) -> int:
@@ -185,7 +184,7 @@ class ServerFlags:
             return i + 1
         variable = _SECRET_FLAG_ENV.get(name)
         if variable:
-            self.draft.values["serve"].setdefault("secret_env", {})[variable] = variable
+            self.draft.add_secret_env({variable: variable})
             self.draft.notes.append(f"{name} carried a secret on the command line; not copied: vLLM reads "
                                     f"{variable} instead (serve.secret_env)")
         else:
@@ -197,19 +196,19 @@ class ServerFlags:
         self.finish_compilation()
         self.finish_kv_transfer()
         if self.tool_choice and self.tool_parser and fits(model.Model, "tool_call_parser", self.tool_parser[1]):
-            self.draft.set("model", "tool_call_parser", self.tool_parser[1])
+            self.draft.model.set("tool_call_parser", self.tool_parser[1])
         else:
             self.extra += self.tool_choice + (self.tool_parser[0] if self.tool_parser else [])
         extra = []
         for token in self.extra:
-            token = one_line(token)
-            if token is None:
+            line = one_line(token)
+            if line is None:
                 self.draft.notes.append("a multi-line argument that is not JSON was dropped: add it to "
                                         "serve.extra_args by hand")
             else:
-                extra.append(token)
+                extra.append(line)
         if extra:
-            self.draft.set("serve", "extra_args", extra, "flags stackctl has no field for, kept as given")
+            self.draft.serve.set("extra_args", extra, "flags stackctl has no field for, kept as given")
 
     def finish_compilation(self) -> None:
         config = merge_dict_flags(self.compilation)
@@ -225,7 +224,7 @@ class ServerFlags:
             return
         mode = config.pop("cudagraph_mode", None)
         if isinstance(mode, str) and mode.upper() in model.CUDAGRAPH_MODES:
-            self.draft.set("serve", "cudagraph_mode", mode.upper())
+            self.draft.serve.set("cudagraph_mode", mode.upper())
         elif mode is not None:
             config["cudagraph_mode"] = mode
         dropped = drop_nulls(config)
@@ -233,7 +232,7 @@ class ServerFlags:
             self.draft.notes.append(f"--compilation-config keys set to null (vLLM's default) were dropped: "
                                     f"{', '.join(dropped)}")
         if config:
-            self.draft.set("serve", "compilation_config", config)
+            self.draft.serve.set("compilation_config", config)
 
     def finish_kv_transfer(self) -> None:
         config = merge_dict_flags(self.kv_transfer)
@@ -244,7 +243,7 @@ class ServerFlags:
                                         "kept in serve.extra_args")
             self.extra += tokens
             return
-        self.draft.set("cache", "enabled", True, "--kv-transfer-config with LMCacheConnectorV1")
+        self.draft.cache.set("enabled", True, "--kv-transfer-config with LMCacheConnectorV1")
         rest = dict(config)
         rest.pop("kv_connector")
         extra_config = rest.pop("kv_connector_extra_config", None) or {}
@@ -253,8 +252,87 @@ class ServerFlags:
                 if key.startswith("lmcache."):
                     self.lmcache_overrides[key[len("lmcache."):]] = value
                 elif key == "use_layerwise" and value is True:
-                    self.draft.set("cache", "use_layerwise", True, "use_layerwise in kv_connector_extra_config")
+                    self.draft.cache.set("use_layerwise", True, "use_layerwise in kv_connector_extra_config")
         if not stackspec.kv_transfer_says_only_recipe_keys(config):
             self.extra += tokens
             self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
                                     "serve.extra_args, where it overrides the one stackctl writes")
+
+
+# -- how vLLM reads a flag and its value ---------------------------------------------------------------------------
+
+INVALID = object()  # a config flag's value that is neither JSON nor a dotted key's plain value
+
+
+def flag_name(token: str) -> str:
+    """vLLM's spelling of a flag: underscores become dashes in the name (before any `.` or `=`)."""
+    if not token.startswith("--"):
+        return token.split("=", 1)[0]
+    name = token.split("=", 1)[0]
+    head, dot, tail = name.partition(".")
+    return head.replace("_", "-") + dot + tail
+
+
+def convert(value: str, converter):
+    """value through converter (a type, or "human_int"); None when it does not convert."""
+    try:
+        if converter == "human_int":
+            return _human_int(value)
+        if converter is float:
+            return float(value)
+        return converter(value)
+    except ValueError:
+        return None
+
+
+def _human_int(value: str) -> int:
+    """vLLM's human-readable integers: 32k = 32000, 32K = 32768."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", value.strip())
+    if not match:
+        return int(value)
+    number, suffix = match.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
+
+
+def merge_dict_flags(entries: list) -> dict | None:
+    """Merge JSON / dotted forms of a config flag the way vLLM does; None when one is not a JSON object."""
+    merged: dict = {}
+    for _, dotted, value in entries:
+        if value is INVALID:
+            return None
+        if dotted:
+            target = merged
+            keys = dotted.split(".")
+            for key in keys[:-1]:
+                target = target.setdefault(key, {})
+                if not isinstance(target, dict):
+                    return None
+            target[keys[-1]] = value
+        elif isinstance(value, dict):
+            merged.update(value)
+        else:
+            return None
+    return merged
+
+
+def has_control(value) -> bool:
+    """Whether a string, or any key or value nested in a dict or list, holds a control character."""
+    if isinstance(value, str):
+        return bool(CONTROL.search(value))
+    if isinstance(value, dict):
+        return any(has_control(k) or has_control(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_control(item) for item in value)
+    return False
+
+
+def one_line(token: str) -> str | None:
+    """A token without control characters (the loader refuses them): multi-line JSON is compacted."""
+    if not CONTROL.search(token):
+        return token
+    try:
+        return json.dumps(json.loads(token), separators=(",", ":"))
+    except ValueError:
+        return None

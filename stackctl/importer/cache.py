@@ -4,11 +4,11 @@ recipe field go to cache.extra; credentials are never copied."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from stackctl.importer.credentials import refer_lmcache_secrets
-from stackctl.importer.draft import Draft
+from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
-from stackctl.importer.values import drop_nulls, fits
 from stackctl.recipe import model
 
 
@@ -21,21 +21,21 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     key_env = {name: env_config.pop(f"__{name}__", None) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     config.update(env_config)
     config.update(overrides)
-    enabled = bool(draft.get("cache", "enabled"))
+    enabled = bool(draft.cache.get("enabled"))
     if not enabled and not config:
         return
     if not enabled:
         draft.notes.append("LMCache settings found but the server has no LMCacheConnectorV1 --kv-transfer-config: "
                            "imported with cache.enabled = false")
-        draft.set("cache", "enabled", False)
-    tp = draft.get("model", "tensor_parallel", 1)
+        draft.cache.set("enabled", False)
+    tp = draft.model.get("tensor_parallel", 1)
     extra: dict = {}
     if "chunk_size" in config:
         chunk = config.pop("chunk_size")
         if isinstance(chunk, str) and chunk.strip().isdigit():
             chunk = int(chunk)
         if isinstance(chunk, int) and not isinstance(chunk, bool) and fits(model.Cache, "chunk_size", chunk):
-            draft.set("cache", "chunk_size", chunk)
+            draft.cache.set("chunk_size", chunk)
         else:
             extra["chunk_size"] = chunk
     _cpu_tier(draft, config, tp, extra)
@@ -46,7 +46,7 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
         if key in config:
             value = _to_bool(config.pop(key))
             if value:
-                draft.set("cache", field, True)
+                draft.cache.set(field, True)
     for key, value in config.items():
         if value is not None:
             extra[key] = value
@@ -55,10 +55,10 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     if dropped:
         draft.notes.append(f"LMCache keys with null values dropped: {', '.join(dropped)}")
     if extra:
-        draft.set("cache", "extra", extra, "LMCache keys without a recipe field, written to lmcache.yaml as given")
+        draft.cache.set("extra", extra, "LMCache keys without a recipe field, written to lmcache.yaml as given")
     if not yaml_given and enabled and not env_config and not overrides:
-        draft.comment("cache", "", "No LMCache config was given (--lmcache-config): LMCache's defaults are imported "
-                                   "(CPU tier of 5 GiB per rank, chunk 256).")
+        draft.cache.comment("", "No LMCache config was given (--lmcache-config): LMCache's defaults are imported "
+                                "(CPU tier of 5 GiB per rank, chunk 256).")
 
 
 def _to_bool(value) -> bool:
@@ -105,7 +105,7 @@ def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict)
             extra["max_local_disk_size"] = size
         return
     path = str(disk)
-    path = path[len("file://"):] if path.startswith("file://") else path
+    path = path.removeprefix("file://")
     path = path.rstrip("/") or "/"
     number = _to_number(size) if size is not None else 0.0
     if not path.startswith("/") or not number or number <= 0:
@@ -131,7 +131,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
         # The plugin form of an fs tier (what stackctl writes): the same as the legacy fs:// URL.
         config.pop("remote_storage_plugins")
         remote = "fs://" + str(extra_config.pop("remote_storage_plugin.fs.base_path"))
-    tier = None
+    tier: dict[str, Any] | None = None
     if isinstance(remote, str) and remote.startswith("s3://") and isinstance(extra_config, (dict, type(None))):
         extra_config = extra_config or {}
         tier = {"kind": "s3", "url": remote}
@@ -156,10 +156,10 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
             tier["access_key_env"], tier["secret_key_env"] = "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"
             notes.append("credentials: the host's AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY at run time (values not "
                          "copied)")
-            draft.values["serve"].get("secret_env", {}).pop("AWS_ACCESS_KEY_ID", None)
-            draft.values["serve"].get("secret_env", {}).pop("AWS_SECRET_ACCESS_KEY", None)
-            if not draft.values["serve"].get("secret_env", True):
-                del draft.values["serve"]["secret_env"]
+            draft.serve.get("secret_env", {}).pop("AWS_ACCESS_KEY_ID", None)
+            draft.serve.get("secret_env", {}).pop("AWS_SECRET_ACCESS_KEY", None)
+            if not draft.serve.get("secret_env", True):
+                del draft.serve["secret_env"]
         if credentials_file:
             tier["credentials_file"] = credentials_file
         if not all(fits(model.Tier, key, value) for key, value in tier.items()):
