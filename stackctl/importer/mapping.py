@@ -112,14 +112,16 @@ def secret_comment(draft: Draft) -> None:
 def import_host(draft: Draft, launch: Launch) -> None:
     """host.numa, host.isolcpus, host.shm_size; serve.host when the server bound vLLM's default (all interfaces)."""
     if launch.numa and "numa" not in draft.host:
-        nodes = _expand_cpulist(launch.numa)
+        nodes = _cpulist_or_none(launch.numa)
         if nodes:
             draft.host.set("numa", nodes[0] if len(nodes) == 1 else nodes, "from numactl / --cpuset-mems")
+        else:
+            draft.notes.append(f"NUMA nodes {launch.numa!r} not imported (not a node list): set host.numa")
     if launch.cpus:
-        if re.fullmatch(r"\d+(-\d+)?(,\d+(-\d+)?)*", launch.cpus):
+        if _cpulist_or_none(launch.cpus):
             draft.host.set("isolcpus", launch.cpus, "the CPUs the old launch was pinned to")
         else:
-            draft.notes.append(f"CPU pinning {launch.cpus!r} not imported: set host.isolcpus")
+            draft.notes.append(f"CPU pinning {launch.cpus!r} not imported (not a CPU list): set host.isolcpus")
     if launch.shm_size and fits(model.Host, "shm_size", launch.shm_size):
         draft.host.set("shm_size", launch.shm_size)
     if launch.kind and draft.serve.get("host") is None:
@@ -127,18 +129,14 @@ def import_host(draft: Draft, launch: Launch) -> None:
                                            "127.0.0.1")
 
 
-def _expand_cpulist(text: str) -> list[int]:
-    """`0,2-3` -> [0, 2, 3]; [] when the text is not such a list."""
-    nodes: list[int] = []
-    for part in text.split(","):
-        if re.fullmatch(r"\d+", part):
-            nodes.append(int(part))
-        elif re.fullmatch(r"\d+-\d+", part):
-            low, high = map(int, part.split("-"))
-            nodes += list(range(low, high + 1))
-        else:
-            return []
-    return sorted(set(nodes))
+def _cpulist_or_none(text: str) -> list[int] | None:
+    """The numbers of a kernel cpulist (`0,2-3` -> [0, 2, 3]); None when the text is not one (`all`, `3-1`)."""
+    from stackctl.host.cpulist import parse_cpulist
+
+    try:
+        return parse_cpulist(text) or None
+    except ValueError:
+        return None
 
 
 # -- stack: name, platform and engine, image -----------------------------------------------------------------------

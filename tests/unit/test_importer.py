@@ -167,6 +167,14 @@ def test_numactl_and_taskset_pinning():
     assert recipe.host.isolcpus == "8-15,24"
 
 
+def test_pinning_that_is_not_a_cpulist_is_a_note_not_a_guess():
+    # the kernel's parser refuses a backwards range; the importer does not keep the half it understood
+    recipe, text = imported("numactl --membind=3-1,5 vllm serve /m\n")
+    assert recipe.host.numa == "auto" and "NUMA nodes '3-1,5' not imported" in text
+    recipe, text = imported("taskset -c 7-2 vllm serve /m\n")
+    assert recipe.host.isolcpus == "auto" and "CPU pinning '7-2' not imported" in text
+
+
 # -- vLLM flags -------------------------------------------------------------------------------------------------
 
 def test_flags_map_to_recipe_keys():
