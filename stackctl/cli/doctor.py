@@ -25,19 +25,13 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     """
     from stackctl.doctor import run_doctor
     from stackctl.doctor.context import DoctorContext
-    from stackctl.doctor.registry import SCOPES, load_all
-    from stackctl.errors import StackctlError
+    from stackctl.doctor.registry import load_all, parse_scopes
 
     if list_checks:
         for check in load_all().values():
             click.echo(f"{check.id:<28} {check.scope:<6} {check.severity:<7} {check.summary}")
         return
-    scopes = [s.strip() for s in scope.split(",") if s.strip()]
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown:
-        raise StackctlError(f"--scope: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
-    if not scopes:
-        raise StackctlError(f"--scope: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
+    scopes = parse_scopes(scope)
     from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)

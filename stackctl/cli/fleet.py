@@ -134,14 +134,9 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     be reached, or the fleet is inconsistent; 2 the checks could not run.
     """
     from stackctl import fleet as fl
-    from stackctl.doctor.registry import SCOPES
+    from stackctl.doctor.registry import parse_scopes
 
-    scopes = [s.strip() for s in scope.split(",") if s.strip()]
-    unknown = [s for s in scopes if s not in SCOPES]
-    if unknown:
-        raise StackctlError(f"--scope: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
-    if not scopes:
-        raise StackctlError(f"--scope: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
+    scopes = parse_scopes(scope)
     from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
