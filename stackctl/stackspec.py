@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import posixpath
 
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
@@ -231,7 +230,3 @@ def _number(value: float) -> str:
 
 def _per_rank(size_gb: float, tp: int) -> float:
     return round(size_gb / tp, 3)
-
-
-def model_dir_name(recipe: Recipe) -> str:
-    return posixpath.basename(recipe.model.path.rstrip("/"))

@@ -88,12 +88,6 @@ class CpuFacts:
     def isolated_cpus(self) -> List[int]:
         return self.isolation.cpus
 
-    def node_of(self, cpu: int) -> Optional[int]:
-        for node in self.numa_nodes:
-            if cpu in node.cpus:
-                return node.node
-        return None
-
     def governor_summary(self) -> Dict[str, str]:
         """Governor -> cpulist; CPUs without cpufreq are listed under "none"."""
         groups: Dict[str, List[int]] = {}
