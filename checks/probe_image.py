@@ -603,6 +603,15 @@ def is_standard_library(node: ast.stmt) -> bool:
     return all(name.split(".")[0] in sys.stdlib_module_names for name in names)  # type: ignore[attr-defined]
 
 
+def bound_names(node: ast.stmt) -> List[str]:
+    """Names a top-level assignment or def binds."""
+    if isinstance(node, ast.FunctionDef):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return [name.id for target in targets if target is not None
+            for name in ast.walk(target) if isinstance(name, ast.Name)]
+
+
 def source_hash_code(vllm_dir: str, algo: str) -> Tuple[Any, Any]:
     """(hash function, kv_cache_utils-like module) by running vLLM's hashing source without importing vllm."""
     import types
@@ -620,6 +629,7 @@ def source_hash_code(vllm_dir: str, algo: str) -> Tuple[Any, Any]:
 
     utils = types.ModuleType("_stackctl_vllm_kv_cache_utils")
     utils.__dict__["logger"] = logging.getLogger("vllm.v1.core.kv_cache_utils")
+    left_out = set()  # names bound by statements that could not run here
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module == VLLM_HASHING_MODULE:
             for alias in node.names:
@@ -633,7 +643,12 @@ def source_hash_code(vllm_dir: str, algo: str) -> Tuple[Any, Any]:
         try:
             exec(compile(ast.Module(body=[node], type_ignores=[]), utils_path, "exec"), utils.__dict__)
         except Exception:  # noqa: BLE001 - needs something not loaded (torch, vllm.config): not hashing code
-            continue
+            left_out.update(bound_names(node))
+    # A name bound by a statement that ran AND by one that could not would hold a value the real module does not
+    # (the logger stub aside).
+    ambiguous = sorted(left_out & set(utils.__dict__) - {"logger"})
+    if ambiguous:
+        raise SourceLiftError(f"{', '.join(ambiguous)} also set by code that needs the vllm import")
     missing = [name for name in ("init_none_hash", "hash_block_tokens") if not callable(utils.__dict__.get(name))]
     if missing:
         raise SourceLiftError(f"{', '.join(missing)} not defined by {utils_path} without importing vllm")
@@ -679,26 +694,29 @@ def hash_probe(algo: str, mode: str = "auto") -> Dict[str, Any]:
         result["error"] = "vllm not importable: no vllm package on sys.path"
         return result
     result["vllm_version"] = vllm["version"]
-    code = None
-    if mode in ("auto", "source"):
+    for attempt in ("source", "import") if mode == "auto" else (mode,):
         try:
-            code, result["mode"] = source_hash_code(vllm["package_dir"], algo), "source"
-        except Exception as exc:  # noqa: BLE001 - any failure means the same: import vLLM instead
-            result["source_error"] = f"{type(exc).__name__}: {exc}"
-            if mode == "source":
+            if attempt == "source":
+                hash_fn, kv_cache_utils = source_hash_code(vllm["package_dir"], algo)
+            else:
+                hash_fn, kv_cache_utils = imported_hash_code(algo)
+        except Exception as exc:  # noqa: BLE001 - any failure means the same: this way cannot run vLLM's code
+            if attempt == "source":
+                result["source_error"] = f"{type(exc).__name__}: {exc}"
                 result["error"] = f"vllm hashing source not runnable: {result['source_error']}"
-                return result
-    if code is None:
+            else:
+                result["error"] = f"vllm not importable: {type(exc).__name__}: {exc}"
+            continue
         try:
-            code, result["mode"] = imported_hash_code(algo), "import"
-        except Exception as exc:  # noqa: BLE001 - any import failure means the same: no vLLM here
-            result["error"] = f"vllm not importable: {type(exc).__name__}: {exc}"
-            return result
-    hash_fn, kv_cache_utils = code
-    try:
-        hashes = block_hashes(hash_fn, kv_cache_utils, algo)
-    except Exception as exc:  # noqa: BLE001 - report, never crash the probe
-        result["error"] = f"vllm hashing failed: {type(exc).__name__}: {exc}"
+            hashes = block_hashes(hash_fn, kv_cache_utils, algo)
+        except Exception as exc:  # noqa: BLE001 - e.g. a global the source mode left out: try importing
+            if attempt == "source":
+                result["source_error"] = f"{type(exc).__name__}: {exc}"
+            result["error"] = f"vllm hashing failed: {type(exc).__name__}: {exc}"
+            continue
+        result.update(mode=attempt, error=None)
+        break
+    if result["error"]:
         return result
     result.update(
         source="vllm",

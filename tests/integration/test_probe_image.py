@@ -298,6 +298,54 @@ def test_hash_probe_without_vllm_says_why():
     assert probe["error"] == "vllm not importable: no vllm package on sys.path"
 
 
+FAKE_KV_CACHE_UTILS = """
+import os
+from vllm import envs
+from vllm.utils.hashing import sha256
+
+NONE_HASH = None
+SEED = "fixed"
+{extra}
+
+def init_none_hash(hash_fn):
+    global NONE_HASH
+    NONE_HASH = hash_fn(os.getenv("PYTHONHASHSEED") or SEED)
+
+
+def hash_block_tokens(hash_fn, parent, tokens, extra_keys=None):
+    {use}
+    return hash_fn((parent or NONE_HASH, tuple(tokens), extra_keys))
+"""
+
+
+@pytest.mark.parametrize(("extra", "use", "why"), [
+    ("", "envs.touch()", "NameError: name 'envs' is not defined"),  # a global only the import provides
+    ("SEED = envs.SEED", "pass", "SourceLiftError: SEED also set by code that needs the vllm import"),
+])
+def test_source_mode_falls_back_to_importing_vllm(tmp_path, extra, use, why):
+    """Where vLLM's hashing code needs what only `import vllm` provides, the probe imports vLLM instead of
+    running the code with a wrong or missing global (a stand-in vllm package: the real one needs torch)."""
+    vllm = tmp_path / "vllm"
+    for folder in (vllm / "utils", vllm / "v1" / "core"):
+        folder.mkdir(parents=True)
+    (vllm / "__init__.py").write_text("__version__ = '0.0.1'\n")
+    (vllm / "_version.py").write_text("__version__ = '0.0.1'\n")
+    (vllm / "envs.py").write_text("SEED = 'fixed'\ndef touch():\n    pass\n")
+    (vllm / "utils" / "__init__.py").write_text("")
+    (vllm / "utils" / "hashing.py").write_text(
+        "import hashlib, pickle\ndef sha256(x):\n    return hashlib.sha256(pickle.dumps(x, protocol=5)).digest()\n")
+    (vllm / "v1" / "__init__.py").write_text("")
+    (vllm / "v1" / "core" / "__init__.py").write_text("")
+    (vllm / "v1" / "core" / "kv_cache_utils.py").write_text(FAKE_KV_CACHE_UTILS.format(extra=extra, use=use))
+    env = clean_env(PYTHONPATH=str(tmp_path), PYTHONHASHSEED="0")
+    report, _ = run_probe("--hash-probe", isolated=False, env=env)
+    probe = report["hash_probe"]
+    assert (probe["mode"], probe["error"], probe["source_error"]) == ("import", None, why)
+    assert len(probe["hashes"]) == 4
+    forced, _ = run_probe("--hash-probe", "--hash-mode", "source", isolated=False, env=env)
+    assert forced["hash_probe"]["hashes"] is None and forced["hash_probe"]["error"].endswith(why)
+
+
 # ---------------------------------------------------------------- hash probe against the real vLLM of the smoke image
 
 IMAGE_PROBE = f"{PROBES_DIR}/probe_image.py"
