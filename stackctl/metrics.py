@@ -29,10 +29,3 @@ def total(text: str, name: str, **labels: str) -> float | None:
     values = [value for metric, found, value in parse(text)
               if metric == name and all(found.get(k) == v for k, v in labels.items())]
     return sum(values) if values else None
-
-
-def labels_of(text: str, name: str) -> dict | None:
-    for metric, found, _ in parse(text):
-        if metric == name:
-            return found
-    return None

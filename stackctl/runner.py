@@ -66,6 +66,7 @@ def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, hos
             dk.LABEL_RECIPE_HASH: stackspec.recipe_hash(recipe),
             dk.LABEL_IMAGE_HASH: renderer.image_hash(files),
             dk.LABEL_RECIPE_PATH: str(Path(recipe.source).resolve()),
+            dk.LABEL_DESCRIPTION: recipe.stack.description,
         },
     }
     if recipe.stack.platform == "rocm":
@@ -300,7 +301,8 @@ def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
 
 
 def status_rows(recipe: Recipe | None = None) -> list[dict]:
-    """One row per stackctl container: name, state, image, recipe hash (and whether it matches), health, uptime."""
+    """One row per stackctl container: name, description, state, image, recipe hash (and whether it matches),
+    health, uptime."""
     from datetime import datetime, timezone
 
     from stackctl.httpclient import get_status
@@ -323,6 +325,7 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
             health = "healthy" if code == 200 else ("starting" if code is None else f"unhealthy ({code})")
         rows.append({
             "stack": labels.get(dk.LABEL_STACK), "container": container.name, "state": container.status,
+            "description": labels.get(dk.LABEL_DESCRIPTION, ""),
             "image": (container.image.tags or [container.image.short_id])[0],
             "recipe_hash": labels.get(dk.LABEL_RECIPE_HASH),
             "recipe_current": (labels.get(dk.LABEL_RECIPE_HASH) == wanted) if wanted else None,

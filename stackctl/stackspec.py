@@ -7,7 +7,6 @@ into docker-py arguments; tests assert on them directly.
 
 from __future__ import annotations
 
-import posixpath
 
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
@@ -297,7 +296,3 @@ def _number(value: float) -> str:
 
 def _per_rank(size_gb: float, tp: int) -> float:
     return round(size_gb / tp, 3)
-
-
-def model_dir_name(recipe: Recipe) -> str:
-    return posixpath.basename(recipe.model.path.rstrip("/"))

@@ -71,7 +71,7 @@ def down(recipe, remove_image):
 @click.argument("recipe", required=False)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def status(recipe, output_format):
-    """Show stackctl's containers (all, or RECIPE's): state, image, recipe hash, health, uptime."""
+    """Show stackctl's containers (all, or RECIPE's): state, image, recipe hash, health, uptime, description."""
     from stackctl.cli.common import load
     from stackctl.runner import status_rows
 
@@ -82,10 +82,10 @@ def status(recipe, output_format):
     if not rows:
         click.echo("no stackctl containers")
         return
-    header = ("STACK", "STATE", "HEALTH", "UPTIME", "RECIPE HASH", "IMAGE")
+    header = ("STACK", "STATE", "HEALTH", "UPTIME", "RECIPE HASH", "IMAGE", "DESCRIPTION")
     table = [header] + [(r["stack"], r["state"], r["health"] or "-", _uptime(r["uptime_s"]),
                          (r["recipe_hash"] or "-") + ("" if r["recipe_current"] in (None, True) else " (changed)"),
-                         r["image"]) for r in rows]
+                         r["image"], r["description"] or "-") for r in rows]
     widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
     for row in table:
         click.echo("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())

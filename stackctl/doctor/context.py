@@ -1,7 +1,7 @@
 """What doctor checks read, gathered once and lazily: host facts, the image probe, the live server.
 
 Image facts come from ONE container run of the stack's image: the image probe plus two fresh processes that hash
-the same tokens with the image's own vLLM (run in parallel). Anything that cannot be gathered raises Unavailable,
+the same tokens with the image's own vLLM hashing code (all three in parallel). Anything that cannot be gathered raises Unavailable,
 which makes the checks that need it skip with the reason.
 """
 
@@ -84,15 +84,17 @@ class DoctorContext:
         algo = self.hash_algo()
         environment = stackspec.environment(self.recipe)
         # An image never changes under its id: facts gathered for the same image, environment and hash algorithm
-        # are reused (the hash probe imports vLLM twice, seconds each). --fresh gathers them again.
+        # are reused. --fresh gathers them again.
         cache_file = self._facts_cache_file(image.id, environment, algo)
         if self.use_cache and cache_file.is_file():
             self._cache["image"] = json.loads(cache_file.read_text())
             return self._cache["image"]
-        script = (f"python {PROBE}; echo {MARK}; "
-                  f"python {PROBE} --hash-probe --hash-algo {algo} > /tmp/h1.json 2>/dev/null & "
-                  f"python {PROBE} --hash-probe --hash-algo {algo} > /tmp/h2.json 2>/dev/null; wait; "
-                  f"cat /tmp/h1.json; echo {MARK}; cat /tmp/h2.json")
+        # Three fresh interpreters at once: the probe, and two hash probes (each its own str-hash secret and
+        # random bytes, as two server processes have; a fork would share them).
+        hash_probe = f"python {PROBE} --hash-probe --hash-algo {algo}"
+        script = (f"python {PROBE} > /tmp/probe.json 2>/dev/null & "
+                  f"{hash_probe} > /tmp/h1.json 2>/dev/null & {hash_probe} > /tmp/h2.json 2>/dev/null; wait; "
+                  f"cat /tmp/probe.json; echo {MARK}; cat /tmp/h1.json; echo {MARK}; cat /tmp/h2.json")
         output = engine.containers.run(
             self.image_tag, ["-c", script], entrypoint="/bin/bash", remove=True, network_mode="host",
             environment=environment, stdout=True, stderr=False,

@@ -152,7 +152,9 @@ def hash_seed(ctx):
     """Two fresh processes, with the stack's environment, hash the same tokens into prefix block hashes using the
     image's own vLLM (`init_none_hash` + `hash_block_tokens`) and the hash the shared cache is keyed with (LMCache:
     Python's builtin hash; else vLLM's prefix-caching hash). Different results mean no process ever finds another's
-    entries: 0% hits across restarts, TP ranks and hosts."""
+    entries: 0% hits across restarts, TP ranks and hosts. The probes run vLLM's hashing source files without
+    importing vllm and torch (mode "source"), falling back to a normal import; both are fresh interpreters, never
+    forks, because Python's str-hash secret is fixed when an interpreter starts."""
     runs = ctx.image_facts()["hash_runs"]
     probes = [run.get("hash_probe") or {} for run in runs]
     errors = [p.get("error") for p in probes if p.get("error")]
@@ -167,4 +169,5 @@ def hash_seed(ctx):
         return failed(f"{algo} block hashes differ between two processes (PYTHONHASHSEED "
                       f"{'unset' if seed is None else seed!r})", first=first[0], second=second[0])
     return passed(f"{algo}: identical block hashes in two processes (PYTHONHASHSEED "
-                  f"{'unset' if seed is None else repr(seed)}, seed {probes[0].get('seed')})")
+                  f"{'unset' if seed is None else repr(seed)}, seed {probes[0].get('seed')}, "
+                  f"vLLM code run by {probes[0].get('mode') or 'import'})", mode=probes[0].get("mode"))

@@ -15,6 +15,7 @@ LABEL_STACK = "dev.stackctl.stack"
 LABEL_RECIPE_HASH = "dev.stackctl.recipe-hash"
 LABEL_IMAGE_HASH = "dev.stackctl.image-hash"
 LABEL_RECIPE_PATH = "dev.stackctl.recipe"
+LABEL_DESCRIPTION = "dev.stackctl.description"  # stack.description, shown by status
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 

@@ -107,6 +107,7 @@ class CpuFacts:
         return self.isolation.cpus
 
     def node_of(self, cpu: int) -> Optional[int]:
+        """The NUMA node a CPU belongs to (None when the host reports no node for it)."""
         for node in self.numa_nodes:
             if cpu in node.cpus:
                 return node.node

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from stackctl.recipe import model
 
 _KIND_SCHEMAS = {
@@ -51,11 +53,16 @@ def _field_schema(spec) -> dict:
     elif kind == "tiers":
         schema = {"type": "array", "items": _section_schema(model.Tier)}
     else:
-        schema = dict(_KIND_SCHEMAS[kind])
+        schema = copy.deepcopy(_KIND_SCHEMAS[kind])  # the nested items/value schemas get constraints below
     schema["description"] = spec.doc
+    # Each keyword goes where its type is: a pattern on an array or a table applies to its items or values.
+    values = schema.get("items") or schema.get("additionalProperties")
+    if "key_pattern" in meta:
+        schema["patternProperties"] = {meta["key_pattern"]: schema.pop("additionalProperties")}
+        schema["additionalProperties"] = False
     for key in ("minimum", "maximum", "exclusive_minimum", "pattern"):
         if key in meta:
-            target = schema["items"] if schema.get("type") == "array" and key == "pattern" else schema
+            target = values if key == "pattern" and isinstance(values, dict) else schema
             target["exclusiveMinimum" if key == "exclusive_minimum" else key] = meta[key]
     if "choices" in meta:
         schema["enum"] = list(meta["choices"])

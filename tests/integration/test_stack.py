@@ -10,6 +10,8 @@ import pytest
 from helpers import RECIPES, run_cli
 from stacks import Stack, variant
 
+from stackctl.recipe import load_recipe
+
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
@@ -30,6 +32,9 @@ def test_status_reports_healthy(smoke_stack):
     assert row["state"] == "running" and row["health"] == "healthy"
     assert row["recipe_current"] is True and row["hash_seed"] == "0"
     assert row["image"].startswith("stackctl/cpu-smoke:")
+    assert row["description"] == load_recipe(smoke_stack.recipe).stack.description != ""
+    text = smoke_stack.cli("status", smoke_stack.recipe).stdout.splitlines()
+    assert text[0].split()[-1] == "DESCRIPTION" and text[1].endswith(row["description"])
 
 
 def test_second_up_is_a_no_op(smoke_stack, docker_engine):
