@@ -83,6 +83,11 @@ def stream_build(engine, kwargs: dict, out=None) -> None:
             out.write("\n")
 
 
+def cancel_build(engine) -> None:
+    """Drop the connection of a running build: the engine cancels the build and removes its build container."""
+    engine.api.close()
+
+
 def find_image(engine, tag: str):
     import docker
 

@@ -349,7 +349,7 @@ def test_a_failed_preflight_names_host_and_check_and_later_hosts_are_not_reached
     assert table.splitlines()[-1] == "1 changed, 1 failed, 1 not reached"
 
     summary = fl.summary_json(tracker.results(), {"action": "rollout"})
-    assert summary["summary"] == {"ok": 0, "changed": 1, "failed": 1, "unreachable": 0, "stopped": 0,
+    assert summary["summary"] == {"ok": 0, "changed": 1, "failed": 1, "rolled back": 0, "unreachable": 0, "stopped": 0,
                                   "not reached": 1}
     by_host = {h["host"]: h for h in summary["hosts"]}
     assert by_host["h2"]["failed_checks"][0]["id"] == "host.cpu-tier-ram"
