@@ -60,3 +60,23 @@ def _listening_inodes(port: int, proc: Path) -> set[str]:
             if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
                 inodes.add(fields[9])
     return inodes
+
+
+def ensure_tier_paths_writable(recipe) -> None:
+    """Each disk and fs tier directory exists (or can be made) and takes a file: LMCache would otherwise start,
+    fail to write its first chunk, and serve on without the tier."""
+    from stackctl.recipe.positions import lookup
+
+    for index, tier in enumerate(recipe.cache.tiers if recipe.cache.enabled else []):
+        if tier.kind not in ("disk", "fs") or not tier.path:
+            continue
+        try:
+            Path(tier.path).mkdir(parents=True, exist_ok=True)
+            probe = Path(tier.path) / f".stackctl-write-test.{os.getpid()}"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            line, col = lookup(recipe.positions, ("cache", "tiers", index, "path"))
+            raise StackctlError(f"{recipe.source}:{line}:{col}: cache.tiers[{index}].path: {tier.path} is not "
+                                f"writable ({exc.strerror or exc}) (fix: create it writable for the server, or "
+                                "choose another directory)") from None

@@ -121,7 +121,10 @@ class DoctorContext:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.recipe.serve.host}:{self.recipe.serve.port}"
+        from stackctl.preflight import client_host
+
+        # The address the server listens on; a wildcard bind (0.0.0.0) answers on loopback.
+        return f"http://{client_host(self.recipe.serve.host)}:{self.recipe.serve.port}"
 
     def container(self):
         if "container" not in self._cache:

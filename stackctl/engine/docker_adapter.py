@@ -15,6 +15,7 @@ LABEL_STACK = "dev.stackctl.stack"
 LABEL_RECIPE_HASH = "dev.stackctl.recipe-hash"
 LABEL_IMAGE_HASH = "dev.stackctl.image-hash"
 LABEL_RECIPE_PATH = "dev.stackctl.recipe"
+PING_TIMEOUT_S = 10
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
@@ -25,10 +26,13 @@ def client():
     except ImportError:  # pragma: no cover - docker is a dependency
         raise StackctlError("the `docker` Python package is missing (fix: pip install docker)") from None
     try:
-        engine = docker.from_env(timeout=600)
+        # A short timeout for the first question: an engine that does not answer is reported in seconds, not
+        # after the 10 minutes a long build request may take.
+        engine = docker.from_env(timeout=PING_TIMEOUT_S)
         engine.ping()
+        engine.api.timeout = 600
         return engine
-    except Exception as exc:
+    except (docker.errors.DockerException, OSError) as exc:  # requests' connection errors are OSErrors
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise StackctlError(f"cannot reach the Docker engine at {where}: {_short(exc)} (fix: start dockerd, "
                             "or set DOCKER_HOST)", exit_code=2) from None
