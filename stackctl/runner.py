@@ -132,9 +132,7 @@ def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say) -> tup
         started = time.monotonic()
         try:
             dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels, nocache=no_cache))
-        except KeyboardInterrupt:
-            # Closing the connection cancels the build; the engine then removes its intermediate container.
-            dk.cancel_build(engine)
+        except KeyboardInterrupt:  # stream_build has cancelled the build on the engine
             say(f"interrupted during the build of {tag}: build cancelled, no image tagged; the stack's container "
                 "(if any) was not touched")
             raise

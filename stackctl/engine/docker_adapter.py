@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from stackctl.errors import StackctlError
 
@@ -56,13 +57,16 @@ def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False
 
 def stream_build(engine, kwargs: dict, out=None) -> None:
     """Run a build, showing progress: on a terminal one line updated in place (current step and its latest output);
-    otherwise every line of build output, plain, for CI logs. A failure shows the end of the output."""
+    otherwise every line of build output, plain, for CI logs. A failure shows the end of the output. Ctrl-C
+    cancels the build on the engine too (see cancel_build)."""
     out = out or sys.stderr
     tty = out.isatty()
     tail: list[str] = []
     step = ""
+    started = time.time()
+    stream = _BuildStream(engine)
     try:
-        for chunk in engine.api.build(**kwargs):
+        for chunk in stream.chunks(kwargs):
             if "error" in chunk:
                 detail = chunk.get("error", "").strip()
                 context = "".join(tail[-15:])
@@ -82,14 +86,68 @@ def stream_build(engine, kwargs: dict, out=None) -> None:
                     width = os.get_terminal_size(out.fileno()).columns - 1
                     out.write("\r\033[K" + f"{step}: {line}"[:width])
             out.flush()
+    except KeyboardInterrupt:
+        stream.cancel(started)
+        raise
     finally:
         if tty:
             out.write("\n")
 
 
-def cancel_build(engine) -> None:
-    """Drop the connection of a running build: the engine cancels the build and removes its build container."""
-    engine.api.close()
+class _BuildStream:
+    """The build's HTTP response, kept so that Ctrl-C can close it: the engine cancels a build whose client went
+    away and then removes the step's build container (forcerm). docker-py keeps the response inside its generator,
+    so it is caught on its way there."""
+
+    def __init__(self, engine):
+        self.engine, self.response = engine, None
+
+    def chunks(self, kwargs: dict):
+        api = self.engine.api
+        original = api._stream_helper
+
+        def keep_response(response, decode=False):
+            self.response = response
+            return original(response, decode)
+
+        api._stream_helper = keep_response
+        try:
+            yield from api.build(**kwargs)
+        finally:
+            api._stream_helper = original
+
+    def cancel(self, started: float, wait_s: float = 30.0) -> None:
+        """Close the build connection, then wait until the engine has removed the build's container."""
+        if self.response is not None:
+            self.response.close()
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _build_containers(self.engine, started):
+            time.sleep(0.5)
+
+
+def _build_containers(engine, since: float) -> list:
+    """Containers of a classic build step (run from a bare image id, unnamed by stackctl) created since `since`."""
+    import docker
+
+    found = []
+    try:
+        for container in engine.containers.list(all=True):
+            created = container.attrs.get("Created", "")
+            image = (container.attrs.get("Config") or {}).get("Image", "")
+            if image.startswith("sha256:") and _timestamp(created) >= since - 1:
+                found.append(container)
+    except docker.errors.APIError:
+        return []
+    return found
+
+
+def _timestamp(created: str) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return 0.0
 
 
 def find_image(engine, tag: str):
