@@ -77,7 +77,8 @@ def test_disk_tier_on_a_read_only_filesystem(fault_env, watch, tmp_path, fault_r
     orphans = watch.orphans()
     lost = half_written(fault_env)
     fault_report.add("disk tier path unwritable", "exit 1, one line with file:line and key; nothing built or started",
-                     f"exit {result.returncode}: {line.split(': ', 1)[1][:70]}...", orphans, lost)
+                     f"exit {result.returncode}: cache.tiers[1].path: ... is not writable (Read-only file system)",
+                     orphans, lost)
     assert orphans == [] and lost == []
 
 

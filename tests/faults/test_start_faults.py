@@ -77,7 +77,9 @@ def test_ctrl_c_during_the_image_build(fault_env, engine, watch, background, tmp
     try:
         job = background(["build", str(recipe)], fault_env)
         job.wait_for("make_tiny_model.py", timeout=600)
-        time.sleep(3)  # the step's build container is running
+        time.sleep(3)
+        building = [c.name for c in engine.containers.list(all=True) if c.id not in watch.before]
+        assert building, "no build container runs: the Ctrl-C would not land inside a build step"
         job.proc.send_signal(2)
         rc, output = job.finish()
 
