@@ -20,7 +20,8 @@ import click
 from stackctl.errors import StackctlError
 
 KEEP_RUNS = 10  # run directories (ansible-runner artifacts, wheelhouse) kept in the state dir; each host's latest
-                # rollout record is kept apart (fleet/hosts/HOST.json) and never pruned
+                # rollout records are kept apart (fleet/hosts/HOST.json) and never pruned with the runs
+HOST_RECORDS_KEEP = 50  # rollout records kept per host
 
 
 def say(message: str) -> None:
@@ -255,22 +256,28 @@ def _new_run_dir(action: str, create: bool = True) -> Path:
 
 
 def _keep_host_records(outcomes, artifacts: Path) -> None:
-    """Each reached host's latest rollout record, kept apart from the pruned run directories: the playbook's own
-    record when the host wrote one, else what the controller saw (an unreachable host writes nothing)."""
+    """Each reached host's rollout record, appended to its list (newest last, HOST_RECORDS_KEEP kept) apart from
+    the pruned run directories: the playbook's own record when the host wrote one, else what the controller saw
+    (an unreachable host writes nothing)."""
     from stackctl.state import write_atomically
 
     records = _state_base() / "fleet" / "hosts"
     for outcome in outcomes:
         if not outcome.reached:
-            continue  # untouched by this rollout: its earlier record stays as it is
-        written = artifacts / f"{outcome.host}.json"
+            continue  # untouched by this rollout: its earlier records stay as they are
         try:
-            record = json.loads(written.read_text())
+            record = json.loads((artifacts / f"{outcome.host}.json").read_text())
         except (OSError, ValueError):
             record = {"host": outcome.host, "outcome": outcome.status}
         record["controller"] = outcome.to_dict()
         record["run"] = str(artifacts.parent)
-        write_atomically(records / f"{outcome.host}.json", json.dumps(record, indent=2) + "\n")
+        path = records / f"{outcome.host}.json"
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            kept = []
+        kept = (kept if isinstance(kept, list) else [kept]) + [record]
+        write_atomically(path, json.dumps(kept[-HOST_RECORDS_KEEP:], indent=2) + "\n")
 
 
 def _source_tree() -> Path | None:

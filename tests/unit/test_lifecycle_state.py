@@ -1,0 +1,104 @@
+"""The lifecycle's pure and local parts: the per-stack lock (real flock across real processes), history and kept
+deployments in the state dir, the port preflight against a real listening socket, why a server stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from stackctl import state
+from stackctl.errors import StackctlError
+from stackctl.lock import StackLock
+from stackctl.preflight import client_host, ensure_port_free, port_holder
+from stackctl.runner import stop_reason
+
+HOLD = """
+import sys, time
+from stackctl.lock import StackLock
+with StackLock(sys.argv[1], "demo", "up"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_second_command_on_a_locked_stack_names_the_holder(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StackctlError) as refused, StackLock(tmp_path, "demo", "down"):
+            pass
+        message = str(refused.value)
+        assert f"demo: another stackctl is changing this stack: pid {holder.pid} running `stackctl up` since" in message
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder died without unlocking: the kernel released the flock; the file still names the dead process.
+    said = []
+    with StackLock(tmp_path, "demo", "down", say=said.append):
+        assert json.loads((tmp_path / "lock").read_text())["pid"] == os.getpid()
+    assert said == [f"demo: took over a stale lock (pid {holder.pid} running `stackctl up` since "
+                    f"{said[0].split(' since ')[1]}"]
+    assert (tmp_path / "lock").read_text() == ""
+
+
+def test_history_keeps_the_last_entries_and_last_good_skips_failures(tmp_path, monkeypatch):
+    monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
+    for index in range(state.HISTORY_KEEP + 3):
+        state.record_deployment("s", {"outcome": "deployed", "recipe_hash": f"h{index}"})
+    state.record_deployment("s", {"outcome": "failed", "recipe_hash": "bad"})
+    entries = state.read_history("s")
+    assert len(entries) == state.HISTORY_KEEP and entries[-1]["recipe_hash"] == "bad" and "time" in entries[-1]
+    last = f"h{state.HISTORY_KEEP + 2}"
+    assert state.last_good("s")["recipe_hash"] == last
+    assert state.last_good("s", exclude_hash=last)["recipe_hash"] == f"h{state.HISTORY_KEEP + 1}"
+    (tmp_path / "s" / "history.json").write_text("{not json")
+    assert state.read_history("s") == []  # a damaged file is not a crash
+
+
+def test_prune_keeps_the_running_and_the_recent_deployments(tmp_path, monkeypatch):
+    monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / "s" / "deployments" / name).mkdir(parents=True)
+        state.record_deployment("s", {"outcome": "deployed", "recipe_hash": name})
+    state.prune_deployments("s", {"a"})
+    assert sorted(p.name for p in (tmp_path / "s" / "deployments").iterdir()) == ["a", "c", "d"]
+
+
+def test_state_dir_that_cannot_be_written_is_refused_with_the_fix(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(StackctlError, match=r"state directory .*/file/s is not writable: .*fix: make it writable"):
+        state.ensure_writable(blocker / "s")
+
+
+def test_port_preflight_names_the_listening_process():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert port_holder(port).startswith(f"pid {os.getpid()} (")
+        with pytest.raises(StackctlError, match=rf"stack: port {port} on 127.0.0.1 is already in use by pid "
+                                                rf"{os.getpid()} "):
+            ensure_port_free("127.0.0.1", port, "stack")
+    ensure_port_free("127.0.0.1", port, "stack")  # free again
+
+
+def test_wildcard_binds_are_probed_on_loopback():
+    assert client_host("0.0.0.0") == "127.0.0.1" and client_host("::") == "::1"
+    assert client_host("127.0.0.1") == "127.0.0.1" and client_host("10.1.2.3") == "10.1.2.3"
+
+
+@pytest.mark.parametrize("engine_state, said", [
+    ({"ExitCode": 137, "FinishedAt": "2026-01-02T03:04:05.123Z"}, "killed (SIGKILL: kill -9, or the engine's stop "
+                                                                  "timeout) at 2026-01-02T03:04:05Z"),
+    ({"ExitCode": 137, "OOMKilled": True}, "killed by the kernel: out of memory"),
+    ({"ExitCode": 1, "FinishedAt": "0001-01-01T00:00:00Z"}, "exited with code 1"),
+    ({"ExitCode": 0}, "exited normally (code 0)"),
+])
+def test_stop_reason(engine_state, said):
+    assert stop_reason(engine_state) == said
