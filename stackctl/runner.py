@@ -30,8 +30,27 @@ def state_dir(recipe: Recipe) -> Path:
 
 # -- pure: what would be done ----------------------------------------------------------------------------------
 
-def image_tag(recipe: Recipe, files: dict) -> str:
-    return f"{stackspec.image_name(recipe)}:{renderer.image_hash(files)}"
+def image_tag(recipe: Recipe, files: dict, base_id: str | None = None) -> str:
+    """stackctl/NAME:HASH where HASH covers the build inputs and, once resolved, the base image's id: the same
+    `FROM debian:bookworm-slim` over a newer base image is another image, so it gets another tag."""
+    build_inputs = renderer.image_hash(files)
+    if base_id is None:
+        return f"{stackspec.image_name(recipe)}:{build_inputs}"
+    import hashlib
+
+    return f"{stackspec.image_name(recipe)}:{hashlib.sha256(f'{build_inputs}:{base_id}'.encode()).hexdigest()[:12]}"
+
+
+def base_image_id(engine, recipe: Recipe) -> str:
+    """The id of the recipe's base image as the engine has it now ("unresolved:NAME" when it has none: the build
+    will pull it, and the tag then names the pull)."""
+    base = stackspec.base_image(recipe)
+    image = dk.find_image(engine, base)
+    return image.id if image is not None else f"unresolved:{base}"
+
+
+def resolved_image_tag(engine, recipe: Recipe, files: dict) -> str:
+    return image_tag(recipe, files, base_image_id(engine, recipe))
 
 
 def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, host_groups: dict | None = None,
@@ -117,8 +136,9 @@ def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bund
 
 def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say) -> tuple[str, bool]:
     files = renderer.render_files(recipe)
-    tag = image_tag(recipe, files)
     engine = engine or dk.client()
+    base_id = base_image_id(engine, recipe)
+    tag = image_tag(recipe, files, base_id)
     if not (rebuild or no_cache) and dk.find_image(engine, tag) is not None:
         say(f"image {tag} is up to date (same build inputs): not rebuilding")
         return tag, False
@@ -127,7 +147,8 @@ def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say) -> tup
         renderer.write_bundle(files, context_dir / "bundle")
         bundle = context_dir / "bundle"
         _add_site_inputs(bundle, recipe, wheelhouse, ca_bundle, say)
-        labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: renderer.image_hash(files)}
+        labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: renderer.image_hash(files),
+                  dk.LABEL_BASE_IMAGE: stackspec.base_image(recipe), dk.LABEL_BASE_ID: base_id}
         say(f"building {tag} from {stackspec.base_image(recipe)}")
         started = time.monotonic()
         try:
@@ -329,8 +350,23 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
             "hash_seed": env.get("PYTHONHASHSEED"),
             "stopped_because": stop_reason(container.attrs.get("State") or {}) if container.status != "running"
             else None,
+            "newer_base": newer_base(engine, container.image),
         })
     return rows
+
+
+def newer_base(engine, image) -> str | None:
+    """Whether the base image the container's image was built from has changed in the engine since (the next
+    `up` would build another tag), as a sentence; None when it has not or cannot be told."""
+    labels = image.labels or {}
+    base, built_from = labels.get(dk.LABEL_BASE_IMAGE), labels.get(dk.LABEL_BASE_ID)
+    if not base or not built_from:
+        return None
+    now = dk.find_image(engine, base)
+    if now is None or now.id == built_from:
+        return None
+    return f"base image {base} is now {now.short_id} (built from {built_from.split(':')[-1][:10]}): the next up " \
+           "builds a new image"
 
 
 def stop_reason(container_state: dict) -> str:

@@ -132,6 +132,8 @@ def status(recipe, output_format, history):
         for r in rows:
             if r["stopped_because"]:
                 click.echo(f"{r['container']}: {r['stopped_because']}")
+            if r["newer_base"]:
+                click.echo(f"{r['container']}: {r['newer_base']}")
     if history:
         click.echo("")
         click.echo(f"history of {loaded.stack.name} (oldest first):")

@@ -60,8 +60,9 @@ class DoctorContext:
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            files = renderer.render_files(self.recipe)
-            self._cache["tag"] = f"{stackspec.image_name(self.recipe)}:{renderer.image_hash(files)}"
+            from stackctl.runner import resolved_image_tag
+
+            self._cache["tag"] = resolved_image_tag(self.engine(), self.recipe, renderer.render_files(self.recipe))
         return self._cache["tag"]
 
     def hash_algo(self) -> str:

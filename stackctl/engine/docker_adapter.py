@@ -16,6 +16,8 @@ LABEL_STACK = "dev.stackctl.stack"
 LABEL_RECIPE_HASH = "dev.stackctl.recipe-hash"
 LABEL_IMAGE_HASH = "dev.stackctl.image-hash"
 LABEL_RECIPE_PATH = "dev.stackctl.recipe"
+LABEL_BASE_IMAGE = "dev.stackctl.base-image"
+LABEL_BASE_ID = "dev.stackctl.base-image-id"
 PING_TIMEOUT_S = 10
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 

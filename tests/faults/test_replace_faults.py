@@ -112,8 +112,9 @@ def test_server_killed_during_bench_fails_cleanly_and_keeps_partial_results(main
                                                                             background, tmp_path, fault_report):
     _wait_healthy()
     out = tmp_path / "bench"
-    job = background(["bench", str(recipes["good"]), "--users", "2", "--turns", "40", "--system-tokens", "64",
-                      "--turn-tokens", "32", "--output-tokens", "4", "--max-requests", "400", "--max-seconds", "120",
+    # Long enough to outlast the kill (about 20 requests/s here), short prompts to stay within max_model_len.
+    job = background(["bench", str(recipes["good"]), "--users", "2", "--turns", "400", "--system-tokens", "64",
+                      "--turn-tokens", "8", "--output-tokens", "4", "--max-requests", "800", "--max-seconds", "90",
                       "-o", str(out)], fault_env)
     job.wait_for(f"bench: {STACK}: probe, then workload")
     time.sleep(6)  # some requests complete first

@@ -102,3 +102,19 @@ def test_wildcard_binds_are_probed_on_loopback():
 ])
 def test_stop_reason(engine_state, said):
     assert stop_reason(engine_state) == said
+
+
+def test_the_image_tag_hashes_the_resolved_base_image():
+    from helpers import RECIPES
+
+    from stackctl import render
+    from stackctl.recipe import load_recipe
+    from stackctl.runner import image_tag
+
+    recipe = load_recipe(RECIPES / "cpu-smoke.toml")
+    files = render.render_files(recipe)
+    unresolved = image_tag(recipe, files)
+    first, second = image_tag(recipe, files, "sha256:aaaa"), image_tag(recipe, files, "sha256:bbbb")
+    assert unresolved == f"stackctl/cpu-smoke:{render.image_hash(files)}"
+    assert first != second and first.startswith("stackctl/cpu-smoke:") and len(first.split(":")[1]) == 12
+    assert image_tag(recipe, files, "sha256:aaaa") == first  # stable for the same base
