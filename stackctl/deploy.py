@@ -27,6 +27,7 @@ class Deployment:
         self.recipe_hash = kwargs["labels"][dk.LABEL_RECIPE_HASH]
         self.previous = None   # the container that ran before, while it is set aside
         self.container = None  # the replacement
+        self.untouched = None  # the running container, until it is set aside
 
     # -- the transaction ----------------------------------------------------------------------------------------
 
@@ -44,6 +45,9 @@ class Deployment:
         except KeyboardInterrupt:
             self.say(f"{self.stack}: {self._describe(current)}")
             raise
+        except StackctlError as failure:
+            self._record("failed", detail=f"build: {_first_line(str(failure))}")
+            raise
         self.kwargs["image"] = tag
         image = dk.find_image(self.engine, tag)
         if current is not None and current.status == "running" and \
@@ -59,9 +63,10 @@ class Deployment:
                 save_failure_log(self.recipe, current)
                 dk.remove_container(current)
             current = None
-        state.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
-                              renderer.write_bundle)
+        self.untouched = current
         try:
+            state.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
+                                  renderer.write_bundle)
             self._switch(current, image)
         except (StackctlError, KeyboardInterrupt) as failure:
             self._undo(failure)
@@ -80,6 +85,7 @@ class Deployment:
         from stackctl.runner import wait_healthy
 
         if current is not None:
+            self.untouched = None
             old_hash = current.labels.get(dk.LABEL_RECIPE_HASH)
             self.say(f"replacing {self.name} (recipe {old_hash} -> {self.recipe_hash}); the previous container is "
                      "kept until the new one is healthy")
@@ -132,11 +138,14 @@ class Deployment:
                        f"{old_hash} back")
             elif self.previous is not None:
                 now = self._restore(wait=not interrupted)
+            elif self.untouched is not None:
+                now = self._describe(self.untouched)
             else:
                 now = "nothing runs (there was no previous deployment to go back to)"
         where = f"; log: {log}" if log else ""
         if interrupted:
-            self.say(f"{self.stack}: interrupted: the new container was removed; {now}")
+            removed = "the new container was removed; " if self.container is not None else ""
+            self.say(f"{self.stack}: interrupted: {removed}{now}")
             return
         failure.args = (f"{failure.args[0]}\n{self.stack}: the new deployment failed{where}. Now: {now}",)
 
@@ -172,9 +181,11 @@ class Deployment:
         leftover = dk.find_container(self.engine, self.name + PREVIOUS_SUFFIX)
         if leftover is not None:
             # An earlier up died (kill -9, power) between setting the previous container aside and finishing.
-            if current is None:
+            if current is None or current.status != "running":
                 self.say(f"{self.name}: an earlier up was cut short; putting the previous container back")
                 with shielded():
+                    if current is not None:
+                        dk.remove_container(current)
                     leftover.rename(self.name)
                     leftover.start()
                     leftover.reload()

@@ -118,3 +118,31 @@ def test_the_image_tag_hashes_the_resolved_base_image():
     assert unresolved == f"stackctl/cpu-smoke:{render.image_hash(files)}"
     assert first != second and first.startswith("stackctl/cpu-smoke:") and len(first.split(":")[1]) == 12
     assert image_tag(recipe, files, "sha256:aaaa") == first  # stable for the same base
+
+
+def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, monkeypatch):
+    from helpers import RECIPES
+
+    from stackctl.deploy import rollback_recipe
+    from stackctl.recipe import load_recipe
+    from stackctl.stackspec import recipe_hash
+
+    monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path / "state"))
+    first = tmp_path / "first.toml"
+    first.write_text((RECIPES / "cpu-smoke.toml").read_text())
+    second = tmp_path / "second.toml"
+    second.write_text(first.read_text().replace("port = 8000", "port = 8001"))
+    one, two = recipe_hash(load_recipe(first)), recipe_hash(load_recipe(second))
+    kept = state.deployment_dir("cpu-smoke", one) / "recipe.toml"
+    kept.parent.mkdir(parents=True)
+    kept.write_text(first.read_text())
+    state.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": one, "recipe": str(first)})
+    state.record_deployment("cpu-smoke", {"outcome": "failed", "recipe_hash": "broken", "recipe": "/x.toml"})
+    state.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": two, "recipe": str(second)})
+
+    assert rollback_recipe(load_recipe(second), two) == str(first)  # the original file, unchanged since
+    first.write_text(first.read_text().replace("port = 8000", "port = 8002"))
+    assert rollback_recipe(load_recipe(second), two) == str(kept)  # changed since: the kept copy
+    (tmp_path / "state" / "cpu-smoke" / "history.json").unlink()
+    with pytest.raises(StackctlError, match="no earlier deployment to return to"):
+        rollback_recipe(load_recipe(second), two)
