@@ -124,7 +124,8 @@ class Deployment:
         from stackctl.runner import save_failure_log
 
         interrupted = isinstance(failure, KeyboardInterrupt)
-        reason = "interrupted (Ctrl-C)" if interrupted else _first_line(str(failure))
+        reason = "interrupted (Ctrl-C)" if interrupted else _first_line(str(failure)).removeprefix(
+            f"{self.stack}: ").rstrip(":")
         with shielded():
             log = None
             if self.container is not None:
