@@ -159,17 +159,19 @@ class Deployment:
         previous.rename(self.name)
         previous.start()
         self.previous = None
+        recipe = previous.labels.get(dk.LABEL_RECIPE_PATH)
         if not wait:
-            self._record("restored", recipe_hash=old_hash, image_name=image, detail="started, not waited for")
+            self._record("restored", recipe_hash=old_hash, image_name=image, recipe=recipe,
+                         detail="started, not waited for")
             return f"the previous container (recipe {old_hash}, image {image}) was started again"
         host, port = served_address(previous)
         try:
             wait_for_health(self.stack, health_url(host, port), previous, self.timeout, self.say)
         except StackctlError as exc:
-            self._record("failed", recipe_hash=old_hash, image_name=image,
+            self._record("failed", recipe_hash=old_hash, image_name=image, recipe=recipe,
                          detail=f"restore: {_first_line(str(exc))}")
             return f"rolled back to recipe {old_hash}, but it did not become healthy either: {_first_line(str(exc))}"
-        self._record("restored", recipe_hash=old_hash, image_name=image)
+        self._record("restored", recipe_hash=old_hash, image_name=image, recipe=recipe)
         return f"rolled back: {self.name} serves recipe {old_hash} (image {image}) again"
 
     # -- helpers ------------------------------------------------------------------------------------------------
@@ -203,9 +205,9 @@ class Deployment:
                 "(unchanged)")
 
     def _record(self, outcome: str, *, image=None, recipe_hash: str | None = None, image_name: str | None = None,
-                detail: str = "") -> None:
+                recipe: str | None = None, detail: str = "") -> None:
         entry = {"command": self.command, "outcome": outcome, "recipe_hash": recipe_hash or self.recipe_hash,
-                 "image": image_name or self.kwargs["image"], "recipe": str(self.recipe.source)}
+                 "image": image_name or self.kwargs["image"], "recipe": recipe or str(self.recipe.source)}
         if image is not None:
             entry["image_id"] = image.id
         if detail:

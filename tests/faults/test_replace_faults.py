@@ -108,6 +108,33 @@ def test_ctrl_c_during_a_replacement_brings_the_previous_container_back(main_sta
     assert orphans == [] and lost == []
 
 
+def test_no_rollback_leaves_the_stack_down_and_rollback_brings_the_previous_recipe_back(
+        main_stack, recipes, fault_env, watch, fault_report):
+    _wait_healthy()
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+
+    failed = run_cli("up", str(recipes["broken"]), "--no-rollback", env=fault_env, timeout=1800)
+
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    assert f"Now: nothing runs (--no-rollback): `stackctl rollback {recipes['broken']}` brings recipe {good_hash} " \
+           "back" in failed.stderr
+    assert watch.engine.containers.list(all=True, filters={"name": CONTAINER}) == []
+    back = run_cli("rollback", str(recipes["broken"]), env=fault_env, timeout=1800)
+    assert back.returncode == 0, back.stderr[-3000:]
+    assert f"rolling back to {recipes['good']}" in back.stderr
+    assert _completion()["usage"]["completion_tokens"] == 4
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.labels["dev.stackctl.recipe-hash"] == good_hash
+    entries = history(fault_env, STACK)
+    assert [(e["command"], e["outcome"]) for e in entries[-2:]] == [("up", "failed"), ("rollback", "deployed")]
+    orphans = watch.orphans(CONTAINER)
+    fault_report.add("replacement fails with --no-rollback, then `stackctl rollback`",
+                     "exit 1, stack down and said; rollback serves the previous recipe",
+                     f"exit {failed.returncode}, then rollback exit {back.returncode}: recipe {good_hash} serving",
+                     orphans, [])
+    assert orphans == []
+
+
 def test_server_killed_during_bench_fails_cleanly_and_keeps_partial_results(main_stack, recipes, fault_env, watch,
                                                                             background, tmp_path, fault_report):
     _wait_healthy()
