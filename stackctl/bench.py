@@ -6,6 +6,7 @@ Workloads are bounded in request count and in time, and talk only to the stack's
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import statistics
@@ -15,7 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from stackctl import metrics
-from stackctl.httpclient import get_text, stream_completion
+from stackctl.errors import StackctlError
+from stackctl.httpclient import get_status, get_text, stream_completion
 
 VOCAB_WORDS = 4088  # the smoke model's vocabulary of "wN" words; other tokenizers split them, which is fine
 
@@ -112,6 +114,8 @@ class RunResult:
     wall_s: float = 0.0
     hit_rate: float | None = None
     probe: dict | None = None
+    first_error: str = ""        # what the first failed request saw
+    server_lost: bool = False    # the server stopped answering during the run: the results are partial
 
     def summary(self) -> dict:
         ttft = sorted(r["ttft_s"] for r in self.requests)
@@ -124,7 +128,7 @@ class RunResult:
             "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95), "ttft_max_s": ttft[-1] if ttft else None,
             "e2e_p50_s": _pct(e2e, 50), "e2e_p95_s": _pct(e2e, 95), "e2e_max_s": e2e[-1] if e2e else None,
             "input_tokens_per_s": tokens_in / wall, "output_tokens_per_s": tokens_out / wall,
-            "hit_rate": self.hit_rate, "wall_s": self.wall_s,
+            "hit_rate": self.hit_rate, "wall_s": self.wall_s, "partial": self.server_lost,
             "probe_cold_ttft_s": (self.probe or {}).get("cold_ttft_s"),
             "probe_warm_ttft_s": (self.probe or {}).get("warm_ttft_s"),
         }
@@ -154,9 +158,10 @@ def run_workload(base_url: str, model: str, sessions: list[list[Request]], arm: 
             try:
                 timing = stream_completion(base_url, model, request.prompt, max_tokens=request.max_tokens,
                                            timeout=max(5.0, deadline - begin + 60))
-            except Exception:  # a failed request is counted, never hidden
+            except (OSError, ValueError, http.client.HTTPException) as exc:  # counted and kept, never hidden
                 with lock:
                     result.errors += 1
+                    result.first_error = result.first_error or f"{type(exc).__name__}: {exc}"
                 continue
             usage = timing["usage"]
             with lock:
@@ -171,8 +176,20 @@ def run_workload(base_url: str, model: str, sessions: list[list[Request]], arm: 
     for thread in threads:
         thread.join(timeout=max(0.0, deadline - time.perf_counter()) + 120)
     result.wall_s = time.perf_counter() - started
+    if result.errors and get_status(f"{base_url}/health", timeout=5) != 200:
+        result.server_lost = True  # no counters to read either: the hit rate stays unknown
+        return result
     result.hit_rate = hit_rate(before, cache_counters(base_url))
     return result
+
+
+def require_plotting() -> None:
+    """bench.png needs matplotlib: say so before any arm is brought up, not after the measurements."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise StackctlError("bench needs matplotlib to draw bench.png (fix: pip install matplotlib, or "
+                            "pip install 'stackctl[test]')") from None
 
 
 def _pct(values: list, pct: float) -> float | None:
@@ -236,10 +253,13 @@ def plot(results: list[RunResult], path: Path) -> Path:
 
 
 def write_reports(results: list[RunResult], out_dir: Path) -> dict:
+    from stackctl.state import write_atomically
+
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = [r.summary() for r in results]
-    payload = {"summaries": summaries, "runs": [asdict(r) for r in results]}
-    (out_dir / "bench.json").write_text(json.dumps(payload, indent=2))
-    (out_dir / "bench.md").write_text(markdown_table(summaries))
+    payload = {"summaries": summaries, "runs": [asdict(r) for r in results],
+               "partial": any(r.server_lost for r in results)}
+    write_atomically(out_dir / "bench.json", json.dumps(payload, indent=2))
+    write_atomically(out_dir / "bench.md", markdown_table(summaries))
     plot(results, out_dir / "bench.png")
     return {"json": out_dir / "bench.json", "markdown": out_dir / "bench.md", "png": out_dir / "bench.png"}

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from stackctl import render as renderer
-from stackctl import stackspec
+from stackctl import stackspec, state
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.recipe.model import Recipe
@@ -28,16 +28,33 @@ if TYPE_CHECKING:  # annotations only
 
 
 def state_dir(recipe: Recipe) -> Path:
-    """Per-stack state: the rendered bundle the container mounts, and the last failure log."""
-    base = os.environ.get("STACKCTL_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "stackctl")
-    return Path(base) / recipe.stack.name
+    """Per-stack state (see stackctl/state.py): deployments, history, lock, the last failure log."""
+    return state.stack_dir(recipe.stack.name)
 
 
 # -- pure: what would be done ----------------------------------------------------------------------------------
 
-def image_tag(recipe: Recipe, files: dict) -> str:
-    return f"{stackspec.image_name(recipe)}:{renderer.image_hash(files)}"
+def image_tag(recipe: Recipe, files: dict, base_id: str | None = None) -> str:
+    """stackctl/NAME:HASH where HASH covers the build inputs and, once resolved, the base image's id: the same
+    `FROM debian:bookworm-slim` over a newer base image is another image, so it gets another tag."""
+    build_inputs = renderer.image_hash(files)
+    if base_id is None:
+        return f"{stackspec.image_name(recipe)}:{build_inputs}"
+    import hashlib
+
+    return f"{stackspec.image_name(recipe)}:{hashlib.sha256(f'{build_inputs}:{base_id}'.encode()).hexdigest()[:12]}"
+
+
+def base_image_id(engine, recipe: Recipe) -> str:
+    """The id of the recipe's base image as the engine has it now ("unresolved:NAME" when it has none: the build
+    will pull it, and the tag then names the pull)."""
+    base = stackspec.base_image(recipe)
+    image = dk.find_image(engine, base)
+    return image.id if image is not None else f"unresolved:{base}"
+
+
+def resolved_image_tag(engine, recipe: Recipe, files: dict) -> str:
+    return image_tag(recipe, files, base_image_id(engine, recipe))
 
 
 def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, host_groups: dict | None = None,
@@ -112,11 +129,24 @@ def read_secrets(recipe: Recipe) -> dict[str, str]:
 # -- build -----------------------------------------------------------------------------------------------------
 
 def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
-          rebuild: bool = False, no_cache: bool = False, say=print) -> tuple[str, bool]:
-    """Build the stack's image unless one with the same hash exists. Returns (tag, built)."""
+          rebuild: bool = False, no_cache: bool = False, say=print, locked: bool = False) -> tuple[str, bool]:
+    """Build the stack's image unless one with the same hash exists. Returns (tag, built). Takes the stack's lock
+    unless the caller (`up`) holds it already."""
+    if locked:
+        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say)
+    from stackctl.lock import StackLock
+
+    directory = state_dir(recipe)
+    state.ensure_writable(directory)
+    with StackLock(directory, recipe.stack.name, "build", say=say):
+        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say)
+
+
+def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say) -> tuple[str, bool]:
     files = renderer.render_files(recipe)
-    tag = image_tag(recipe, files)
     engine = engine or dk.client()
+    base_id = base_image_id(engine, recipe)
+    tag = image_tag(recipe, files, base_id)
     if not (rebuild or no_cache) and dk.find_image(engine, tag) is not None:
         say(f"image {tag} is up to date (same build inputs): not rebuilding")
         return tag, False
@@ -125,10 +155,16 @@ def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bund
         renderer.write_bundle(files, context_dir / "bundle")
         bundle = context_dir / "bundle"
         _add_site_inputs(bundle, recipe, wheelhouse, ca_bundle, say)
-        labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: renderer.image_hash(files)}
+        labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: renderer.image_hash(files),
+                  dk.LABEL_BASE_IMAGE: stackspec.base_image(recipe), dk.LABEL_BASE_ID: base_id}
         say(f"building {tag} from {stackspec.base_image(recipe)}")
         started = time.monotonic()
-        dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels, nocache=no_cache))
+        try:
+            dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels, nocache=no_cache))
+        except KeyboardInterrupt:  # stream_build has cancelled the build on the engine
+            say(f"interrupted during the build of {tag}: build cancelled, no image tagged; the stack's container "
+                "(if any) was not touched")
+            raise
         say(f"built {tag} in {time.monotonic() - started:.0f} s")
     return tag, True
 
@@ -155,7 +191,7 @@ def _add_site_inputs(bundle: Path, recipe: Recipe, wheelhouse: str | None, ca_bu
 # -- up / down / status ----------------------------------------------------------------------------------------
 
 def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
-       say=print) -> int:
+       say=print, rollback: bool = True, gate: str | None = None, command: str = "up") -> int:
     from stackctl.host import PinningError, discover, pinning_for
 
     files = renderer.render_files(recipe)
@@ -168,41 +204,24 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
         raise exc.located(recipe) from None
     groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
     secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
-    bundle_dir = state_dir(recipe) / "bundle"
+    bundle_dir = state.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
     kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
     _show_pinning(recipe, pinning, say)
     if dry_run:
         print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
         return 0
 
-    engine = dk.client()
-    current = dk.find_container(engine, kwargs["name"])
-    wanted_hash = kwargs["labels"][dk.LABEL_RECIPE_HASH]
-    if current is not None and current.status == "running" and \
-            current.labels.get(dk.LABEL_RECIPE_HASH) == wanted_hash:
-        say(f"{kwargs['name']} is running recipe {wanted_hash} already: nothing to do")
-        return 0
-    if current is not None and current.labels.get(dk.LABEL_STACK) != recipe.stack.name:
-        raise StackctlError(f"a container named {kwargs['name']} exists and was not made by stackctl "
-                            "(fix: rename the stack, or remove that container yourself)")
+    from stackctl.deploy import Deployment
+    from stackctl.lock import StackLock
 
-    build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle, say=say)
-    renderer.write_bundle(files, bundle_dir)
-    if current is not None:
-        say(f"replacing {kwargs['name']} (recipe {current.labels.get(dk.LABEL_RECIPE_HASH)} -> {wanted_hash})")
-        dk.remove_container(current)
-    container = engine.containers.run(**kwargs)
-    say(f"started {kwargs['name']} ({container.short_id}); waiting for http://{recipe.serve.host}:"
-        f"{recipe.serve.port}/health")
-    try:
-        wait_healthy(recipe, container, timeout or recipe.checks.startup_timeout_s, say)
-    except BaseException:
-        _save_failure_log(recipe, container)
-        dk.remove_container(container)
-        raise
-    say(f"{recipe.stack.name} is healthy on http://{recipe.serve.host}:{recipe.serve.port} "
-        f"(model {recipe.served_name})")
-    return 0
+    engine = dk.client()
+    directory = state_dir(recipe)
+    state.ensure_writable(directory)
+    with StackLock(directory, recipe.stack.name, command, say=say):
+        deployment = Deployment(recipe, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
+                                timeout=timeout or recipe.checks.startup_timeout_s)
+        return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
+                                            say=say, locked=True))
 
 
 def _show_pinning(recipe: Recipe, pinning, say) -> None:
@@ -231,11 +250,20 @@ def _refuse_without_gpus(recipe: Recipe, facts) -> None:
                             f"has {len(facts.gpus)} AMD GPU(s) (fix: lower tensor_parallel or run on a bigger host)")
 
 
+def health_url(host: str, port) -> str:
+    from stackctl.preflight import client_host
+
+    return f"http://{client_host(host)}:{port}/health"
+
+
 def wait_healthy(recipe: Recipe, container, timeout: float, say) -> None:
+    wait_for_health(recipe.stack.name, health_url(recipe.serve.host, recipe.serve.port), container, timeout, say)
+
+
+def wait_for_health(stack: str, url: str, container, timeout: float, say) -> None:
     """Poll /health until 200; fail fast with the log's relevant tail when the container exits."""
     from stackctl.httpclient import get_status
 
-    url = f"http://{recipe.serve.host}:{recipe.serve.port}/health"
     started = time.monotonic()
     tty = sys.stderr.isatty()
     last_report = 0.0
@@ -244,7 +272,7 @@ def wait_healthy(recipe: Recipe, container, timeout: float, say) -> None:
         container.reload()
         if container.status in ("exited", "dead"):
             log = container.logs().decode(errors="replace")
-            raise StackctlError(f"{recipe.stack.name}: the server exited during start-up (exit code "
+            raise StackctlError(f"{stack}: the server exited during start-up (exit code "
                                 f"{container.attrs['State'].get('ExitCode')}):\n{relevant_log_tail(log)}")
         if get_status(url, timeout=2.0) == 200:
             if tty:
@@ -252,7 +280,7 @@ def wait_healthy(recipe: Recipe, container, timeout: float, say) -> None:
             return
         if elapsed > timeout:
             log = container.logs(tail=200).decode(errors="replace")
-            raise StackctlError(f"{recipe.stack.name}: not healthy after {timeout:.0f} s (fix: raise "
+            raise StackctlError(f"{stack}: not healthy after {timeout:.0f} s (fix: raise "
                                 f"checks.startup_timeout_s, or read the log):\n{relevant_log_tail(log)}")
         if tty:
             sys.stderr.write(f"\r\033[Kwaiting for /health: {elapsed:4.0f} s")
@@ -272,29 +300,43 @@ def relevant_log_tail(log: str, lines: int = 25) -> str:
     return "\n".join(all_lines[-lines:])
 
 
-def _save_failure_log(recipe: Recipe, container) -> None:
+def save_failure_log(recipe: Recipe, container) -> Path | None:
+    """Keep a failed server's log as STATE/NAME/last-failure.log (the container itself is removed)."""
+    import docker
+
     try:
         log = container.logs().decode(errors="replace")
-    except Exception:
-        return
+    except docker.errors.APIError as exc:  # the container may be gone already: say so, do not fail the cleanup
+        log = f"(log unavailable: {exc})\n"
     path = state_dir(recipe) / "last-failure.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(log)
-    os.replace(tmp, path)
+    try:
+        state.write_atomically(path, log)
+    except OSError:
+        return None
+    return path
 
 
 def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
+    from stackctl.lock import StackLock
+    from stackctl.signals import shielded
+
     engine = dk.client()
+    directory = state_dir(recipe)
+    state.ensure_writable(directory)
     removed = 0
-    for container in dk.stack_containers(engine, recipe.stack.name):
-        dk.remove_container(container)
-        say(f"removed container {container.name}")
-        removed += 1
-    if remove_image:
-        for image in engine.images.list(filters={"label": f"{dk.LABEL_STACK}={recipe.stack.name}"}):
-            engine.images.remove(image.id, force=True)
-            say(f"removed image {', '.join(image.tags) or image.short_id}")
+    with StackLock(directory, recipe.stack.name, "down", say=say):
+        for container in dk.stack_containers(engine, recipe.stack.name):
+            with shielded():  # a container is removed and said, or neither
+                dk.remove_container(container)
+                say(f"removed container {container.name}")
+            removed += 1
+        if remove_image:
+            for image in engine.images.list(filters={"label": f"{dk.LABEL_STACK}={recipe.stack.name}"}):
+                engine.images.remove(image.id, force=True)
+                say(f"removed image {', '.join(image.tags) or image.short_id}")
+        if removed:
+            state.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",
+                                                        "recipe_hash": stackspec.recipe_hash(recipe)})
     if not removed:
         say(f"{recipe.stack.name}: no container to remove")
     return 0
@@ -302,7 +344,7 @@ def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
 
 def status_rows(recipe: Recipe | None = None) -> list[dict]:
     """One row per stackctl container: name, description, state, image, recipe hash (and whether it matches),
-    health, uptime."""
+    health, uptime, and for a stopped server why it stopped."""
     from datetime import datetime, timezone
 
     from stackctl.httpclient import get_status
@@ -318,10 +360,10 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
             begun = datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")
             uptime = int((datetime.now(timezone.utc) - begun).total_seconds())
         env = dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
-        port = _served_port(container) or "?"
+        host, port = served_address(container)
         health = None
         if container.status == "running":
-            code = get_status(f"http://127.0.0.1:{port}/health", timeout=2.0) if port != "?" else None
+            code = get_status(health_url(host, port), timeout=2.0) if port else None
             health = "healthy" if code == 200 else ("starting" if code is None else f"unhealthy ({code})")
         rows.append({
             "stack": labels.get(dk.LABEL_STACK), "container": container.name, "state": container.status,
@@ -329,19 +371,59 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
             "image": (container.image.tags or [container.image.short_id])[0],
             "recipe_hash": labels.get(dk.LABEL_RECIPE_HASH),
             "recipe_current": (labels.get(dk.LABEL_RECIPE_HASH) == wanted) if wanted else None,
-            "health": health, "uptime_s": uptime, "port": port,
+            "health": health, "uptime_s": uptime, "host": host, "port": port or "?",
             "hash_seed": env.get("PYTHONHASHSEED"),
+            "stopped_because": stop_reason(container.attrs.get("State") or {}) if container.status != "running"
+            else None,
+            "newer_base": newer_base(engine, container.image),
         })
     return rows
 
 
-def _served_port(container) -> str | None:
-    """The server port, read from the bundle's serve.sh the container runs (the recipe may have changed since)."""
+def newer_base(engine, image) -> str | None:
+    """Whether the base image the container's image was built from has changed in the engine since (the next
+    `up` would build another tag), as a sentence; None when it has not or cannot be told."""
+    labels = image.labels or {}
+    base, built_from = labels.get(dk.LABEL_BASE_IMAGE), labels.get(dk.LABEL_BASE_ID)
+    if not base or not built_from:
+        return None
+    now = dk.find_image(engine, base)
+    if now is None or now.id == built_from:
+        return None
+    return f"base image {base} is now {now.short_id} (built from {built_from.split(':')[-1][:10]}): the next up " \
+           "builds a new image"
+
+
+def stop_reason(container_state: dict) -> str:
+    """Why a server is not running, from the engine's record of its end (exit code, signal, OOM)."""
+    code = container_state.get("ExitCode")
+    finished = (container_state.get("FinishedAt") or "")[:19]
+    if container_state.get("OOMKilled"):
+        why = "killed by the kernel: out of memory"
+    elif code == 137:
+        why = "killed (SIGKILL: kill -9, or the engine's stop timeout)"
+    elif code == 143:
+        why = "stopped (SIGTERM)"
+    elif code == 0:
+        why = "exited normally (code 0)"
+    elif code is None:
+        why = f"state {container_state.get('Status', 'unknown')}"
+    else:
+        why = f"exited with code {code}"
+    if container_state.get("Error"):
+        why += f": {container_state['Error']}"
+    return why + (f" at {finished}Z" if finished and not finished.startswith("0001") else "")
+
+
+def served_address(container) -> tuple[str, str | None]:
+    """Host and port the server listens on, read from the bundle's serve.sh the container runs (the recipe may
+    have changed since)."""
     for mount in container.attrs.get("Mounts", []):
         if mount.get("Destination") == stackspec.RUN_DIR:
             serve = Path(mount["Source"]) / "serve.sh"
             if serve.is_file():
-                words = serve.read_text().split()
-                if "--port" in words:
-                    return words[words.index("--port") + 1]
-    return None
+                words = [w.strip("'\"") for w in serve.read_text().split()]
+                host = words[words.index("--host") + 1] if "--host" in words else "127.0.0.1"
+                port = words[words.index("--port") + 1] if "--port" in words else None
+                return host, port
+    return "127.0.0.1", None

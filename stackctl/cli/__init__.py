@@ -21,6 +21,7 @@ COMMANDS = {
     "render": ("stackctl.cli.render", "render", "Write the deployment bundle (Dockerfile, serve.sh, ...)."),
     "build": ("stackctl.cli.run", "build", "Build the stack's image."),
     "up": ("stackctl.cli.run", "up", "Build if needed, start the stack and wait until healthy."),
+    "rollback": ("stackctl.cli.run", "rollback", "Return a stack to its previous deployment."),
     "down": ("stackctl.cli.run", "down", "Stop and remove the stack's container."),
     "status": ("stackctl.cli.run", "status", "Show containers, images, recipe hash and health."),
     "logs": ("stackctl.cli.run", "logs", "Show the server log of a stack."),

@@ -47,6 +47,7 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
         if failed:
             raise StackctlError("bench: the warm path is not fast enough: " + "; ".join(failed))
         return
+    engine.require_plotting()
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
     for arm in arm_recipes:  # arms are brought up: as `up` does, no stack with rule errors
         check_rules(arm, arm.source, "bench")
@@ -54,7 +55,18 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
         sessions = engine.trace_sessions(Path(trace))
     else:
         sessions = engine.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
-    results = [_run_arm(arm, sessions, tokens, max_requests, max_seconds) for arm in arm_recipes]
+    results = []
+    for arm in arm_recipes:
+        result = _run_arm(arm, sessions, tokens, max_requests, max_seconds)
+        results.append(result)
+        if result.server_lost:
+            # Keep what was measured (this arm's completed requests, earlier arms whole), then stop cleanly.
+            paths = engine.write_reports(results, Path(out_dir))
+            raise StackctlError(
+                f"bench: {arm.stack.name}: the server stopped answering during the run ({len(result.requests)} "
+                f"request(s) completed, {result.errors} failed: {result.first_error}); partial results in "
+                f"{paths['json']} (why it stopped: stackctl status {arm.source}; its log: stackctl logs "
+                f"{arm.source})")
     paths = engine.write_reports(results, Path(out_dir))
     click.echo(paths["markdown"].read_text(), nl=False)
     click.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", err=True)
@@ -63,8 +75,9 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
 def _running_url(recipe) -> str:
     from stackctl.errors import StackctlError
     from stackctl.httpclient import get_status
+    from stackctl.preflight import client_host
 
-    url = f"http://{recipe.serve.host}:{recipe.serve.port}"
+    url = f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
     if get_status(f"{url}/health", timeout=5) != 200:
         raise StackctlError(f"{recipe.stack.name}: no healthy server at {url} (fix: stackctl up {recipe.source})")
     return url
@@ -75,8 +88,9 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
     from stackctl import bench as engine
     from stackctl import runner
     from stackctl.httpclient import get_status
+    from stackctl.preflight import client_host
 
-    url = f"http://{recipe.serve.host}:{recipe.serve.port}"
+    url = f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
     rows = [r for r in runner.status_rows(recipe) if r["recipe_current"] and r["health"] == "healthy"]
     started_here = False
     if not rows:
@@ -96,7 +110,22 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
         return result
     finally:
         if started_here:
+            container = _stack_container(recipe)
+            if container is not None and container.status != "running":
+                kept = runner.save_failure_log(recipe, container)
+                click.echo(f"bench: {recipe.stack.name} stopped ({runner.stop_reason(container.attrs['State'])}); "
+                           f"its log: {kept}", err=True)
             runner.down(recipe, say=lambda m: click.echo(m, err=True))
+
+
+def _stack_container(recipe):
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.stackspec import container_name
+
+    container = dk.find_container(dk.client(), container_name(recipe))
+    if container is not None:
+        container.reload()
+    return container
 
 
 def _pct(value) -> str:

@@ -41,6 +41,8 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
         scopes = ["host"]
     context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh)
     results, broken = run_doctor(context, scopes, skip)
+    if context.engine_error:  # one line on stderr; the report says which checks it skipped
+        click.echo(f"stackctl: {context.engine_error}", err=True)
     report = _report(results, output_format, loaded, scopes)
     if output:
         from stackctl.cli.init import write_new_file

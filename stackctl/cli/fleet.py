@@ -19,7 +19,9 @@ import click
 
 from stackctl.errors import StackctlError
 
-KEEP_RUNS = 10  # run directories (ansible-runner artifacts, wheelhouse, per-host records) kept in the state dir
+KEEP_RUNS = 10  # run directories (ansible-runner artifacts, wheelhouse) kept in the state dir; each host's latest
+                # rollout records are kept apart (fleet/hosts/HOST.json) and never pruned with the runs
+HOST_RECORDS_KEEP = 50  # rollout records kept per host
 
 
 def say(message: str) -> None:
@@ -55,11 +57,14 @@ def fleet():
 @click.option("--forks", type=click.IntRange(1, 500), help="Hosts worked on at once.  [default: one per host]")
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table",
               show_default=True)
-@click.option("--dry-run", is_flag=True, help="Print the plan and the ansible-runner arguments; run nothing.")
+@click.option("--rollback-on-fail", is_flag=True,
+              help="Return a host whose rollout fails after its recipe was replaced (preflight, up or the doctor "
+                   "gate) to its previous recipe.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and the ansible-runner arguments; run and write nothing.")
 @click.option("-v", "--verbose", count=True, help="Also show Ansible's own output (-v, -vv, ...).")
 @click.pass_context
 def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot, wheelhouse, skip, forks,
-            output_format, dry_run, verbose):
+            output_format, rollback_on_fail, dry_run, verbose):
     """Roll RECIPE out to the hosts of an inventory, in batches.
 
     Per host: install stackctl (from a wheelhouse; the hosts need no package index) and the recipe, run the host
@@ -82,9 +87,10 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     hosts, plans, recipes = _plan(recipe, inventory)
     fl.check_shared_tiers(recipes)
     host_batches = fl.batches(hosts, batch_size)
-    run_dir = _new_run_dir("rollout")
+    run_dir = _new_run_dir("rollout", create=not dry_run)
     artifacts = run_dir / "hosts"
-    artifacts.mkdir()
+    if not dry_run:
+        artifacts.mkdir()
     if dry_run:
         wheel_dir, wheel_id = str(wheelhouse or "<built at run time>"), "<computed at run time>"
     else:
@@ -95,17 +101,21 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     extravars = fl.rollout_extravars(
         plans, batch=batch_size, max_fail=max_fail_pct, skip_up=skip_up, wheelhouse=wheel_dir,
         wheelhouse_archive=str(run_dir / f"wheelhouse-{wheel_id}.tar"), wheelhouse_hash=wheel_id,
-        artifacts_dir=str(artifacts), tune=tune, allow_reboot=allow_reboot, doctor_skip=tuple(skip))
+        artifacts_dir=str(artifacts), tune=tune, allow_reboot=allow_reboot, doctor_skip=tuple(skip),
+        rollback_on_fail=rollback_on_fail)
     kwargs = _kwargs(run_dir, fl.ROLLOUT_PLAYBOOK, inventory, extravars, forks or fl.default_forks(len(hosts)),
-                     verbose)
+                     verbose, create=not dry_run)
     if dry_run:
         click.echo(json.dumps({"batches": host_batches, "runner": kwargs}, indent=2, default=str))
         return
     say(f"rollout to {len(hosts)} host(s) in {len(host_batches)} batch(es); stop after a batch with more than "
         f"{max_fail_pct}% failed" + ("; doctor-only (--skip-up)" if skip_up else ""))
     tracker = fl.FleetTracker(hosts, host_batches, fl.ROLLOUT_PLAY, plans)
-    _run(runner_module, kwargs, tracker)
-    outcomes = tracker.results()
+    try:
+        _run(runner_module, kwargs, tracker)
+    finally:  # also on Ctrl-C or a failed run: every reached host's record is kept
+        outcomes = tracker.results()
+        _keep_host_records(outcomes, artifacts)
     header = {"action": "rollout", "inventory": str(inventory), "recipe": recipe, "batches": host_batches,
               "max_fail_percentage": max_fail_pct, "skip_up": skip_up, "wheelhouse_id": wheel_id,
               "artifacts": str(artifacts)}
@@ -228,21 +238,49 @@ def _plan(recipe: str | None, inventory: str) -> tuple[list[str], dict, dict]:
 
 
 def _state_base() -> Path:
-    base = os.environ.get("STACKCTL_STATE_DIR") or os.path.join(
-        os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "stackctl")
-    return Path(base)
+    from stackctl.state import base_dir
+
+    return base_dir()
 
 
-def _new_run_dir(action: str) -> Path:
-    """A fresh directory for one fleet run; older runs beyond KEEP_RUNS are removed."""
+def _new_run_dir(action: str, create: bool = True) -> Path:
+    """A fresh directory for one fleet run; older runs beyond KEEP_RUNS are removed. With create=False (dry run)
+    only its name: nothing is written or removed."""
     runs = _state_base() / "fleet" / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     run_dir = runs / f"{stamp}-{action}-{os.getpid()}"
+    if not create:
+        return run_dir
+    runs.mkdir(parents=True, exist_ok=True)
     run_dir.mkdir()
     for old in sorted(p for p in runs.iterdir() if p.is_dir())[:-KEEP_RUNS]:
         shutil.rmtree(old, ignore_errors=True)
     return run_dir
+
+
+def _keep_host_records(outcomes, artifacts: Path) -> None:
+    """Each reached host's rollout record, appended to its list (newest last, HOST_RECORDS_KEEP kept) apart from
+    the pruned run directories: the playbook's own record when the host wrote one, else what the controller saw
+    (an unreachable host writes nothing)."""
+    from stackctl.state import write_atomically
+
+    records = _state_base() / "fleet" / "hosts"
+    for outcome in outcomes:
+        if not outcome.reached:
+            continue  # untouched by this rollout: its earlier records stay as they are
+        try:
+            record = json.loads((artifacts / f"{outcome.host}.json").read_text())
+        except (OSError, ValueError):
+            record = {"host": outcome.host, "outcome": outcome.status}
+        record["controller"] = outcome.to_dict()
+        record["run"] = str(artifacts.parent)
+        path = records / f"{outcome.host}.json"
+        try:
+            kept = json.loads(path.read_text())
+        except (OSError, ValueError):
+            kept = []
+        kept = (kept if isinstance(kept, list) else [kept]) + [record]
+        write_atomically(path, json.dumps(kept[-HOST_RECORDS_KEEP:], indent=2) + "\n")
 
 
 def _source_tree() -> Path | None:
@@ -269,12 +307,14 @@ def _build_wheelhouse(dest: Path) -> Path:
     return dest
 
 
-def _kwargs(run_dir: Path, playbook: str, inventory: str, extravars: dict, forks: int, verbose: int) -> dict:
+def _kwargs(run_dir: Path, playbook: str, inventory: str, extravars: dict, forks: int, verbose: int,
+            create: bool = True) -> dict:
     from stackctl import fleet as fl
     from stackctl.resources import shipped
 
     private = run_dir / "runner"
-    private.mkdir(exist_ok=True)
+    if create:
+        private.mkdir(exist_ok=True)
     return fl.runner_kwargs(private_data_dir=str(private), playbook=str(shipped("playbooks") / playbook),
                             inventory=str(Path(inventory).resolve()), extravars=extravars, forks=forks,
                             verbosity=verbose, quiet=not verbose)
@@ -300,9 +340,11 @@ def _run(ansible_runner, kwargs: dict, tracker) -> None:
 
 
 def _stdout_tail(result) -> str:
+    from ansible_runner.exceptions import AnsibleRunnerException
+
     try:
         text = result.stdout.read()
-    except Exception:  # the stdout artifact may be missing when ansible-playbook never started
+    except (AnsibleRunnerException, OSError):  # no stdout artifact when ansible-playbook never started
         return "no output"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     return " ".join(lines[-4:])[-600:] or "no output"

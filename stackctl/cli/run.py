@@ -46,14 +46,42 @@ def build(recipe, wheelhouse, ca_bundle, ignore_errors, rebuild, no_cache):
 @site_options
 @click.option("--dry-run", is_flag=True, help="Print the pinning decision and the docker-py arguments only.")
 @click.option("--timeout", type=float, help="Seconds to wait for /health (default: checks.startup_timeout_s).")
+@click.option("--gate", metavar="SCOPES", help="Also require `stackctl doctor --scope SCOPES` to pass (e.g. server).")
+@click.option("--no-rollback", is_flag=True,
+              help="When the new server fails, do not bring the previous one back (the stack is left down).")
 @click.pass_context
-def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout):
-    """Build if needed, start RECIPE's server pinned to its GPUs' NUMA node, and wait until it is healthy."""
+def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate, no_rollback):
+    """Build if needed, start RECIPE's server pinned to its GPUs' NUMA node, and wait until it is healthy.
+
+    A running stack is replaced safely: the previous container is kept until the new one is healthy (and passes
+    --gate); if it is not, the previous one comes back and up exits 1 naming the failing check.
+    """
     from stackctl.cli.common import load_checked
+    from stackctl.doctor.registry import parse_scopes
     from stackctl.runner import up as run_up
 
-    ctx.exit(run_up(load_checked(recipe, "up", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle, dry_run=dry_run, timeout=timeout,
-                    say=say))
+    if gate:
+        parse_scopes(gate, "--gate")
+    ctx.exit(run_up(load_checked(recipe, "up", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle,
+                    dry_run=dry_run, timeout=timeout, say=say, rollback=not no_rollback, gate=gate))
+
+
+@click.command()
+@click.argument("recipe")
+@click.option("--timeout", type=float, help="Seconds to wait for /health (default: checks.startup_timeout_s).")
+@click.pass_context
+def rollback(ctx, recipe, timeout):
+    """Return RECIPE's stack to the deployment before the running one (from `status --history`)."""
+    from stackctl import runner
+    from stackctl.cli.common import load
+    from stackctl.deploy import rollback_recipe
+
+    loaded = load(recipe)
+    running = [r["recipe_hash"] for r in runner.status_rows(loaded) if r["container"] == f"stackctl-{loaded.stack.name}"
+               and r["state"] == "running"]
+    target = rollback_recipe(loaded, running[0] if running else None)
+    say(f"rolling back to {target}")
+    ctx.exit(runner.up(load(target), timeout=timeout, say=say, command="rollback"))
 
 
 @click.command()
@@ -70,23 +98,46 @@ def down(recipe, remove_image):
 @click.command()
 @click.argument("recipe", required=False)
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def status(recipe, output_format):
-    """Show stackctl's containers (all, or RECIPE's): state, image, recipe hash, health, uptime, description."""
+@click.option("--history", is_flag=True, help="With RECIPE: also list its last deployments and their outcomes.")
+def status(recipe, output_format, history):
+    """Show stackctl's containers (all, or RECIPE's): state, image, recipe hash, health, uptime, description; for a
+    stopped server, why it stopped."""
     from stackctl.cli.common import load
+    from stackctl.errors import StackctlError
     from stackctl.runner import status_rows
+    from stackctl.state import read_history
 
-    rows = status_rows(load(recipe) if recipe else None)
+    if history and not recipe:
+        raise StackctlError("--history needs a RECIPE (fix: stackctl status RECIPE --history)")
+    loaded = load(recipe) if recipe else None
+    rows = status_rows(loaded)
+    entries = read_history(loaded.stack.name) if history else []
     if output_format == "json":
-        click.echo(json.dumps(rows, indent=2))
+        click.echo(json.dumps({"containers": rows, "history": entries} if history else rows, indent=2))
         return
     if not rows:
         click.echo("no stackctl containers")
-        return
-    header = ("STACK", "STATE", "HEALTH", "UPTIME", "RECIPE HASH", "IMAGE", "DESCRIPTION")
-    table = [header] + [(r["stack"], r["state"], r["health"] or "-", _uptime(r["uptime_s"]),
-                         (r["recipe_hash"] or "-") + ("" if r["recipe_current"] in (None, True) else " (changed)"),
-                         r["image"], r["description"] or "-") for r in rows]
-    widths = [max(len(str(row[i])) for row in table) for i in range(len(header))]
+    else:
+        header = ("STACK", "STATE", "HEALTH", "UPTIME", "RECIPE HASH", "IMAGE", "DESCRIPTION")
+        table = [header] + [(r["stack"], r["state"], r["health"] or "-", _uptime(r["uptime_s"]),
+                             (r["recipe_hash"] or "-") + ("" if r["recipe_current"] in (None, True) else " (changed)"),
+                             r["image"], r["description"] or "-") for r in rows]
+        _print_table(table)
+        for r in rows:
+            if r["stopped_because"]:
+                click.echo(f"{r['container']}: {r['stopped_because']}")
+            if r["newer_base"]:
+                click.echo(f"{r['container']}: {r['newer_base']}")
+    if history:
+        click.echo("")
+        click.echo(f"history of {loaded.stack.name} (oldest first):")
+        _print_table([("TIME", "COMMAND", "OUTCOME", "RECIPE HASH", "IMAGE", "DETAIL")] + [
+            (e.get("time", "-"), e.get("command", "-"), e.get("outcome", "-"), e.get("recipe_hash", "-"),
+             e.get("image", "-"), e.get("detail", "")) for e in entries])
+
+
+def _print_table(table: list) -> None:
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(table[0]))]
     for row in table:
         click.echo("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip())
 

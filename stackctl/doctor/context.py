@@ -60,8 +60,9 @@ class DoctorContext:
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            files = renderer.render_files(self.recipe, guard=False)  # only hashed: nothing is written
-            self._cache["tag"] = f"{stackspec.image_name(self.recipe)}:{renderer.image_hash(files)}"
+            from stackctl.runner import resolved_image_tag
+
+            self._cache["tag"] = resolved_image_tag(self.engine(), self.recipe, renderer.render_files(self.recipe, guard=False))
         return self._cache["tag"]
 
     def hash_algo(self) -> str:
@@ -123,7 +124,10 @@ class DoctorContext:
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.recipe.serve.host}:{self.recipe.serve.port}"
+        from stackctl.preflight import client_host
+
+        # The address the server listens on; a wildcard bind (0.0.0.0) answers on loopback.
+        return f"http://{client_host(self.recipe.serve.host)}:{self.recipe.serve.port}"
 
     def container(self):
         if "container" not in self._cache:

@@ -13,16 +13,16 @@ PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 SKIPPED_BY_REQUEST = "skipped by request"  # the message of a check skipped by --skip or checks.skip
 
 
-def parse_scopes(text: str) -> list[str]:
-    """The scopes of a --scope value ("host,image"), or a one-line error naming what is wrong."""
+def parse_scopes(text: str, option: str = "--scope") -> list[str]:
+    """The scopes of a --scope (or --gate) value ("host,image"), or a one-line error naming what is wrong."""
     from stackctl.errors import StackctlError
 
     scopes = [s.strip() for s in text.split(",") if s.strip()]
     unknown = [s for s in scopes if s not in SCOPES]
     if unknown:
-        raise StackctlError(f"--scope: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
+        raise StackctlError(f"{option}: unknown scope {', '.join(unknown)} (fix: use {', '.join(SCOPES)})")
     if not scopes:
-        raise StackctlError(f"--scope: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
+        raise StackctlError(f"{option}: no scope given (fix: one or more of {', '.join(SCOPES)}, comma-separated)")
     return scopes
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 from stackctl.errors import StackctlError
 
@@ -16,6 +17,9 @@ LABEL_RECIPE_HASH = "dev.stackctl.recipe-hash"
 LABEL_IMAGE_HASH = "dev.stackctl.image-hash"
 LABEL_RECIPE_PATH = "dev.stackctl.recipe"
 LABEL_DESCRIPTION = "dev.stackctl.description"  # stack.description, shown by status
+LABEL_BASE_IMAGE = "dev.stackctl.base-image"
+LABEL_BASE_ID = "dev.stackctl.base-image-id"
+PING_TIMEOUT_S = 10
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
@@ -26,10 +30,13 @@ def client():
     except ImportError:  # pragma: no cover - docker is a dependency
         raise StackctlError("the `docker` Python package is missing (fix: pip install docker)") from None
     try:
-        engine = docker.from_env(timeout=600)
+        # A short timeout for the first question: an engine that does not answer is reported in seconds, not
+        # after the 10 minutes a long build request may take.
+        engine = docker.from_env(timeout=PING_TIMEOUT_S)
         engine.ping()
+        engine.api.timeout = 600
         return engine
-    except Exception as exc:
+    except (docker.errors.DockerException, OSError) as exc:  # requests' connection errors are OSErrors
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise StackctlError(f"cannot reach the Docker engine at {where}: {_short(exc)} (fix: start dockerd, "
                             "or set DOCKER_HOST)", exit_code=2) from None
@@ -53,13 +60,16 @@ def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False
 
 def stream_build(engine, kwargs: dict, out=None) -> None:
     """Run a build, showing progress: on a terminal one line updated in place (current step and its latest output);
-    otherwise every line of build output, plain, for CI logs. A failure shows the end of the output."""
+    otherwise every line of build output, plain, for CI logs. A failure shows the end of the output. Ctrl-C
+    cancels the build on the engine too (see cancel_build)."""
     out = out or sys.stderr
     tty = out.isatty()
     tail: list[str] = []
     step = ""
+    started = time.time()
+    stream = _BuildStream(engine)
     try:
-        for chunk in engine.api.build(**kwargs):
+        for chunk in stream.chunks(kwargs):
             if "error" in chunk:
                 detail = chunk.get("error", "").strip()
                 context = "".join(tail[-15:])
@@ -79,9 +89,68 @@ def stream_build(engine, kwargs: dict, out=None) -> None:
                     width = os.get_terminal_size(out.fileno()).columns - 1
                     out.write("\r\033[K" + f"{step}: {line}"[:width])
             out.flush()
+    except KeyboardInterrupt:
+        stream.cancel(started)
+        raise
     finally:
         if tty:
             out.write("\n")
+
+
+class _BuildStream:
+    """The build's HTTP response, kept so that Ctrl-C can close it: the engine cancels a build whose client went
+    away and then removes the step's build container (forcerm). docker-py keeps the response inside its generator,
+    so it is caught on its way there."""
+
+    def __init__(self, engine):
+        self.engine, self.response = engine, None
+
+    def chunks(self, kwargs: dict):
+        api = self.engine.api
+        original = api._stream_helper
+
+        def keep_response(response, decode=False):
+            self.response = response
+            return original(response, decode)
+
+        api._stream_helper = keep_response
+        try:
+            yield from api.build(**kwargs)
+        finally:
+            api._stream_helper = original
+
+    def cancel(self, started: float, wait_s: float = 30.0) -> None:
+        """Close the build connection, then wait until the engine has removed the build's container."""
+        if self.response is not None:
+            self.response.close()
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and _build_containers(self.engine, started):
+            time.sleep(0.5)
+
+
+def _build_containers(engine, since: float) -> list:
+    """Containers of a classic build step (run from a bare image id, unnamed by stackctl) created since `since`."""
+    import docker
+
+    found = []
+    try:
+        for container in engine.containers.list(all=True):
+            created = container.attrs.get("Created", "")
+            image = (container.attrs.get("Config") or {}).get("Image", "")
+            if image.startswith("sha256:") and _timestamp(created) >= since - 1:
+                found.append(container)
+    except docker.errors.APIError:
+        return []
+    return found
+
+
+def _timestamp(created: str) -> float:
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return 0.0
 
 
 def find_image(engine, tag: str):

@@ -25,8 +25,8 @@ from stackctl.fleet.batching import batches, parse_batch, parse_percent
 from stackctl.fleet.consistency import (TierMismatch, cache_key_settings, check_shared_tiers, find_tier_mismatches,
                                         shared_tiers)
 from stackctl.fleet.inventory import host_recipe_names, inventory_hosts, resolve_inventory_path
-from stackctl.fleet.outcome import (CHANGED, FAILED, NOT_REACHED, OK, STATUSES, STOPPED, UNREACHABLE,
-                                    HostOutcome)
+from stackctl.fleet.outcome import (CHANGED, FAILED, NOT_REACHED, OK, ROLLED_BACK, STATUSES, STOPPED,
+                                    UNREACHABLE, HostOutcome)
 from stackctl.fleet.plan import host_plan, tuning_for, wheelhouse_id
 from stackctl.fleet.playbook_names import (DOCTOR_PLAY, DOCTOR_PLAYBOOK, DOCTOR_TASK_PREFIX, RECIPE_VAR,
                                            ROLLOUT_PLAY, ROLLOUT_PLAYBOOK, TASK_DONE, TASK_RECIPE_HASH,
@@ -48,7 +48,7 @@ __all__ = [
     # runner_args
     "default_forks", "doctor_extravars", "rollout_extravars", "runner_kwargs",
     # outcome, tracker, report
-    "CHANGED", "FAILED", "NOT_REACHED", "OK", "STATUSES", "STOPPED", "UNREACHABLE", "HostOutcome",
+    "CHANGED", "FAILED", "NOT_REACHED", "OK", "ROLLED_BACK", "STATUSES", "STOPPED", "UNREACHABLE", "HostOutcome",
     "FleetTracker", "failure_message",
     "counts", "detail", "exit_status", "recipe_groups", "summary_json", "summary_table",
 ]

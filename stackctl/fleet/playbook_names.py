@@ -11,5 +11,7 @@ TASK_DONE = {"Rollout finished on this host", "Checks finished on this host"}
 TASK_RECIPE_HASH = "Read the recipe hash on the host"
 TASK_ROLLOUT_RECORD = "Read the rollout record"
 TASK_UP = "Run stackctl up"
+TASK_ROLLED_BACK = "Rolled back to the previous recipe"
+TASK_PREVIOUS_ROLLOUT = "Remember the previous rollout"
 DOCTOR_TASK_PREFIX = "Run stackctl doctor"
 RECIPE_VAR = "stackctl_recipe"  # inventory variable: a host's (or group's) own recipe file

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stackctl.fleet.outcome import (CHANGED, FAILED, NOT_REACHED, OK, STATUSES, STOPPED, UNREACHABLE,
-                                   HostOutcome)
+from stackctl.fleet.outcome import (CHANGED, FAILED, NOT_REACHED, OK, ROLLED_BACK, STATUSES, STOPPED,
+                                   UNREACHABLE, HostOutcome)
 
 
 def counts(outcomes: list[HostOutcome]) -> dict[str, int]:
@@ -22,9 +22,11 @@ def detail(outcome: HostOutcome, action: str = "rollout") -> str:
     """The DETAIL column: the failing checks (id: message), else the failure, else what happened."""
     status = outcome.status
     failing = outcome.checks("fail")
-    if status == FAILED and failing:
+    if status in (FAILED, ROLLED_BACK) and failing:
         phase = f"{outcome.report_phase}: " if outcome.report_phase else ""
         return phase + "; ".join(f"{c['id']}: {c['message']}" for c in failing)
+    if status == ROLLED_BACK:
+        return f"{outcome.failed_task}: {outcome.message}; back on its previous recipe"
     if status in (FAILED, UNREACHABLE):
         return f"{outcome.failed_task}: {outcome.message}"
     if status == NOT_REACHED:
@@ -71,9 +73,19 @@ def summary_table(outcomes: list[HostOutcome], title: str, action: str = "rollou
         label = {"unchanged": "unchanged (previous recipe, untouched)",
                  "unknown": "unknown (stopped during stackctl up)"}.get(recipe, f"recipe {recipe}")
         lines.append(f"{label}: {', '.join(hosts)}")
+    if action == "rollout":
+        lines.append(result_line(outcomes))
     tally = counts(outcomes)
     lines.append(", ".join(f"{n} {status}" for status, n in tally.items() if n))
     return "\n".join(lines)
+
+
+def result_line(outcomes: list[HostOutcome]) -> str:
+    """Per host, the rollout's final word: new, rolled back, failed or not reached."""
+    groups: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        groups.setdefault(outcome.result, []).append(outcome.host)
+    return "result: " + "; ".join(f"{result} {', '.join(hosts)}" for result, hosts in groups.items())
 
 
 def summary_json(outcomes: list[HostOutcome], header: dict, action: str = "rollout") -> dict:

@@ -13,7 +13,8 @@ def default_forks(host_count: int) -> int:
 
 def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, skip_up: bool, wheelhouse: str,
                       wheelhouse_archive: str, wheelhouse_hash: str, artifacts_dir: str, tune: bool = False,
-                      allow_reboot: bool = False, doctor_skip: tuple = (), up_args: tuple = ()) -> dict:
+                      allow_reboot: bool = False, doctor_skip: tuple = (), up_args: tuple = (),
+                      rollback_on_fail: bool = False) -> dict:
     """Extra variables of playbooks/rollout.yml."""
     return {
         "stackctl_fleet_serial": batch if batch is not None else "100%",
@@ -23,6 +24,7 @@ def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, sk
         "stackctl_host_wheelhouse_archive": wheelhouse_archive,
         "stackctl_host_wheelhouse_id": wheelhouse_hash,
         "stackctl_host_skip_up": skip_up,
+        "stackctl_host_rollback_on_fail": rollback_on_fail,
         "stackctl_host_apply_tuning": tune,
         "stackctl_host_allow_reboot": allow_reboot,
         "stackctl_host_doctor_skip": list(doctor_skip),

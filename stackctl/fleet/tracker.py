@@ -8,6 +8,7 @@ import re
 
 from stackctl.fleet.outcome import HostOutcome
 from stackctl.fleet.playbook_names import (DOCTOR_TASK_PREFIX, ROLLOUT_PLAY, TASK_DONE, TASK_RECIPE_HASH,
+                                          TASK_PREVIOUS_ROLLOUT, TASK_ROLLED_BACK,
                                           TASK_ROLLOUT_RECORD, TASK_UP)
 
 
@@ -62,6 +63,9 @@ class FleetTracker:
             return [_progress(outcome.host, "FAILED", task, failure_message(result))]
         if task in TASK_DONE:
             outcome.done = True
+        if task == TASK_ROLLED_BACK:
+            outcome.rolled_back = True
+            return [_progress(outcome.host, "rolled back", "to its previous recipe")]
         if result.get("changed"):
             outcome.changed += 1
             return [_progress(outcome.host, "changed", task)]
@@ -72,6 +76,9 @@ class FleetTracker:
             report = _json_object(result.get("stdout", ""))
             if report is not None:
                 outcome.report, outcome.report_phase = report, _phase(task)
+        elif task == TASK_PREVIOUS_ROLLOUT:
+            previous = (result.get("ansible_facts") or {}).get("stackctl_host_previous") or {}
+            outcome.previous_recipe_hash = str(previous.get("recipe_hash", ""))
         elif task == TASK_RECIPE_HASH and result.get("stdout"):
             outcome.recipe_hash = result["stdout"].strip()
         elif task == TASK_ROLLOUT_RECORD and result.get("content"):

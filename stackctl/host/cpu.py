@@ -301,5 +301,5 @@ def _physical_cores() -> Optional[int]:
         return None
     try:
         return psutil.cpu_count(logical=False)
-    except Exception:
+    except (OSError, psutil.Error):  # /proc or /sys unreadable: the count is unknown
         return None

@@ -9,6 +9,7 @@ HIP_VISIBLE_DEVICES counts in, and their gfx target is decoded from KFD's gfx_ta
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import re
 from collections import Counter
@@ -18,6 +19,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from stackctl.host.quiet import silenced
 from stackctl.host.sysfs import is_live, read_int, read_properties, read_text, under
+
+_log = logging.getLogger(__name__)
 
 SOURCES = ("amdsmi", "rocm-smi", "sysfs")
 AMD_VENDOR_ID = 4098  # 0x1002
@@ -271,8 +274,8 @@ def probe_amdsmi() -> List[GpuInfo]:
         try:
             with silenced():
                 amdsmi.amdsmi_shut_down()
-        except Exception:
-            pass
+        except Exception:  # amdsmi raises its own exception types; shutting down changes no fact we report
+            _log.debug("amdsmi_shut_down failed", exc_info=True)
     if not gpus:
         raise ProbeUnavailable("amdsmi initialised but reports no GPU")
     return gpus
@@ -325,9 +328,11 @@ def _hex_or_int(value: Any) -> Optional[int]:
 
 
 def _try(call: Callable[[], Any]) -> Any:
+    """One optional vendor-library field: None (unknown) when the call fails, with the reason in the debug log."""
     try:
         return call()
-    except Exception:
+    except Exception:  # amdsmi / rocm-smi raise their own exception types
+        _log.debug("GPU library call %r failed", getattr(call, "__name__", call), exc_info=True)
         return None
 
 

@@ -47,6 +47,6 @@ def read_memory(root: Path = Path("/")) -> MemoryFacts:
             import psutil  # noqa: PLC0415 - optional fallback
             memory = psutil.virtual_memory()
             return MemoryFacts(memory.total, memory.available)
-        except Exception:
+        except (ImportError, OSError):  # no psutil, or /proc unreadable: the amount is unknown
             pass
     return MemoryFacts(None, None)

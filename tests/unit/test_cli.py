@@ -159,3 +159,20 @@ def test_up_refuses_a_rocm_stack_on_a_host_without_gpus_before_building(tmp_path
     result = run_cli("up", "atom-lmcache-cpu", env=env)
     assert result.returncode == 1 and result.stderr.count("\n") == 1
     assert "platform rocm but /dev/kfd is missing" in result.stderr
+
+
+def test_bench_checks_matplotlib_before_bringing_any_arm_up(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    # matplotlib made unimportable; the engine address leads nowhere, so any arm start would fail differently.
+    code = ("import sys; sys.modules['matplotlib'] = None; from stackctl.cli import main; "
+            "main(['bench', 'cpu-smoke', '--arms', 'cpu-smoke', '-o', sys.argv[1]])")
+    env = dict(os.environ, STACKCTL_STATE_DIR=str(tmp_path), DOCKER_HOST=f"unix://{tmp_path}/no-docker.sock")
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True, text=True,
+                            env=env, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.strip() == ("stackctl: bench needs matplotlib to draw bench.png (fix: pip install "
+                                     "matplotlib, or pip install 'stackctl[test]')")
+    assert not (tmp_path / "out").exists()

@@ -349,7 +349,7 @@ def test_a_failed_preflight_names_host_and_check_and_later_hosts_are_not_reached
     assert table.splitlines()[-1] == "1 changed, 1 failed, 1 not reached"
 
     summary = fl.summary_json(tracker.results(), {"action": "rollout"})
-    assert summary["summary"] == {"ok": 0, "changed": 1, "failed": 1, "unreachable": 0, "stopped": 0,
+    assert summary["summary"] == {"ok": 0, "changed": 1, "failed": 1, "rolled back": 0, "unreachable": 0, "stopped": 0,
                                   "not reached": 1}
     by_host = {h["host"]: h for h in summary["hosts"]}
     assert by_host["h2"]["failed_checks"][0]["id"] == "host.cpu-tier-ram"
@@ -441,3 +441,37 @@ def test_fleet_doctor_shows_where_each_hosts_server_runs(report, where):
 ])
 def test_failure_message(result, message):
     assert fl.failure_message(result) == message
+
+
+def test_a_host_rolled_back_after_its_gate_failed_is_reported_back_on_its_previous_recipe():
+    from stackctl.fleet.playbook_names import TASK_PREVIOUS_ROLLOUT, TASK_ROLLED_BACK
+
+    tracker = _rollout_tracker(("h1", "h2", "h3"), batch=1)
+    tracker.handle(_event("playbook_on_play_start", name=fl.ROLLOUT_PLAY))
+    for event in _host_finishes("h1", changed_tasks=1):
+        tracker.handle(event)
+    tracker.handle(_event("playbook_on_play_start", name=fl.ROLLOUT_PLAY))
+    tracker.handle(_event("runner_on_ok", "h2", TASK_PREVIOUS_ROLLOUT, {
+        "ansible_facts": {"stackctl_host_previous": {"recipe_hash": "pppppppppppp", "recipe": "/x.toml"}}}))
+    tracker.handle(_event("runner_on_ok", "h2", "Run stackctl doctor (gate)", {
+        "stdout": _report(("host.cpu-tier-ram", "fail", "CPU tier too big"))}))
+    tracker.handle(_event("runner_on_failed", "h2", "Stop when a gate check failed", {"msg": "gate failed"}))
+    tracker.handle(_event("runner_on_ok", "h2", TASK_ROLLED_BACK, {"ansible_facts": {}}))
+    tracker.handle(_event("runner_on_failed", "h2", "Stop after the failure", {"msg": "rolled back to recipe p"}))
+    h1, h2, h3 = tracker.results()
+    assert (h1.status, h2.status, h3.status) == ("changed", "rolled back", "not reached")
+    assert (h1.result, h2.result, h3.result) == ("new", "rolled back", "not reached")
+    assert h2.failed_task == "Stop when a gate check failed"  # the cause, not the re-raise after the rollback
+    assert h2.running_recipe() == "pppppppppppp"
+    table = fl.summary_table(tracker.results(), "t")
+    assert re.search(r"h2\s+2\s+rolled back\s+pppppppppppp\s+gate: host.cpu-tier-ram: CPU tier too big", table)
+    assert "result: new h1; rolled back h2; not reached h3" in table
+    assert fl.exit_status(tracker.results()) == 1
+    assert fl.summary_json(tracker.results(), {})["hosts"][1]["result"] == "rolled back"
+
+
+def test_rollout_extravars_carry_rollback_on_fail():
+    extravars = fl.rollout_extravars({}, batch=None, max_fail=0, skip_up=True, wheelhouse="w",
+                                     wheelhouse_archive="a", wheelhouse_hash="h", artifacts_dir="d",
+                                     rollback_on_fail=True)
+    assert extravars["stackctl_host_rollback_on_fail"] is True

@@ -1,0 +1,256 @@
+"""One `up` as a transaction: the previous container is kept (stopped, renamed NAME-previous) until its
+replacement is healthy and passes the gate; if the replacement fails, or Ctrl-C arrives, the replacement is removed
+and the previous container comes back under its own name.
+
+Steps that must happen together run shielded from Ctrl-C (stackctl/signals.py); a Ctrl-C elsewhere lands in one
+handler that cleans up and says what state the stack is in. Every outcome is a line in the stack's history.
+"""
+
+from __future__ import annotations
+
+from stackctl import render as renderer
+from stackctl import stackspec, state
+from stackctl.engine import docker_adapter as dk
+from stackctl.errors import StackctlError
+from stackctl.signals import shielded
+
+PREVIOUS_SUFFIX = "-previous"
+
+
+class Deployment:
+    def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: str | None,
+                 command: str, timeout: float):
+        self.recipe, self.files, self.kwargs, self.engine, self.say = recipe, files, kwargs, engine, say
+        self.rollback, self.gate, self.command, self.timeout = rollback, gate, command, timeout
+        self.name = kwargs["name"]
+        self.stack = recipe.stack.name
+        self.recipe_hash = kwargs["labels"][dk.LABEL_RECIPE_HASH]
+        self.previous = None   # the container that ran before, while it is set aside
+        self.container = None  # the replacement
+        self.untouched = None  # the running container, until it is set aside
+
+    # -- the transaction ----------------------------------------------------------------------------------------
+
+    def run(self, build) -> int:
+        from stackctl.preflight import ensure_port_free, ensure_tier_paths_writable
+
+        current = self._current()
+        # Before the build (minutes), the checks that need no image: the tiers' directories, and the port when no
+        # container of this stack holds it.
+        ensure_tier_paths_writable(self.recipe)
+        if current is None or current.status != "running":
+            ensure_port_free(self.recipe.serve.host, self.recipe.serve.port, self.stack)
+        try:
+            tag, _ = build()
+        except KeyboardInterrupt:
+            self.say(f"{self.stack}: {self._describe(current)}")
+            raise
+        except StackctlError as failure:
+            self._record("failed", detail=f"build: {_first_line(str(failure))}")
+            raise
+        self.kwargs["image"] = tag
+        image = dk.find_image(self.engine, tag)
+        if current is not None and current.status == "running" and \
+                current.labels.get(dk.LABEL_RECIPE_HASH) == self.recipe_hash and \
+                image is not None and current.image.id == image.id:
+            self.say(f"{self.name} is running recipe {self.recipe_hash} already: nothing to do")
+            return 0
+        if current is not None and current.status != "running":
+            from stackctl.runner import save_failure_log, stop_reason
+
+            self.say(f"{self.name} was not running ({stop_reason(current.attrs.get('State') or {})}): removing it")
+            with shielded():
+                save_failure_log(self.recipe, current)
+                dk.remove_container(current)
+            current = None
+        self.untouched = current
+        try:
+            state.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
+                                  renderer.write_bundle)
+            self._switch(current, image)
+        except (StackctlError, KeyboardInterrupt) as failure:
+            self._undo(failure)
+            raise
+        with shielded():
+            if self.previous is not None:
+                dk.remove_container(self.previous)
+            self._record("deployed", image=image)
+            state.prune_deployments(self.stack, {self.recipe_hash})
+        self.say(f"{self.stack} is healthy on http://{self.recipe.serve.host}:{self.recipe.serve.port} "
+                 f"(model {self.recipe.served_name})")
+        return 0
+
+    def _switch(self, current, image) -> None:
+        from stackctl.preflight import ensure_port_free
+        from stackctl.runner import wait_healthy
+
+        if current is not None:
+            self.untouched = None
+            old_hash = current.labels.get(dk.LABEL_RECIPE_HASH)
+            self.say(f"replacing {self.name} (recipe {old_hash} -> {self.recipe_hash}); the previous container is "
+                     "kept until the new one is healthy")
+            with shielded():
+                _remove_named(self.engine, self.name + PREVIOUS_SUFFIX)
+                current.stop(timeout=20)
+                current.rename(self.name + PREVIOUS_SUFFIX)
+                self.previous = current
+        ensure_port_free(self.recipe.serve.host, self.recipe.serve.port, self.stack)
+        with shielded():
+            self.container = self.engine.containers.run(**self.kwargs)
+        self.say(f"started {self.name} ({self.container.short_id}); waiting for http://{self.recipe.serve.host}:"
+                 f"{self.recipe.serve.port}/health")
+        wait_healthy(self.recipe, self.container, self.timeout, self.say)
+        if self.gate:
+            self._run_gate()
+
+    def _run_gate(self) -> None:
+        from stackctl.doctor import run_doctor
+        from stackctl.doctor.context import DoctorContext
+
+        scopes = [s.strip() for s in self.gate.split(",") if s.strip()]
+        self.say(f"gate: stackctl doctor --scope {','.join(scopes)}")
+        results, broken = run_doctor(DoctorContext(self.recipe, say=self.say), scopes)
+        failing = [r for r in results if r.status == "fail"]
+        if failing:
+            raise StackctlError(f"{self.stack}: gate failed (doctor --scope {self.gate}): "
+                                + "; ".join(f"{r.check_id}: {r.message}" for r in failing))
+        if broken:
+            raise StackctlError(f"{self.stack}: gate could not run (doctor --scope {self.gate} crashed or found "
+                                "no engine)")
+
+    # -- failure: remove the replacement, bring the previous container back -------------------------------------
+
+    def _undo(self, failure: BaseException) -> None:
+        from stackctl.runner import save_failure_log
+
+        interrupted = isinstance(failure, KeyboardInterrupt)
+        reason = "interrupted (Ctrl-C)" if interrupted else _first_line(str(failure)).removeprefix(
+            f"{self.stack}: ").rstrip(":")
+        with shielded():
+            log = None
+            if self.container is not None:
+                log = save_failure_log(self.recipe, self.container)
+                dk.remove_container(self.container)
+            self._record("interrupted" if interrupted else "failed", detail=reason)
+            if self.previous is not None and not self.rollback:
+                old_hash = self.previous.labels.get(dk.LABEL_RECIPE_HASH)
+                dk.remove_container(self.previous)
+                now = (f"nothing runs (--no-rollback): `stackctl rollback {self.recipe.source}` brings recipe "
+                       f"{old_hash} back")
+            elif self.previous is not None:
+                now = self._restore(wait=not interrupted)
+            elif self.untouched is not None:
+                now = self._describe(self.untouched)
+            else:
+                now = "nothing runs (there was no previous deployment to go back to)"
+        where = f"; log: {log}" if log else ""
+        if interrupted:
+            removed = "the new container was removed; " if self.container is not None else ""
+            self.say(f"{self.stack}: interrupted: {removed}{now}")
+            return
+        failure.args = (f"{failure.args[0]}\n{self.stack}: the new deployment failed{where}. Now: {now}",)
+
+    def _restore(self, wait: bool) -> str:
+        from stackctl.runner import health_url, served_address, wait_for_health
+
+        previous = self.previous
+        old_hash = previous.labels.get(dk.LABEL_RECIPE_HASH)
+        image = (previous.image.tags or [previous.image.short_id])[0]
+        previous.rename(self.name)
+        previous.start()
+        self.previous = None
+        recipe = previous.labels.get(dk.LABEL_RECIPE_PATH)
+        if not wait:
+            self._record("restored", recipe_hash=old_hash, image_name=image, recipe=recipe,
+                         detail="started, not waited for")
+            return f"the previous container (recipe {old_hash}, image {image}) was started again"
+        host, port = served_address(previous)
+        try:
+            wait_for_health(self.stack, health_url(host, port), previous, self.timeout, self.say)
+        except StackctlError as exc:
+            self._record("failed", recipe_hash=old_hash, image_name=image, recipe=recipe,
+                         detail=f"restore: {_first_line(str(exc))}")
+            return f"rolled back to recipe {old_hash}, but it did not become healthy either: {_first_line(str(exc))}"
+        self._record("restored", recipe_hash=old_hash, image_name=image, recipe=recipe)
+        return f"rolled back: {self.name} serves recipe {old_hash} (image {image}) again"
+
+    # -- helpers ------------------------------------------------------------------------------------------------
+
+    def _current(self):
+        current = dk.find_container(self.engine, self.name)
+        if current is not None and current.labels.get(dk.LABEL_STACK) != self.stack:
+            raise StackctlError(f"a container named {self.name} exists and was not made by stackctl "
+                                "(fix: rename the stack, or remove that container yourself)")
+        leftover = dk.find_container(self.engine, self.name + PREVIOUS_SUFFIX)
+        if leftover is not None:
+            # An earlier up died (kill -9, power) between setting the previous container aside and finishing.
+            if current is None or current.status != "running":
+                self.say(f"{self.name}: an earlier up was cut short; putting the previous container back")
+                with shielded():
+                    if current is not None:
+                        dk.remove_container(current)
+                    leftover.rename(self.name)
+                    leftover.start()
+                    leftover.reload()
+                current = leftover
+            else:
+                with shielded():
+                    dk.remove_container(leftover)
+        return current
+
+    def _describe(self, current) -> str:
+        if current is None:
+            return "nothing runs (no container)"
+        return (f"{self.name} is {current.status} with recipe {current.labels.get(dk.LABEL_RECIPE_HASH)} "
+                "(unchanged)")
+
+    def _record(self, outcome: str, *, image=None, recipe_hash: str | None = None, image_name: str | None = None,
+                recipe: str | None = None, detail: str = "") -> None:
+        entry = {"command": self.command, "outcome": outcome, "recipe_hash": recipe_hash or self.recipe_hash,
+                 "image": image_name or self.kwargs["image"], "recipe": recipe or str(self.recipe.source)}
+        if image is not None:
+            entry["image_id"] = image.id
+        if detail:
+            entry["detail"] = detail
+        state.record_deployment(self.stack, entry)
+
+
+def _remove_named(engine, name: str) -> None:
+    container = dk.find_container(engine, name)
+    if container is not None:
+        dk.remove_container(container)
+
+
+def _recipe_text(recipe) -> str:
+    from pathlib import Path
+
+    return Path(recipe.source).read_text()
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "failed"
+
+
+def rollback_recipe(recipe, running_hash: str | None) -> str:
+    """The recipe file of the deployment before the running one: the original file when it still has that
+    recipe hash, else the copy kept in the state directory."""
+    from pathlib import Path
+
+    from stackctl.recipe import load_recipe
+
+    target = state.last_good(recipe.stack.name, exclude_hash=running_hash or stackspec.recipe_hash(recipe))
+    if target is None:
+        raise StackctlError(f"{recipe.stack.name}: no earlier deployment to return to (history: "
+                            f"`stackctl status {recipe.source} --history`)")
+    original = target.get("recipe", "")
+    if original and Path(original).is_file():
+        try:
+            if stackspec.recipe_hash(load_recipe(original)) == target["recipe_hash"]:
+                return original
+        except StackctlError:
+            pass  # the original file no longer loads: use the kept copy
+    kept = state.deployment_dir(recipe.stack.name, target["recipe_hash"]) / "recipe.toml"
+    if not kept.is_file():
+        raise StackctlError(f"{recipe.stack.name}: the recipe of deployment {target['recipe_hash']} is no longer "
+                            f"kept ({kept} is missing)")
+    return str(kept)

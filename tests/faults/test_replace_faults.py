@@ -1,0 +1,166 @@
+"""Faults while a running stack is replaced, and while it serves a benchmark. One stack (faults-main, port 8141)
+goes through the cases in order: it is brought up once, survives a replacement that fails health and a Ctrl-C
+during a replacement, and its server is then killed under a running `bench`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from faultkit import history, remove_stack
+from helpers import run_cli
+from stacks import variant
+
+from stackctl.httpclient import get_status, post_json
+from stackctl.recipe import load_recipe
+from stackctl.stackspec import recipe_hash
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+STACK, PORT = "faults-main", 8141
+CONTAINER = f"stackctl-{STACK}"
+BASE = {'name = "cpu-smoke"': f'name = "{STACK}"', "port = 8000": f"port = {PORT}"}
+
+
+@pytest.fixture(scope="module")
+def recipes(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faults-main")
+    good = variant(folder, "good", BASE)
+    # Same image, a server that cannot start: vLLM rejects an unknown flag.
+    broken = variant(folder, "broken", {**BASE, '"1G"]': '"1G", "--no-such-flag"]'})
+    # Same image, a healthy server with another recipe hash.
+    other = variant(folder, "other", {**BASE, "max_num_batched_tokens = 4096": "max_num_batched_tokens = 2048"})
+    return {"good": good, "broken": broken, "other": other}
+
+
+@pytest.fixture(scope="module")
+def main_stack(engine, fault_env, recipes):
+    result = run_cli("up", str(recipes["good"]), env=fault_env, timeout=1800)
+    assert result.returncode == 0, result.stderr[-4000:]
+    yield engine.containers.get(CONTAINER)
+    remove_stack(fault_env, recipes["good"])
+
+
+def _completion() -> dict:
+    return post_json(f"http://127.0.0.1:{PORT}/v1/completions",
+                     {"model": "tiny", "prompt": "w1 w2 w3 w4", "max_tokens": 4, "temperature": 0})
+
+
+def _wait_healthy(timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while get_status(f"http://127.0.0.1:{PORT}/health", timeout=2) != 200:
+        assert time.monotonic() < deadline, f"{STACK} not healthy within {timeout} s"
+        time.sleep(1)
+
+
+def test_a_failed_replacement_leaves_the_previous_stack_serving(main_stack, recipes, fault_env, watch,
+                                                                 fault_report):
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+    before = len(history(fault_env, STACK))
+
+    result = run_cli("up", str(recipes["broken"]), env=fault_env, timeout=1800)
+
+    assert result.returncode == 1, result.stderr[-4000:]
+    assert "the server exited during start-up" in result.stderr  # names the failing check
+    assert f"Now: rolled back: {CONTAINER} serves recipe {good_hash}" in result.stderr  # says what runs now
+    answer = _completion()  # the previous stack serves completions
+    assert answer["usage"]["completion_tokens"] == 4
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.id == main_stack.id and container.labels["dev.stackctl.recipe-hash"] == good_hash
+    entries = history(fault_env, STACK)[before:]
+    assert [e["outcome"] for e in entries] == ["failed", "restored"]
+    log = f"{fault_env['STACKCTL_STATE_DIR']}/{STACK}/last-failure.log"
+    lost = [] if "no-such-flag" in open(log).read() else ["last-failure.log"]
+    lost += [] if len(entries) == 2 else ["history entries"]
+    orphans = watch.orphans()
+    shown = run_cli("status", str(recipes["good"]), "--history", env=fault_env, check=True).stdout
+    fault_report.notes["status --history after a rollback"] = shown
+    fault_report.add("new recipe's server fails health", "exit 1 naming the check; previous stack back, serving",
+                     f"exit {result.returncode}; completion answered by recipe {good_hash}", orphans, lost)
+    assert orphans == [] and lost == []
+    assert "restored" in shown and "failed" in shown
+
+
+def test_ctrl_c_during_a_replacement_brings_the_previous_container_back(main_stack, recipes, fault_env, watch,
+                                                                        background, fault_report):
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+    before = len(history(fault_env, STACK))
+    job = background(["up", str(recipes["other"])], fault_env)
+    job.wait_for(f"started {CONTAINER}")
+    job.proc.send_signal(2)  # SIGINT, as Ctrl-C sends it
+
+    rc, output = job.finish()
+
+    assert rc == 130, output
+    assert f"interrupted: the new container was removed; the previous container (recipe {good_hash}" in output
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.id == main_stack.id and container.status == "running"
+    entries = history(fault_env, STACK)[before:]
+    assert [e["outcome"] for e in entries] == ["interrupted", "restored"]
+    _wait_healthy()
+    assert _completion()["usage"]["completion_tokens"] == 4
+    orphans = watch.orphans()
+    lost = [] if len(entries) == 2 else ["history entries"]
+    fault_report.add("Ctrl-C during up's health wait (replacing)", "exit 130; new container removed, previous back",
+                     f"exit {rc}; previous container running and serving", orphans, lost)
+    assert orphans == [] and lost == []
+
+
+def test_no_rollback_leaves_the_stack_down_and_rollback_brings_the_previous_recipe_back(
+        main_stack, recipes, fault_env, watch, fault_report):
+    _wait_healthy()
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+
+    failed = run_cli("up", str(recipes["broken"]), "--no-rollback", env=fault_env, timeout=1800)
+
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    assert f"Now: nothing runs (--no-rollback): `stackctl rollback {recipes['broken']}` brings recipe {good_hash} " \
+           "back" in failed.stderr
+    assert watch.engine.containers.list(all=True, filters={"name": CONTAINER}) == []
+    back = run_cli("rollback", str(recipes["broken"]), env=fault_env, timeout=1800)
+    assert back.returncode == 0, back.stderr[-3000:]
+    assert f"rolling back to {recipes['good']}" in back.stderr
+    assert _completion()["usage"]["completion_tokens"] == 4
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.labels["dev.stackctl.recipe-hash"] == good_hash
+    entries = history(fault_env, STACK)
+    assert [(e["command"], e["outcome"]) for e in entries[-2:]] == [("up", "failed"), ("rollback", "deployed")]
+    orphans = watch.orphans(CONTAINER)
+    fault_report.add("replacement fails with --no-rollback, then `stackctl rollback`",
+                     "exit 1, stack down and said; rollback serves the previous recipe",
+                     f"exit {failed.returncode}, then rollback exit {back.returncode}: recipe {good_hash} serving",
+                     orphans, [])
+    assert orphans == []
+
+
+def test_server_killed_during_bench_fails_cleanly_and_keeps_partial_results(main_stack, recipes, fault_env, watch,
+                                                                            background, tmp_path, fault_report):
+    _wait_healthy()
+    out = tmp_path / "bench"
+    # Long enough to outlast the kill (about 20 requests/s here), short prompts to stay within max_model_len.
+    job = background(["bench", str(recipes["good"]), "--users", "2", "--turns", "400", "--system-tokens", "64",
+                      "--turn-tokens", "8", "--output-tokens", "4", "--max-requests", "800", "--max-seconds", "90",
+                      "-o", str(out)], fault_env)
+    job.wait_for(f"bench: {STACK}: probe, then workload")
+    time.sleep(6)  # some requests complete first
+    subprocess.run(["docker", "kill", "--signal", "KILL", CONTAINER], check=True, capture_output=True)
+
+    rc, output = job.finish(timeout=600)
+
+    assert rc == 1, output
+    assert "the server stopped answering during the run" in output and "partial results in" in output
+    lost = []
+    try:
+        report = json.loads((out / "bench.json").read_text())
+        assert report["partial"] is True and report["summaries"][0]["completed"] > 0
+    except (OSError, ValueError, AssertionError):
+        lost.append("bench.json with the completed requests")
+    status = run_cli("status", str(recipes["good"]), env=fault_env, check=True).stdout
+    assert "killed (SIGKILL" in status, status  # status says why the server stopped
+    orphans = watch.orphans()
+    fault_report.add("server killed during bench", "exit 1; partial results saved; status says why",
+                     f"exit {rc}; bench.json partial, {report['summaries'][0]['completed']} requests kept"
+                     if not lost else f"exit {rc}", orphans, lost)
+    assert orphans == [] and lost == []
