@@ -8,6 +8,8 @@ handler that cleans up and says what state the stack is in. Every outcome is a l
 
 from __future__ import annotations
 
+from typing import Any
+
 from stackctl import render as renderer
 from stackctl import stackspec, state
 from stackctl.engine import docker_adapter as dk
@@ -25,9 +27,10 @@ class Deployment:
         self.name = kwargs["name"]
         self.stack = recipe.stack.name
         self.recipe_hash = kwargs["labels"][dk.LABEL_RECIPE_HASH]
-        self.previous = None   # the container that ran before, while it is set aside
-        self.container = None  # the replacement
-        self.untouched = None  # the running container, until it is set aside
+        # docker-py containers (untyped)
+        self.previous: Any = None   # the container that ran before, while it is set aside
+        self.container: Any = None  # the replacement
+        self.untouched: Any = None  # the running container, until it is set aside
 
     # -- the transaction ----------------------------------------------------------------------------------------
 
@@ -107,7 +110,9 @@ class Deployment:
         from stackctl.doctor import run_doctor
         from stackctl.doctor.context import DoctorContext
 
-        scopes = [s.strip() for s in self.gate.split(",") if s.strip()]
+        from stackctl.doctor.registry import parse_scopes
+
+        scopes = parse_scopes(self.gate or "", "--gate")
         self.say(f"gate: stackctl doctor --scope {','.join(scopes)}")
         results, broken = run_doctor(DoctorContext(self.recipe, say=self.say), scopes)
         failing = [r for r in results if r.status == "fail"]

@@ -6,7 +6,7 @@ import copy
 
 from stackctl.recipe import model
 
-_KIND_SCHEMAS = {
+_KIND_SCHEMAS: dict[str, dict] = {
     "str": {"type": "string"},
     "int": {"type": "integer"},
     "float": {"type": "number"},

@@ -2,6 +2,7 @@
 here). A bug class this caught once: lambdas made in a loop all binding the loop's last value."""
 
 import subprocess
+import sys
 
 from helpers import REPO, tool
 
@@ -10,4 +11,11 @@ def test_ruff_finds_nothing():
     ruff = tool("ruff")
     result = subprocess.run([ruff, "check", "--select", "E,F,W,B", "--ignore", "E501", "stackctl", "checks",
                              "scripts", "benchmarks", "tests"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_finds_nothing(tmp_path):
+    """The package type-checks clean (settings in pyproject.toml [tool.mypy])."""
+    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")], cwd=REPO,
+                            capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
