@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-from stackctl.fleet.outcome import (CHANGED, FAILED, NOT_REACHED, OK, ROLLED_BACK, STATUSES, STOPPED,
-                                   UNREACHABLE, HostOutcome)
+from stackctl.fleet.progress import (
+    CHANGED,
+    FAILED,
+    NOT_REACHED,
+    OK,
+    ROLLED_BACK,
+    STATUSES,
+    STOPPED,
+    UNREACHABLE,
+    HostOutcome,
+)
 
 
 def counts(outcomes: list[HostOutcome]) -> dict[str, int]:

@@ -213,7 +213,7 @@ def test_shared_fs_tier_is_compared_too():
 def _extravars(**overrides):
     values = dict(batch=2, max_fail=10, skip_up=True, wheelhouse="/w", wheelhouse_archive="/w.tar",
                   wheelhouse_hash="abc", artifacts_dir="/art", tune=True, allow_reboot=False,
-                  doctor_skip=("host.x",), up_args=())
+                  doctor_skip=("host.x",))
     values.update(overrides)
     return fl.rollout_extravars({"h": {"recipe": "/r.toml"}}, **values)
 
@@ -444,7 +444,7 @@ def test_failure_message(result, message):
 
 
 def test_a_host_rolled_back_after_its_gate_failed_is_reported_back_on_its_previous_recipe():
-    from stackctl.fleet.playbook_names import TASK_PREVIOUS_ROLLOUT, TASK_ROLLED_BACK
+    from stackctl.fleet.ansible import TASK_PREVIOUS_ROLLOUT, TASK_ROLLED_BACK
 
     tracker = _rollout_tracker(("h1", "h2", "h3"), batch=1)
     tracker.handle(_event("playbook_on_play_start", name=fl.ROLLOUT_PLAY))

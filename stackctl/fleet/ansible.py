@@ -1,11 +1,27 @@
-"""The arguments of `ansible_runner.run` and the extra variables of the fleet playbooks (plain dicts; this
-module does not import ansible_runner)."""
+"""The interface to playbooks/ and ansible-runner: the names both sides share, the playbooks' extra variables and
+the arguments of `ansible_runner.run` (plain data; this module does not import ansible_runner)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+# -- names shared with playbooks/: files, plays, tasks whose events carry facts -------------------------------------
+# (and the inventory variable that names a host's own recipe; tests/unit/test_fleet_logic.py keeps them in sync)
+ROLLOUT_PLAYBOOK = "rollout.yml"
+DOCTOR_PLAYBOOK = "doctor.yml"
+ROLLOUT_PLAY = "Roll out a stackctl recipe"
+DOCTOR_PLAY = "Check a fleet with stackctl doctor"
+TASK_DONE = {"Rollout finished on this host", "Checks finished on this host"}
+TASK_RECIPE_HASH = "Read the recipe hash on the host"
+TASK_ROLLOUT_RECORD = "Read the rollout record"
+TASK_UP = "Run stackctl up"
+TASK_ROLLED_BACK = "Rolled back to the previous recipe"
+TASK_PREVIOUS_ROLLOUT = "Remember the previous rollout"
+DOCTOR_TASK_PREFIX = "Run stackctl doctor"
+RECIPE_VAR = "stackctl_recipe"  # inventory variable: a host's (or group's) own recipe file
 
+
+# -- the playbooks' extra variables and the arguments of `ansible_runner.run` ---------------------------------------
 def default_forks(host_count: int) -> int:
     """One fork per host (hosts are checked in parallel), within Ansible's sane range."""
     return max(1, min(host_count, 50))
@@ -13,7 +29,7 @@ def default_forks(host_count: int) -> int:
 
 def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, skip_up: bool, wheelhouse: str,
                       wheelhouse_archive: str, wheelhouse_hash: str, artifacts_dir: str, tune: bool = False,
-                      allow_reboot: bool = False, doctor_skip: tuple = (), up_args: tuple = (),
+                      allow_reboot: bool = False, doctor_skip: tuple = (),
                       rollback_on_fail: bool = False) -> dict:
     """Extra variables of playbooks/rollout.yml."""
     return {
@@ -28,7 +44,6 @@ def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, sk
         "stackctl_host_apply_tuning": tune,
         "stackctl_host_allow_reboot": allow_reboot,
         "stackctl_host_doctor_skip": list(doctor_skip),
-        "stackctl_host_up_args": list(up_args),
         "stackctl_host_artifacts_dir": artifacts_dir,
     }
 
