@@ -28,13 +28,13 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
     recipe), and report TTFT/E2E percentiles, throughput and the server's hit rate as JSON, Markdown and a PNG."""
     from pathlib import Path
 
-    from stackctl import bench as engine
+    from stackctl import bench as workload  # the workload driver (the command itself is `bench`)
     from stackctl.cli.common import check_rules, load
     from stackctl.errors import StackctlError
 
     main = load(recipe)
     if probe_only:
-        result = engine.probe(_running_url(main), main.served_name, tokens)
+        result = workload.probe(_running_url(main), main.served_name, tokens)
         ratio = result["speedup"]
         click.echo(f"cold TTFT {result['cold_ttft_s'] * 1000:.1f} ms, warm TTFT {result['warm_ttft_s'] * 1000:.1f} "
                    f"ms, warm/cold {result['warm_over_cold']:.3f} ({ratio:.1f}x faster), "
@@ -47,27 +47,27 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, trac
         if failed:
             raise StackctlError("bench: the warm path is not fast enough: " + "; ".join(failed))
         return
-    engine.require_plotting()
+    workload.require_plotting()
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
     for arm in arm_recipes:  # arms are brought up: as `up` does, no stack with rule errors
         check_rules(arm, arm.source, "bench")
     if trace:
-        sessions = engine.trace_sessions(Path(trace))
+        sessions = workload.trace_sessions(Path(trace))
     else:
-        sessions = engine.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
+        sessions = workload.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
     results = []
     for arm in arm_recipes:
         result = _run_arm(arm, sessions, tokens, max_requests, max_seconds)
         results.append(result)
         if result.server_lost:
             # Keep what was measured (this arm's completed requests, earlier arms whole), then stop cleanly.
-            paths = engine.write_reports(results, Path(out_dir))
+            paths = workload.write_reports(results, Path(out_dir))
             raise StackctlError(
                 f"bench: {arm.stack.name}: the server stopped answering during the run ({len(result.requests)} "
                 f"request(s) completed, {result.errors} failed: {result.first_error}); partial results in "
                 f"{paths['json']} (why it stopped: stackctl status {arm.source}; its log: stackctl logs "
                 f"{arm.source})")
-    paths = engine.write_reports(results, Path(out_dir))
+    paths = workload.write_reports(results, Path(out_dir))
     click.echo(paths["markdown"].read_text(), nl=False)
     click.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", err=True)
 
@@ -85,7 +85,7 @@ def _running_url(recipe) -> str:
 
 def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
     """Use the arm's stack if it runs this recipe already; otherwise bring it up, measure, and take it down."""
-    from stackctl import bench as engine
+    from stackctl import bench as workload
     from stackctl import runner
     from stackctl.httpclient import get_status
     from stackctl.preflight import client_host
@@ -104,8 +104,8 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
         started_here = True
     try:
         click.echo(f"bench: {recipe.stack.name}: probe, then workload", err=True)
-        probe = engine.probe(url, recipe.served_name, tokens)
-        result = engine.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests, max_seconds)
+        probe = workload.probe(url, recipe.served_name, tokens)
+        result = workload.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests, max_seconds)
         result.probe = probe
         return result
     finally:
