@@ -13,7 +13,7 @@ from typing import Any
 from stackctl import render as renderer
 from stackctl import stackspec, state
 from stackctl.engine import docker_adapter as dk
-from stackctl.errors import StackctlError
+from stackctl.errors import ExitCode, StackctlError
 from stackctl.signals import shielded
 
 PREVIOUS_SUFFIX = "-previous"
@@ -57,7 +57,7 @@ class Deployment:
                 current.labels.get(dk.LABEL_RECIPE_HASH) == self.recipe_hash and \
                 image is not None and current.image.id == image.id:
             self.say(f"{self.name} is running recipe {self.recipe_hash} already: nothing to do")
-            return 0
+            return ExitCode.OK
         if current is not None and current.status != "running":
             from stackctl.runner import save_failure_log, stop_reason
 
@@ -81,7 +81,7 @@ class Deployment:
             state.prune_deployments(self.stack, {self.recipe_hash})
         self.say(f"{self.stack} is healthy on http://{self.recipe.serve.host}:{self.recipe.serve.port} "
                  f"(model {self.recipe.served_name})")
-        return 0
+        return ExitCode.OK
 
     def _switch(self, current, image) -> None:
         from stackctl.preflight import ensure_port_free

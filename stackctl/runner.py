@@ -19,7 +19,7 @@ from pathlib import Path
 from stackctl import render as renderer
 from stackctl import stackspec, state
 from stackctl.engine import docker_adapter as dk
-from stackctl.errors import StackctlError
+from stackctl.errors import ExitCode, StackctlError
 from stackctl.recipe.model import Recipe
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
@@ -209,7 +209,7 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     _show_pinning(recipe, pinning, say)
     if dry_run:
         print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
-        return 0
+        return ExitCode.OK
 
     from stackctl.deploy import Deployment
     from stackctl.lock import StackLock
@@ -339,7 +339,7 @@ def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
                                                         "recipe_hash": stackspec.recipe_hash(recipe)})
     if not removed:
         say(f"{recipe.stack.name}: no container to remove")
-    return 0
+    return ExitCode.OK
 
 
 def status_rows(recipe: Recipe | None = None) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from stackctl.errors import RecipeError, StackctlError
+from stackctl.errors import ExitCode, RecipeError, StackctlError
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
@@ -47,7 +47,7 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
         print(json.dumps(payload, indent=2))
     else:
         _print_text(results)
-    return 1 if failed else 0
+    return ExitCode.FAILED if failed else ExitCode.OK
 
 
 # Doctor's host checks whose numbers validate --host reports, and the tier kind each is about.

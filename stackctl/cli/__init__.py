@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from stackctl.errors import StackctlError
+from stackctl.errors import ExitCode, StackctlError
 
 # name -> (module, attribute, one-line help). The help is here so `stackctl --help` imports no subcommand.
 COMMANDS = {
@@ -82,13 +82,13 @@ def main(argv=None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("stackctl: interrupted", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     except Exception as exc:  # a bug in stackctl, not the user's fault
         import click
 
         if isinstance(exc, click.exceptions.Abort):
             print("stackctl: interrupted", file=sys.stderr)
-            sys.exit(130)
+            sys.exit(ExitCode.INTERRUPTED)
         if isinstance(exc, click.ClickException):
             exc.show()
             sys.exit(exc.exit_code)
@@ -98,7 +98,7 @@ def main(argv=None) -> None:
             raise
         print(f"stackctl: internal error: {type(exc).__name__}: {exc} (run with --debug for a traceback)",
               file=sys.stderr)
-        sys.exit(70)
+        sys.exit(ExitCode.INTERNAL)
 
 
 def _run(argv: list) -> None:
@@ -110,4 +110,4 @@ def _run(argv: list) -> None:
         if parsed is not None:
             sys.exit(validate_and_report(*parsed))
     result = _build_cli().main(args=argv, prog_name="stackctl", standalone_mode=False)
-    sys.exit(result if isinstance(result, int) else 0)
+    sys.exit(result if isinstance(result, int) else ExitCode.OK)

@@ -26,6 +26,7 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     from stackctl.doctor import run_doctor
     from stackctl.doctor.context import DoctorContext
     from stackctl.doctor.registry import load_all, parse_scopes
+    from stackctl.errors import ExitCode
 
     if list_checks:
         for check in load_all().values():
@@ -53,7 +54,7 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     else:
         click.echo(report)
     failed = any(r.status == "fail" for r in results)
-    ctx.exit(2 if broken else 1 if failed else 0)
+    ctx.exit(ExitCode.COULD_NOT_RUN if broken else ExitCode.FAILED if failed else ExitCode.OK)
 
 
 def _recipe(name):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from stackctl.errors import StackctlError
+from stackctl.errors import ExitCode, StackctlError
 
 KEEP_RUNS = 10  # run directories (ansible-runner artifacts, wheelhouse) kept in the state dir; each host's latest
                 # rollout records are kept apart (fleet/hosts/HOST.json) and never pruned with the runs
@@ -168,7 +168,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     _print(outcomes, header, output_format, "doctor",
            f"stackctl fleet doctor: {len(hosts)} host(s) in {elapsed:.1f} s",
            extra_lines=[f"fleet: {m.format()}" for m in mismatches])
-    ctx.exit(1 if mismatches else fl.exit_status(outcomes))
+    ctx.exit(ExitCode.FAILED if mismatches else fl.exit_status(outcomes))
 
 
 # -- edges ------------------------------------------------------------------------------------------------------
@@ -179,14 +179,14 @@ def _ansible():
         import ansible_runner
     except ImportError:
         raise StackctlError("ansible-runner is not installed (fix: pip install ansible-runner ansible-core)",
-                            exit_code=2) from None
+                            exit_code=ExitCode.COULD_NOT_RUN) from None
     bindir = os.path.dirname(sys.executable)
     if os.access(os.path.join(bindir, "ansible-playbook"), os.X_OK):
         path = os.environ.get("PATH", "")
         if bindir not in path.split(os.pathsep):
             os.environ["PATH"] = bindir + os.pathsep + path
     if shutil.which("ansible-playbook") is None:
-        raise StackctlError("ansible-playbook not found (fix: pip install ansible-core)", exit_code=2)
+        raise StackctlError("ansible-playbook not found (fix: pip install ansible-core)", exit_code=ExitCode.COULD_NOT_RUN)
     return ansible_runner
 
 
@@ -303,7 +303,7 @@ def _build_wheelhouse(dest: Path) -> Path:
                              "--wheel-dir", str(dest), str(source)], capture_output=True, text=True)
     if result.returncode != 0:
         tail = " ".join(result.stderr.strip().splitlines()[-3:])
-        raise StackctlError(f"pip wheel failed: {tail} (fix: pass a ready --wheelhouse DIR)", exit_code=2)
+        raise StackctlError(f"pip wheel failed: {tail} (fix: pass a ready --wheelhouse DIR)", exit_code=ExitCode.COULD_NOT_RUN)
     return dest
 
 
@@ -336,7 +336,7 @@ def _run(ansible_runner, kwargs: dict, tracker) -> None:
     reached = any(o.reached for o in tracker.results())
     if not reached and result.rc not in (0, 2, 4):
         tail = _stdout_tail(result)
-        raise StackctlError(f"ansible-playbook failed (exit {result.rc}, {result.status}): {tail}", exit_code=2)
+        raise StackctlError(f"ansible-playbook failed (exit {result.rc}, {result.status}): {tail}", exit_code=ExitCode.COULD_NOT_RUN)
 
 
 def _stdout_tail(result) -> str:

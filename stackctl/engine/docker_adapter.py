@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from stackctl.errors import StackctlError
+from stackctl.errors import ExitCode, StackctlError
 
 LABEL_STACK = "dev.stackctl.stack"
 LABEL_RECIPE_HASH = "dev.stackctl.recipe-hash"
@@ -39,7 +39,7 @@ def client():
     except (docker.errors.DockerException, OSError) as exc:  # requests' connection errors are OSErrors
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise StackctlError(f"cannot reach the Docker engine at {where}: {_short(exc)} (fix: start dockerd, "
-                            "or set DOCKER_HOST)", exit_code=2) from None
+                            "or set DOCKER_HOST)", exit_code=ExitCode.COULD_NOT_RUN) from None
 
 
 def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False) -> dict:

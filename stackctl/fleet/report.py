@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stackctl.errors import ExitCode
 from stackctl.fleet.progress import (
     CHANGED,
     FAILED,
@@ -24,7 +25,7 @@ def counts(outcomes: list[HostOutcome]) -> dict[str, int]:
 
 def exit_status(outcomes: list[HostOutcome]) -> int:
     """0 when every host finished (ok or changed), else 1."""
-    return 0 if outcomes and all(o.status in (OK, CHANGED) for o in outcomes) else 1
+    return ExitCode.OK if outcomes and all(o.status in (OK, CHANGED) for o in outcomes) else ExitCode.FAILED
 
 
 def detail(outcome: HostOutcome, action: str = "rollout") -> str:
