@@ -6,6 +6,9 @@ determine its fact returns SKIP with the reason, never PASS.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Callable
+
 from stackctl.text import clean_doc
 
 SCOPES = ("host", "image", "server")
@@ -26,13 +29,14 @@ def parse_scopes(text: str, option: str = "--scope") -> list[str]:
     return scopes
 
 
+@dataclass(repr=False)
 class Result:
     """One check's outcome. ``details`` holds the evidence (figures, log lines) for reporters and JSON."""
 
-    __slots__ = ("check_id", "status", "message", "details")
-
-    def __init__(self, status: str, message: str, details: dict | None = None, check_id: str = ""):
-        self.check_id, self.status, self.message, self.details = check_id, status, message, details or {}
+    status: str
+    message: str
+    details: dict = field(default_factory=dict)
+    check_id: str = ""
 
     def to_dict(self) -> dict:
         check = CHECKS[self.check_id]
@@ -60,10 +64,17 @@ def skipped(reason: str, **details) -> Result:
     return Result(SKIP, reason, details)
 
 
+@dataclass
 class Check:
-    def __init__(self, check_id: str, scope: str, severity: str, summary: str, fix: str, doc: str, func):
-        self.id, self.scope, self.severity, self.summary, self.fix, self.doc, self.func = (
-            check_id, scope, severity, summary, fix, doc, func)
+    """A registered check: id, scope, severity, summary, fix, doc page (`stackctl explain ID`), and the function."""
+
+    id: str
+    scope: str
+    severity: str
+    summary: str
+    fix: str
+    doc: str
+    func: Callable = field(repr=False)
 
     def run(self, context) -> Result:
         """Run the check; a failure to determine the fact is a skip with the reason, never a pass."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 
 from stackctl.errors import StackctlError
 
@@ -55,11 +56,13 @@ def shared_tiers(recipe) -> list[str]:
     return names
 
 
+@dataclass
 class TierMismatch:
     """Hosts sharing one remote tier that disagree on one cache-key setting."""
 
-    def __init__(self, tier: str, key: str, values: dict):
-        self.tier, self.key, self.values = tier, key, values  # values: repr(value) -> [hosts]
+    tier: str
+    key: str
+    values: dict  # repr(value) -> [hosts]
 
     def format(self) -> str:
         parts = "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in self.values.items())
