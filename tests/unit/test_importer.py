@@ -21,7 +21,6 @@ from stackctl.errors import StackctlError
 from stackctl.importer.credentials import is_secret
 from stackctl.importer.draft import Draft
 from stackctl.importer.flags import BOOL_FLAGS, VALUE_FLAGS
-from stackctl.importer.lmcache_yaml import read_flat_yaml
 from stackctl.importer.shell import command_words, expand, split_commands
 from stackctl.importer.writer import toml_key, toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
@@ -284,23 +283,6 @@ def test_engine_detection(script, engine):
 
 
 # -- LMCache config ---------------------------------------------------------------------------------------------
-
-def test_flat_reader_agrees_with_pyyaml_on_stackctl_files_and_flat_fixtures():
-    yaml = pytest.importorskip("yaml")
-    texts = [render_files(load_recipe(p))["lmcache.yaml"].decode() for p in sorted(RECIPES.glob("*.toml"))
-             if load_recipe(p).cache.enabled]
-    texts.append((LAUNCH / "vllm-lmcache-no-seed.lmcache.yaml").read_text())
-    texts.append("a: 'it''s'\nb: ~\nc: -3\nd: 1.5e3\ne: yes\nf: plain text # comment\ng: [1, \"x\"]\nh: 2.5e-3\n"
-                 "i: Off\nj: NULL\nk: 10.\nl: oN\nm: \"#not a comment\"\n")
-    assert len(texts) > 3
-    for text in texts:
-        assert read_flat_yaml(text) == yaml.safe_load(text), text
-
-
-def test_flat_reader_refuses_nesting_with_a_hint():
-    with pytest.raises(StackctlError, match="pip install pyyaml"):
-        read_flat_yaml((LAUNCH / "api-server-s3.lmcache.yaml").read_text(), "x.yaml")
-
 
 def test_lmcache_yaml_to_tiers():
     script = ("PYTHONHASHSEED=0 vllm serve /m -tp 3 --kv-transfer-config "
