@@ -50,10 +50,13 @@ def versions(recipe: Recipe) -> dict:
 
 
 def lmcache_install(recipe: Recipe) -> str | None:
-    """How LMCache enters the image: "source" (HIP build), "wheel" (PyPI), or None when the cache is off."""
+    """How LMCache enters the image: "source" (the sdist: a HIP build on ROCm, without native extensions on CPU),
+    "wheel" (PyPI), or None when the cache is off."""
     if not recipe.cache.enabled:
         return None
-    return recipe.build.lmcache_from or ("source" if recipe.stack.platform == "rocm" else "wheel")
+    from stackctl.recipe.rules import lmcache_source
+
+    return lmcache_source(recipe)
 
 
 def hash_seed(recipe: Recipe) -> str | None:

@@ -155,7 +155,8 @@ class Serve(Section):
 class Tier(Section):
     kind = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
                   "str", choices=TIER_KINDS)
-    size_gb = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).", "float",
+    size_gb = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk); free space the fs "
+                     "tier's path must have (fs).", "float",
                      exclusive_minimum=0.0)
     path = option(None, "Directory on the host (disk, fs).", "str")
     url = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
@@ -169,15 +170,18 @@ class Tier(Section):
                             pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     credentials_file = option(None, "AWS-style credentials file on the host, mounted read-only (s3).",
                               "str")
+    ca_file = option(None, "CA certificate (PEM) the S3 endpoint's certificate chains to, when it is not a public "
+                     "CA (a site CA, a lab Ceph RGW); trusted by doctor's tier checks (s3).", "str")
 
 
 # Which optional tier fields each kind accepts and requires.
 TIER_FIELDS = {
     "cpu": {"allowed": {"size_gb"}, "required": {"size_gb"}},
     "disk": {"allowed": {"size_gb", "path"}, "required": {"size_gb", "path"}},
-    "s3": {"allowed": {"url", "region", "disable_tls", "access_key_env", "secret_key_env", "credentials_file"},
+    "s3": {"allowed": {"url", "region", "disable_tls", "access_key_env", "secret_key_env", "credentials_file",
+                       "ca_file"},
            "required": {"url", "region"}},
-    "fs": {"allowed": {"path"}, "required": {"path"}},
+    "fs": {"allowed": {"path", "size_gb"}, "required": {"path"}},
 }
 
 
@@ -212,8 +216,8 @@ class Build(Section):
                        "str")
     pip_index = option(None, "pip index URL used inside the build (no credentials: they would stay in the "
                        "image; use a netrc or a proxy).", "str", example="https://pypi.internal.example/simple")
-    lmcache_from = option(None, "source (build for HIP) or wheel (PyPI); default: source on rocm, "
-                          "wheel on cpu.", "str", choices=("source", "wheel"))
+    lmcache_from = option(None, "source (the sdist: built for HIP on rocm, without native extensions on cpu) or "
+                          "wheel (PyPI, a CUDA build); default: source.", "str", choices=("source", "wheel"))
     purge_cuda_packages = option(True, "Remove CUDA-only Python packages from the image.", "bool")
 
 

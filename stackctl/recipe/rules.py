@@ -72,8 +72,8 @@ def remote_tiers(recipe: Recipe) -> list[tuple[int, object]]:
 
 
 def lmcache_source(recipe: Recipe) -> str:
-    """How LMCache gets into the image: "source" or "wheel" (the default depends on the platform)."""
-    return recipe.build.lmcache_from or ("source" if recipe.stack.platform == "rocm" else "wheel")
+    """How LMCache gets into the image: "source" (the default on every platform) or "wheel"."""
+    return recipe.build.lmcache_from or "source"
 
 
 def vllm_version(recipe: Recipe) -> str | None:
