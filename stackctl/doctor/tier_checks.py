@@ -67,3 +67,32 @@ def fs_tier(ctx):
         return failed(problem)
     stat = os.statvfs(tier.path)
     return passed(f"{tier.path}: writable, {stat.f_bavail * stat.f_frsize / GiB:.1f} GiB free")
+
+
+@check("image.tiers", "image", "error",
+       "every KV tier stores and returns data through LMCache's own code, in the stack's image",
+       "fix the tier the message names (its cause says what: endpoint, TLS, bucket, credentials, path, space)")
+def tiers(ctx):
+    """Inside the stack's image, with the stack's LMCache config, tier mounts, environment and secrets, LMCache's
+    own storage check (`python -m lmcache.v1.basic_check`, found by LMCache version in compat.toml) puts chunks into
+    each tier, checks they exist, reads them back and compares contents. Lower tiers run with `local_cpu: false` so
+    the read cannot come from RAM; the objects are seen where the tier keeps them (files, bucket) and removed.
+    Reports put/get latency and throughput per tier, or the failing tier and its cause."""
+    from stackctl.doctor import tier_roundtrip
+    from stackctl.knowledge import compat
+
+    if not ctx.recipe.cache.enabled or not ctx.recipe.cache.tiers:
+        raise Unavailable("no LMCache tiers in the recipe")
+    lmcache = ctx.probe().get("lmcache") or {}
+    if not lmcache.get("found"):
+        return failed("LMCache is not installed in the image")
+    tool = compat.lmcache_storage_check(lmcache.get("version"))
+    if tool is None:
+        raise Unavailable(f"LMCache {lmcache.get('version')} has no storage check tool (compat.toml "
+                          "lmcache_storage_check)")
+    outcomes = tier_roundtrip.run(ctx, tool)
+    details = {o.kind: {"ok": o.ok, "message": o.message, **o.figures} for o in outcomes}
+    bad = [o for o in outcomes if not o.ok]
+    if bad:
+        return failed("; ".join(o.message for o in bad), tiers=details)
+    return passed("; ".join(o.message for o in outcomes), tiers=details)
