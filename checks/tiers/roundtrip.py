@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-ROW = re.compile(r"^\|\s*(?P<op>[A-Z][A-Z ()-]*?)\s*\|\s*(?P<avg>[\d.]+)\s*\|\s*[\d.]+\s*\|\s*[\d.]+\s*\|"
+ROW = re.compile(r"^\|\s*(?P<op>[A-Z][A-Za-z ()-]*?)\s*\|\s*(?P<avg>[\d.]+)\s*\|\s*[\d.]+\s*\|\s*[\d.]+\s*\|"
                  r"\s*(?P<passed>\d+)/(?P<total>\d+)\s*\|")
 
 

@@ -65,7 +65,7 @@ def tier_configs(recipe) -> dict[str, dict]:
     return configs
 
 
-def run(ctx, check_tool: dict) -> list[TierOutcome]:
+def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int = NUM_KEYS) -> list[TierOutcome]:
     """Run the round trip of every tier in one container; returns one outcome per tier, in recipe order."""
     recipe = ctx.recipe
     engine = ctx.engine()
@@ -88,7 +88,7 @@ def run(ctx, check_tool: dict) -> list[TierOutcome]:
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
         volumes[str(shipped("checks") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
         command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--module", check_tool["module"],
-                   "--mode", check_tool["mode"], "--num-keys", str(NUM_KEYS), "--obj-size", str(OBJ_ELEMENTS),
+                   "--mode", check_tool["mode"], "--num-keys", str(num_keys), "--obj-size", str(obj_elements),
                    "--timeout", str(TIER_TIMEOUT_S)]
         if ca_file:
             volumes[ca_file] = {"bind": CA_PATH, "mode": "ro"}
@@ -105,31 +105,31 @@ def run(ctx, check_tool: dict) -> list[TierOutcome]:
         if line.startswith("{"):
             report = json.loads(line)
             reports[report["tier"]] = report
-    return [judge(tier, reports.get(tier.kind), model, ctx) for tier in recipe.cache.tiers]
+    return [judge(tier, reports.get(tier.kind), model, obj_elements * 2) for tier in recipe.cache.tiers]
 
 
-def judge(tier, report: dict | None, model: str, ctx) -> TierOutcome:
+def judge(tier, report: dict | None, model: str, chunk_bytes: int = OBJ_ELEMENTS * 2) -> TierOutcome:
+    """One tier's verdict: ok when every chunk was absent before, present after, and read back equal."""
     if report is None:
         return TierOutcome(tier.kind, False, f"{tier.kind}: no result (the check container did not finish)")
     rows = report.get("rows", {})
-    figures = _figures(rows)
+    figures = _figures(rows, chunk_bytes)
     seen = ""
     if tier.kind == "s3":
         seen = _s3_seen_and_removed(tier, model)
     elif tier.kind in ("disk", "fs"):
         seen = f"{report.get('files_seen', 0)} file(s) seen in {tier.path}, removed"
-    total = rows.get("GET", {}).get("total", NUM_KEYS)
+    total = rows.get("GET", {}).get("total", 0)
     ok = bool(rows) and all(rows.get(op, {}).get("passed") == total
                             for op in ("EXISTS (non-exist)", "EXISTS (exist)", "GET"))
     if ok:
         text = (f"{tier.kind} ok: put {figures['put_ms']:.2f} ms ({figures['put_mb_s']:.1f} MB/s), get "
                 f"{figures['get_ms']:.2f} ms ({figures['get_mb_s']:.1f} MB/s)")
         return TierOutcome(tier.kind, True, text + (f"; {seen}" if seen else ""), figures)
-    return TierOutcome(tier.kind, False, f"{tier.kind} failed: {cause(tier, report)}", figures)
+    return TierOutcome(tier.kind, False, f"{tier.kind} failed: {cause(tier, report, chunk_bytes)}", figures)
 
 
-def _figures(rows: dict) -> dict:
-    chunk_bytes = OBJ_ELEMENTS * 2
+def _figures(rows: dict, chunk_bytes: int) -> dict:
     figures = {"chunk_bytes": chunk_bytes}
     for op, name in (("PUT", "put"), ("GET", "get")):
         avg = rows.get(op, {}).get("avg_ms")
@@ -139,7 +139,7 @@ def _figures(rows: dict) -> dict:
     return figures
 
 
-def cause(tier, report: dict) -> str:
+def cause(tier, report: dict, chunk_bytes: int) -> str:
     """The cause in words, from the tier's own facts first and LMCache's log second."""
     log = "\n".join(report.get("log_tail", []))
     rows = report.get("rows", {})
@@ -147,7 +147,7 @@ def cause(tier, report: dict) -> str:
     if tier.kind in ("disk", "fs"):
         if report.get("read_only") or "Read-only file system" in log or "Permission denied" in log:
             return f"path not writable: {tier.path} ({counts})"
-        if "No space left" in log or report.get("free_bytes", 1 << 40) < OBJ_ELEMENTS * 2 * NUM_KEYS:
+        if "No space left" in log or report.get("free_bytes", 1 << 40) < chunk_bytes * 2:
             return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({counts})"
     if tier.kind == "s3":
         from stackctl.doctor import s3_probe
