@@ -33,6 +33,7 @@ from stackctl.fleet.playbook_names import (DOCTOR_PLAY, DOCTOR_PLAYBOOK, DOCTOR_
                                            TASK_ROLLOUT_RECORD, TASK_UP)
 from stackctl.fleet.report import counts, detail, exit_status, recipe_groups, summary_json, summary_table
 from stackctl.fleet.runner_args import default_forks, doctor_extravars, rollout_extravars, runner_kwargs
+from stackctl.fleet.shared_marker import assign_marker_writers
 from stackctl.fleet.tracker import FleetTracker, failure_message
 
 __all__ = [
@@ -42,7 +43,7 @@ __all__ = [
     # batching
     "batches", "parse_batch", "parse_percent",
     # inventory and plan
-    "host_plan", "host_recipe_names", "inventory_hosts", "resolve_inventory_path", "tuning_for", "wheelhouse_id",
+    "assign_marker_writers", "host_plan", "host_recipe_names", "inventory_hosts", "resolve_inventory_path", "tuning_for", "wheelhouse_id",
     # consistency
     "TierMismatch", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches", "shared_tiers",
     # runner_args
