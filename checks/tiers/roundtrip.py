@@ -24,9 +24,10 @@ ROW = re.compile(r"^\|\s*(?P<op>[A-Z][A-Za-z ()-]*?)\s*\|\s*(?P<avg>[\d.]+)\s*\|
 
 
 def run_tier(spec, args):
-    env = dict(os.environ, LMCACHE_CONFIG_FILE=spec["config"])
+    # Unbuffered: the result table must reach the pipe before close() hangs and the process group is killed.
+    env = dict(os.environ, LMCACHE_CONFIG_FILE=spec["config"], PYTHONUNBUFFERED="1")
     command = [sys.executable, "-m", args.module, "--mode", args.mode, "--model", spec["model"],
-               "--num-keys", str(args.num_keys), "--obj-size", str(args.obj_size)]
+               "--num-keys", str(args.num_keys), "--obj-size", str(spec.get("obj_size") or args.obj_size)]
     started = time.monotonic()
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True)
@@ -103,7 +104,7 @@ def _inspect_and_clean(path, model):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--spec", required=True, help="JSON list of {tier, config, model, path?}")
+    parser.add_argument("--spec", required=True, help="JSON list of {tier, config, model, path?, obj_size?}")
     parser.add_argument("--module", required=True)
     parser.add_argument("--mode", required=True)
     parser.add_argument("--num-keys", type=int, default=5)

@@ -25,6 +25,9 @@ TIER_KEYS = ("local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_si
 TIER_EXTRA_KEYS = ("s3_region", "disable_tls", "remote_storage_plugin.fs.base_path")
 CHECK_CPU_GB = 0.05      # the CPU buffer of the check: small, so the check needs ~0.4 GB of RAM, not the tier's size
 OBJ_ELEMENTS = 32768     # 64 KiB bf16 chunks: 4 KiB aligned, which the S3 connector needs
+# LMCache 0.5.6's check tool builds S3 objects for a 256-token chunk of its own synthetic layout (4 bytes a token):
+# its S3 connector accepts exactly that size, 1 KiB, and refuses any other as a partial chunk.
+S3_OBJ_ELEMENTS = 512
 NUM_KEYS = 5
 TIER_TIMEOUT_S = 60
 DRIVER = "/opt/stackctl/doctor/roundtrip.py"
@@ -59,6 +62,9 @@ def tier_configs(recipe) -> dict[str, dict]:
             tier_extra["s3_region"] = tier.region
             if tier.disable_tls:
                 tier_extra["disable_tls"] = True
+            # The 1 KiB object must not be padded to the allocator's 4 KiB: the S3 connector refuses a size other
+            # than its part size.
+            tier_extra["local_cpu.pinned_align_bytes"] = 1024
         if tier_extra:
             config["extra_config"] = tier_extra
         configs[tier.kind] = config
@@ -83,7 +89,8 @@ def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int =
             Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
             tier = recipe.tiers_of(kind)[0]
             specs.append({"tier": kind, "config": f"{SPEC_DIR}/{kind}.json", "model": model,
-                          "path": tier.path if kind in ("disk", "fs") else None})
+                          "path": tier.path if kind in ("disk", "fs") else None,
+                          "obj_size": S3_OBJ_ELEMENTS if kind == "s3" else obj_elements})
         Path(spec_dir, "specs.json").write_text(json.dumps(specs))
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
         volumes[str(shipped("checks") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
@@ -105,7 +112,8 @@ def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int =
         if line.startswith("{"):
             report = json.loads(line)
             reports[report["tier"]] = report
-    return [judge(tier, reports.get(tier.kind), model, obj_elements * 2) for tier in recipe.cache.tiers]
+    return [judge(tier, reports.get(tier.kind), model, 2 * (S3_OBJ_ELEMENTS if tier.kind == "s3" else obj_elements))
+            for tier in recipe.cache.tiers]
 
 
 def judge(tier, report: dict | None, model: str, chunk_bytes: int = OBJ_ELEMENTS * 2) -> TierOutcome:

@@ -47,6 +47,7 @@ def test_each_tier_gets_its_own_config_and_lower_tiers_bypass_ram():
     assert configs["s3"]["remote_url"] == "s3://stackctl-kv.rgw.stackctl.test:17443"
     assert configs["s3"]["extra_config"]["s3_region"] == "us-east-1"
     assert all(c["chunk_size"] == 256 for c in configs.values())
+    assert configs["s3"]["extra_config"]["local_cpu.pinned_align_bytes"] == 1024
 
 
 def test_a_full_put_column_with_missing_chunks_is_a_failure_with_the_cause():
