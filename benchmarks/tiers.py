@@ -41,12 +41,13 @@ def main() -> None:
         sys.exit("the image's LMCache has no storage check tool")
     chunk_bytes = TOKEN_BYTES * CHUNK_TOKENS
     outcomes = tier_roundtrip.run(context, tool, obj_elements=chunk_bytes // 2, num_keys=args.n)
-    print(f"{args.n} chunks of {CHUNK_TOKENS} tokens ({chunk_bytes // 1024} KiB) per tier, {Path(args.recipe).name}")
-    print(f"{'tier':<6} {'put ms':>9} {'put MB/s':>10} {'get ms':>9} {'get MB/s':>10}  result")
+    print(f"{args.n} chunks per tier of {CHUNK_TOKENS} tokens of the smoke model ({chunk_bytes // 1024} KiB); S3: the "
+          f"1 KiB object LMCache's check tool can send there ({Path(args.recipe).name})")
+    print(f"{'tier':<6} {'chunk KiB':>9} {'put ms':>9} {'put MB/s':>10} {'get ms':>9} {'get MB/s':>10}  result")
     for o in outcomes:
         f = o.figures
-        print(f"{o.kind:<6} {f.get('put_ms', 0):9.3f} {f.get('put_mb_s', 0):10.1f} {f.get('get_ms', 0):9.3f} "
-              f"{f.get('get_mb_s', 0):10.1f}  {'ok' if o.ok else o.message}")
+        print(f"{o.kind:<6} {f['chunk_bytes'] / 1024:9g} {f.get('put_ms', 0):9.3f} {f.get('put_mb_s', 0):10.2f} "
+              f"{f.get('get_ms', 0):9.3f} {f.get('get_mb_s', 0):10.2f}  {'ok' if o.ok else o.message}")
 
 
 if __name__ == "__main__":
