@@ -43,3 +43,15 @@ fi
 if [ -z "${STACKCTL_CA_BUNDLE:-}" ] && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
     export STACKCTL_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
 fi
+
+# The S3 tier's test server: a single-node Ceph RADOS Gateway on 127.0.0.1 (scripts/start-ceph-rgw.sh; the tests
+# and scripts/smoke.sh start and stop it).
+_need_ceph=()
+for _tool in radosgw ceph-mon ceph-osd curl openssl; do
+    command -v "$_tool" >/dev/null 2>&1 || _need_ceph+=("$_tool")
+done
+if [ "${#_need_ceph[@]}" -gt 0 ]; then
+    _log "apt-get install radosgw ceph-mon ceph-osd curl openssl"
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends radosgw ceph-mon ceph-osd curl openssl
+fi

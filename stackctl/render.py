@@ -198,6 +198,7 @@ def _template_context(recipe: Recipe) -> dict:
         "base_image": stackspec.base_image(recipe),
         "versions": versions,
         "lmcache_install": lmcache_install,
+        "lmcache_build_requirements": compat.lmcache_build_requirements(versions["lmcache"]),
         "purge": purge,
         "verify_imports": verify,
         "keep_prefixes": ["nvidia-"] if recipe.stack.platform == "cpu" else [],

@@ -78,10 +78,11 @@ def vllm_version(recipe: Recipe) -> str | None:
 
 
 def lmcache_install(recipe: Recipe) -> str | None:
-    """How LMCache enters the image: "source" (HIP build), "wheel" (PyPI), or None when the cache is off."""
+    """How LMCache enters the image: "source" (the sdist: a HIP build on ROCm, without native extensions on CPU),
+    "wheel" (PyPI), or None when the cache is off."""
     if not recipe.cache.enabled:
         return None
-    return recipe.build.lmcache_from or ("source" if recipe.stack.platform == "rocm" else "wheel")
+    return recipe.build.lmcache_from or "source"
 
 
 def hash_seed(recipe: Recipe) -> str | None:

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import click
@@ -154,7 +155,8 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     hosts, plans, recipes = _plan(recipe, inventory)
     mismatches = fl.find_tier_mismatches(recipes)
     run_dir = _new_run_dir("doctor")
-    extravars = fl.doctor_extravars(plans, scope=",".join(scopes), skip=tuple(skip))
+    fl.assign_marker_writers(plans, recipes)
+    extravars = fl.doctor_extravars(plans, scope=",".join(scopes), skip=tuple(skip), marker_id=uuid.uuid4().hex[:12])
     kwargs = _kwargs(run_dir, fl.DOCTOR_PLAYBOOK, inventory, extravars, forks or fl.default_forks(len(hosts)),
                      verbose)
     say(f"fleet doctor on {len(hosts)} host(s), scopes {','.join(scopes)}")

@@ -108,6 +108,6 @@ def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
 
 def load_all() -> dict[str, Check]:
     """Import every check module (they register themselves) and return the registry."""
-    from stackctl.doctor import host_checks, image_checks, server_checks  # noqa: F401
+    from stackctl.doctor import host_checks, image_checks, server_checks, tier_checks  # noqa: F401
 
     return CHECKS

@@ -7,7 +7,7 @@ plain data in, plain data out, one module per step:
 
 - hosts: inventory hosts in order, each host's recipe, what each host gets (recipe, hash, stack, tuning), the
   wheelhouse id, `--batch` / `--max-fail` and the batches Ansible's `serial` makes
-- consistency: the shared-tier cache-key check
+- consistency: hosts sharing a remote tier agree on cache keys; who proves a shared fs tier is shared
 - ansible: names shared with playbooks/ (playbooks, plays, tasks, the recipe inventory variable), the playbooks'
   extra variables and ansible-runner's arguments
 - progress: ansible-runner events -> per-host outcomes (HostOutcome, the host statuses) and progress lines
@@ -22,8 +22,8 @@ from __future__ import annotations
 from stackctl.fleet.ansible import (DOCTOR_PLAY, DOCTOR_PLAYBOOK, DOCTOR_TASK_PREFIX, RECIPE_VAR, ROLLOUT_PLAY,
                                     ROLLOUT_PLAYBOOK, TASK_DONE, TASK_RECIPE_HASH, TASK_ROLLOUT_RECORD, TASK_UP,
                                     default_forks, doctor_extravars, rollout_extravars, runner_kwargs)
-from stackctl.fleet.consistency import (TierMismatch, cache_key_settings, check_shared_tiers, find_tier_mismatches,
-                                        shared_tiers)
+from stackctl.fleet.consistency import (TierMismatch, assign_marker_writers, cache_key_settings, check_shared_tiers,
+                                        find_tier_mismatches, shared_tiers)
 from stackctl.fleet.hosts import (batches, host_plan, host_recipe_names, inventory_hosts, parse_batch, parse_percent,
                                   resolve_inventory_path, tuning_for, wheelhouse_id)
 from stackctl.fleet.progress import (CHANGED, FAILED, NOT_REACHED, OK, ROLLED_BACK, STATUSES, STOPPED, UNREACHABLE,
@@ -38,7 +38,8 @@ __all__ = [
     "batches", "parse_batch", "parse_percent",
     "host_plan", "host_recipe_names", "inventory_hosts", "resolve_inventory_path", "tuning_for", "wheelhouse_id",
     # consistency
-    "TierMismatch", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches", "shared_tiers",
+    "TierMismatch", "assign_marker_writers", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches",
+    "shared_tiers",
     # ansible: runner arguments
     "default_forks", "doctor_extravars", "rollout_extravars", "runner_kwargs",
     # progress, report

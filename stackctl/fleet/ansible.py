@@ -48,10 +48,10 @@ def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, sk
     }
 
 
-def doctor_extravars(plans: dict, *, scope: str, skip: tuple = ()) -> dict:
-    """Extra variables of playbooks/doctor.yml."""
+def doctor_extravars(plans: dict, *, scope: str, skip: tuple = (), marker_id: str = "") -> dict:
+    """Extra variables of playbooks/doctor.yml (marker_id names this run's shared-tier marker files)."""
     return {"stackctl_host_fleet_plan": plans, "stackctl_host_doctor_scope": scope,
-            "stackctl_host_doctor_skip": list(skip)}
+            "stackctl_host_doctor_skip": list(skip), "stackctl_host_marker_id": marker_id}
 
 
 def runner_kwargs(*, private_data_dir: str, playbook: str, inventory: str, extravars: dict, forks: int,

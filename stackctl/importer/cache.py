@@ -121,16 +121,34 @@ def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict)
     draft.tiers.append(({"kind": "disk", "path": host_path, "size_gb": _total_size(number, tp)}, notes))
 
 
+def _fs_tier(draft: Draft, launch: Launch, url: str) -> dict | None:
+    from urllib.parse import urlparse
+
+    path = urlparse(url).path.rstrip("/") or "/"
+    if not (path.startswith("/") and fits(model.Tier, "path", path)):
+        return None
+    host_path, mapped = launch.host_path(path)
+    tier = {"kind": "fs", "path": host_path}
+    draft.tiers.append((tier, [f"host path of the container's {path}"] if mapped else []))
+    return tier
+
+
 def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, credentials_file, key_env: dict) -> None:
     remote = config.pop("remote_url", None)
     extra_config = config.pop("extra_config", None)
     extra_config = dict(extra_config) if isinstance(extra_config, dict) else extra_config
     plugins = config.get("remote_storage_plugins")
-    if remote is None and plugins == ["fs"] and isinstance(extra_config, dict) \
-            and "remote_storage_plugin.fs.base_path" in extra_config:
-        # The plugin form of an fs tier (what stackctl writes): the same as the legacy fs:// URL.
+    if plugins == ["fs"] and isinstance(extra_config, dict) and "remote_storage_plugin.fs.base_path" in extra_config:
+        # The plugin form of an fs tier (what stackctl writes): the same as the legacy fs:// URL. It may sit beside
+        # an S3 remote_url (two remote backends).
         config.pop("remote_storage_plugins")
-        remote = "fs://" + str(extra_config.pop("remote_storage_plugin.fs.base_path"))
+        fs_url = "fs://" + str(extra_config.pop("remote_storage_plugin.fs.base_path"))
+        if remote is None:
+            remote = fs_url
+        else:
+            _fs_tier(draft, launch, fs_url)
+            if config.get("remote_serde") == "naive" and not str(remote).startswith("s3://"):
+                config.pop("remote_serde")
     tier: dict[str, Any] | None = None
     if isinstance(remote, str) and remote.startswith("s3://") and isinstance(extra_config, (dict, type(None))):
         extra_config = extra_config or {}
@@ -167,13 +185,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
         else:
             draft.tiers.append((tier, notes))
     elif isinstance(remote, str) and remote.startswith("fs://"):
-        from urllib.parse import urlparse
-
-        path = urlparse(remote).path.rstrip("/") or "/"
-        if path.startswith("/") and fits(model.Tier, "path", path):
-            host_path, mapped = launch.host_path(path)
-            tier = {"kind": "fs", "path": host_path}
-            draft.tiers.append((tier, [f"host path of the container's {path}"] if mapped else []))
+        tier = _fs_tier(draft, launch, remote)
     if tier is not None:
         if config.get("remote_serde") == "naive":
             config.pop("remote_serde")  # stackctl writes it for every remote tier

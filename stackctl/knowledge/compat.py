@@ -53,10 +53,7 @@ def describe_range(since: str | None, until: str | None) -> str:
 
 def lmcache_native_module(version: str | None) -> dict | None:
     """The native-module entry for an LMCache version, or None when the version is unknown."""
-    for entry in table()["lmcache_native_module"]:
-        if in_range(version, entry.get("since"), entry.get("until")):
-            return entry
-    return None
+    return _entry_for("lmcache_native_module", version)
 
 
 def is_cuda_only(distribution: str) -> bool:
@@ -70,3 +67,21 @@ def normalize_name(name: str) -> str:
     import re
 
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _entry_for(section: str, version: str | None) -> dict | None:
+    for entry in table().get(section, []):
+        if in_range(version, entry.get("since"), entry.get("until")):
+            return entry
+    return None
+
+
+def lmcache_build_requirements(version: str | None) -> list[str]:
+    """LMCache's build requirements for a release; a git build (version unknown) gets the newest list."""
+    entry = _entry_for("lmcache_build_requirements", version) or table()["lmcache_build_requirements"][0]
+    return list(entry["packages"])
+
+
+def lmcache_storage_check(version: str | None) -> dict | None:
+    """LMCache's storage self-test (module, mode) for a release, or None when that release has none."""
+    return _entry_for("lmcache_storage_check", version)

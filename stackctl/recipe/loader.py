@@ -222,13 +222,12 @@ class _Loader:
             if tier is not None:
                 tiers.append(tier)
         kinds = [t.kind for t in tiers]
-        for kind in ("cpu", "disk"):
+        # LMCache has one slot per kind: local_cpu, local_disk, remote_url (s3) and the fs storage plugin. An s3 and
+        # an fs tier coexist (two remote backends), two of one kind do not.
+        for kind in ("cpu", "disk", "s3", "fs"):
             if kinds.count(kind) > 1:
                 self.problem(path + (_last_index(kinds, kind),), f"only one {kind} tier is supported",
                              "merge them into one tier")
-        remote = [i for i, kind in enumerate(kinds) if kind in ("s3", "fs")]
-        if len(remote) > 1:
-            self.problem(path + (remote[-1],), "LMCache takes one remote tier (s3 or fs)", "keep one remote tier")
         return tiers
 
     def _convert_numa(self, spec, value, path):

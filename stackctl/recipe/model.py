@@ -163,8 +163,9 @@ class Serve(Section):
 class Tier(Section):
     kind: str = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
                   "str", choices=TIER_KINDS)
-    size_gb: float | None = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk).",
-                                   "float", exclusive_minimum=0.0, maximum=1048576)
+    size_gb: float | None = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk); free "
+                                   "space the fs tier's path must have (fs).", "float", exclusive_minimum=0.0,
+                                   maximum=1048576)
     path: str | None = option(None, "Directory on the host (disk, fs).", "str")
     url: str | None = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
                  "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
@@ -177,15 +178,18 @@ class Tier(Section):
                             pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     credentials_file: str | None = option(None, "AWS-style credentials file on the host, mounted read-only (s3).",
                               "str")
+    ca_file: str | None = option(None, "CA certificate (PEM) the S3 endpoint's certificate chains to, when it is not a public "
+                     "CA (a site CA, a lab Ceph RGW); trusted by doctor's tier checks (s3).", "str")
 
 
 # Which optional tier fields each kind accepts and requires.
 TIER_FIELDS = {
     "cpu": {"allowed": {"size_gb"}, "required": {"size_gb"}},
     "disk": {"allowed": {"size_gb", "path"}, "required": {"size_gb", "path"}},
-    "s3": {"allowed": {"url", "region", "disable_tls", "access_key_env", "secret_key_env", "credentials_file"},
+    "s3": {"allowed": {"url", "region", "disable_tls", "access_key_env", "secret_key_env", "credentials_file",
+                       "ca_file"},
            "required": {"url", "region"}},
-    "fs": {"allowed": {"path"}, "required": {"path"}},
+    "fs": {"allowed": {"path", "size_gb"}, "required": {"path"}},
 }
 
 
@@ -220,8 +224,9 @@ class Build(Section):
                        "str")
     pip_index: str | None = option(None, "pip index URL used inside the build (no credentials: they would stay in the "
                        "image; use a netrc or a proxy).", "str", example="https://pypi.internal.example/simple")
-    lmcache_from: str | None = option(None, "source (build for HIP) or wheel (PyPI); default: source on rocm, "
-                          "wheel on cpu.", "str", choices=("source", "wheel"))
+    lmcache_from: str | None = option(None, "source (the sdist: built for HIP on rocm, without native extensions on "
+                                      "cpu) or wheel (PyPI, a CUDA build); default: source.", "str",
+                                      choices=("source", "wheel"))
     purge_cuda_packages: bool = option(True, "Remove CUDA-only Python packages from the image.", "bool")
 
 

@@ -56,3 +56,25 @@ def smoke_stack(docker_engine, stack_env):
     stack.first_up = stack.up()
     yield stack
     stack.down()
+
+
+@pytest.fixture(scope="session")
+def ceph_rgw():
+    """The S3 server of the tier tests: a single-node Ceph RGW on 127.0.0.1 (plain HTTP and TLS), started by
+    scripts/start-ceph-rgw.sh and stopped at the end when this session started it. Yields its s3.env as a dict."""
+    from storage import start_ceph_rgw, stop_ceph_rgw
+
+    started, settings = start_ceph_rgw()
+    yield settings
+    if started:
+        stop_ceph_rgw()
+
+
+@pytest.fixture(scope="session")
+def tiers_env(stack_env, ceph_rgw) -> dict:
+    """stackctl's environment for recipes/cpu-tiers.toml: the S3 credentials its tier names, its tier directories."""
+    from storage import make_tier_dirs
+
+    make_tier_dirs()
+    return dict(stack_env, STACKCTL_S3_ACCESS_KEY=ceph_rgw["STACKCTL_S3_ACCESS_KEY"],
+                STACKCTL_S3_SECRET_KEY=ceph_rgw["STACKCTL_S3_SECRET_KEY"])

@@ -77,7 +77,9 @@ def _sshd_banner(port: int) -> bool:
 class FleetHosts:
     """N sshd containers; `inventory()` writes an INI inventory for them."""
 
-    def __init__(self, count: int, key: Path, first_port: int = FIRST_PORT):
+    def __init__(self, count: int, key: Path, first_port: int = FIRST_PORT, mounts: dict | None = None):
+        """mounts: {host: ["HOST_DIR:CONTAINER_DIR", ...]} bind mounts per host (e.g. a shared tier directory)."""
+        self.mounts = mounts or {}
         if first_port < FIRST_PORT or first_port + count - 1 > LAST_PORT:
             raise ValueError(f"fleet test hosts use ports {FIRST_PORT}-{LAST_PORT}")
         self.key = Path(key)
@@ -101,7 +103,8 @@ class FleetHosts:
                 subprocess.run(["docker", "rm", "-f", name], capture_output=True)
                 if not _port_free(port):
                     raise RuntimeError(f"127.0.0.1:{port} is in use: cannot start {name}")
-                subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", IMAGE,
+                volumes = [arg for mount in self.mounts.get(host, []) for arg in ("-v", mount)]
+                subprocess.run(["docker", "run", "-d", "--name", name, "--network", "host", *volumes, IMAGE,
                                 "/usr/sbin/sshd", "-D", "-e", "-p", str(port), "-o", "ListenAddress=127.0.0.1"],
                                check=True, capture_output=True)
                 subprocess.run(["docker", "exec", "-i", name, "sh", "-c",

@@ -12,9 +12,11 @@ from stacks import Stack, variant
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
+# LMCache's PyPI wheel (a CUDA build; the default is the sdist build): what these tests catch.
 LMCACHE_ON = {
     '[versions]\n': '[versions]\nlmcache = "0.5.6"\n',
     "[cache]\nenabled = false": "[cache]\nenabled = true",
+    "[checks]": '[build]\nlmcache_from = "wheel"\n\n[checks]',
 }
 
 
@@ -60,7 +62,7 @@ def lmcache_recipes(tmp_path_factory):
     on = dict(LMCACHE_ON, **{'name = "cpu-smoke"': 'name = "cpu-smoke-lmcache"', "port = 8000": "port = 8020"})
     unseeded = dict(on, **{"hash_seed = 0\n": ""})
     unpurged = dict(LMCACHE_ON, **{'name = "cpu-smoke"': 'name = "cpu-smoke-unpurged"',
-                                   "[checks]": "[build]\npurge_cuda_packages = false\n\n[checks]"})
+                                   '[checks]': '[build]\nlmcache_from = "wheel"\npurge_cuda_packages = false\n\n[checks]'})
     return {"on": variant(tmp, "lmcache", on), "unseeded": variant(tmp, "lmcache-unseeded", unseeded),
             "unpurged": variant(tmp, "lmcache-unpurged", unpurged)}
 

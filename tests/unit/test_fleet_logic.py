@@ -475,3 +475,20 @@ def test_rollout_extravars_carry_rollback_on_fail():
                                      wheelhouse_archive="a", wheelhouse_hash="h", artifacts_dir="d",
                                      rollback_on_fail=True)
     assert extravars["stackctl_host_rollback_on_fail"] is True
+
+
+def test_marker_writer_is_the_first_host_of_each_fs_group():
+    from stackctl.fleet import assign_marker_writers
+
+    def recipe(path):
+        text = '[stack]\nname = "s"\n[model]\npath = "/m"\n[cache]\nenabled = true\n'
+        if path:
+            text += f'[[cache.tiers]]\nkind = "cpu"\nsize_gb = 1\n[[cache.tiers]]\nkind = "fs"\npath = "{path}"\n'
+        return load_recipe_text(text, "r.toml")
+
+    recipes = {"a": recipe("/kv/"), "b": recipe(None), "c": recipe("/kv"), "d": recipe("/other")}
+    plans = {host: {} for host in recipes}
+    assign_marker_writers(plans, recipes)
+    assert plans == {"a": {"shared_fs": "/kv", "shared_fs_writer": "a"}, "b": {},
+                     "c": {"shared_fs": "/kv", "shared_fs_writer": "a"},
+                     "d": {"shared_fs": "/other", "shared_fs_writer": "d"}}

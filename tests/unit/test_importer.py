@@ -400,7 +400,8 @@ def test_atom_fixture_imports_the_whole_launch():
 #   host.*              pinning is decided by `up` on the host (the launcher comes from the container's environment)
 #   build.*, checks.*   image build and preflight settings
 NOT_IN_A_LAUNCH = {"stack": ("name", "platform", "base_image", "description"), "model": ("generate",)}
-TIER_SECRET_KEYS = ("access_key_env", "secret_key_env", "credentials_file")
+# Not in a launch: secrets, and what only doctor uses (the CA an S3 endpoint's certificate chains to).
+TIER_SECRET_KEYS = ("access_key_env", "secret_key_env", "credentials_file", "ca_file")
 WHOLE_SECTIONS = ("versions", "host", "build", "checks")
 
 

@@ -63,10 +63,11 @@ def test_tier_fields_checked_per_kind():
     assert any("cache.tiers[1]: a disk tier needs path" in line for line in lines)
 
 
-def test_only_one_remote_tier():
-    text = MINIMAL + ('[[cache.tiers]]\nkind = "fs"\npath = "/a"\n'
-                      '[[cache.tiers]]\nkind = "s3"\nurl = "s3://h"\nregion = "r"\n')
-    assert any("cache.tiers[1]: LMCache takes one remote tier" in line for line in errors_of(text))
+def test_one_tier_of_each_remote_kind():
+    s3 = '[[cache.tiers]]\nkind = "s3"\nurl = "s3://h"\nregion = "r"\n'
+    both = MINIMAL + '[[cache.tiers]]\nkind = "fs"\npath = "/a"\n' + s3
+    assert [t.kind for t in load_recipe_text(both, "r.toml").cache.tiers] == ["fs", "s3"]
+    assert any("cache.tiers[2]: only one s3 tier is supported" in line for line in errors_of(both + s3))
 
 
 def test_toml_syntax_error_has_position():

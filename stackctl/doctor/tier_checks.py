@@ -1,0 +1,98 @@
+"""KV tier checks: host-side preflight of the S3 and fs tiers (fast, no image: runs on fleet hosts too), and the
+round trip through LMCache's own code inside the stack's image (image.tiers)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from stackctl.doctor.registry import Unavailable, check, failed, passed
+
+GiB = 1024 ** 3
+
+
+def _tier(ctx, kind: str):
+    tiers = ctx.recipe.tiers_of(kind) if ctx.recipe.cache.enabled else []
+    if not tiers:
+        raise Unavailable(f"no {kind} tier in the recipe")
+    return tiers[0]
+
+
+def path_problem(path: Path, want_bytes: int) -> str:
+    """Why a tier directory cannot take the tier ('' when it can): missing, not writable (a probe file is written
+    and removed: read-only mounts pass os.access), or short of space."""
+    if not path.is_dir():
+        return f"path not found: {path} does not exist"
+    probe = path / f".stackctl-probe-{uuid.uuid4().hex[:12]}"
+    try:
+        probe.write_bytes(b"stackctl")
+        probe.unlink()
+    except OSError as exc:
+        cause = "no space" if exc.errno == 28 else "path not writable"
+        return f"{cause}: {path}: {exc.strerror}"
+    stat = os.statvfs(path)
+    free = stat.f_bavail * stat.f_frsize
+    if free < want_bytes:
+        return f"no space: {path} has {free / GiB:.2f} GiB free < {want_bytes / GiB:.2f} GiB"
+    return ""
+
+
+@check("host.s3-tier", "host", "error",
+       "the S3 tier's endpoint resolves, connects, speaks TLS or HTTP as configured; bucket and credentials work",
+       "fix the tier's url / disable_tls / ca_file, create the bucket, or fix the credentials the recipe names")
+def s3_tier(ctx):
+    """From this host, without the image: BUCKET.HOST resolves (LMCache's S3 client addresses buckets as virtual
+    hosts), TCP connects, the server speaks TLS (or plain HTTP with `disable_tls`; when it speaks the other one, the
+    message says which), the bucket exists, and the recipe's credentials can put, read back and delete a probe
+    object (botocore). A wrong endpoint, TLS setting, bucket or key otherwise shows only as silent recomputation."""
+    from stackctl.doctor import s3_probe
+
+    verdict = s3_probe.check_bucket(_tier(ctx, "s3"))
+    if verdict.ok:
+        return passed(verdict.message, **verdict.facts)
+    return failed(verdict.message, cause=verdict.cause, **verdict.facts)
+
+
+@check("host.fs-tier", "host", "error", "the fs tier's path exists, is writable and has the space",
+       "mount the shared filesystem at the tier's path on this host, writable, with the space the tier needs")
+def fs_tier(ctx):
+    """LMCache's fs connector writes chunk files under the tier's path; a missing mount, a read-only mount or a full
+    filesystem makes every store fail without an error reaching the client. `size_gb` (optional) is the free space
+    required."""
+    tier = _tier(ctx, "fs")
+    want = int((tier.size_gb or 0) * GiB)
+    problem = path_problem(Path(tier.path), want)
+    if problem:
+        return failed(problem)
+    stat = os.statvfs(tier.path)
+    return passed(f"{tier.path}: writable, {stat.f_bavail * stat.f_frsize / GiB:.1f} GiB free")
+
+
+@check("image.tiers", "image", "error",
+       "every KV tier stores and returns data through LMCache's own code, in the stack's image",
+       "fix the tier the message names (its cause says what: endpoint, TLS, bucket, credentials, path, space)")
+def tiers(ctx):
+    """Inside the stack's image, with the stack's LMCache config, tier mounts, environment and secrets, LMCache's
+    own storage check (`python -m lmcache.v1.basic_check`, found by LMCache version in compat.toml) puts chunks into
+    each tier, checks they exist, reads them back and compares contents. Lower tiers run with `local_cpu: false` so
+    the read cannot come from RAM; the objects are seen where the tier keeps them (files, bucket) and removed.
+    Reports put/get latency and throughput per tier, or the failing tier and its cause."""
+    from stackctl.doctor import tier_roundtrip
+    from stackctl.knowledge import compat
+
+    if not ctx.recipe.cache.enabled or not ctx.recipe.cache.tiers:
+        raise Unavailable("no LMCache tiers in the recipe")
+    lmcache = ctx.probe().get("lmcache") or {}
+    if not lmcache.get("found"):
+        return failed("LMCache is not installed in the image")
+    tool = compat.lmcache_storage_check(lmcache.get("version"))
+    if tool is None:
+        raise Unavailable(f"LMCache {lmcache.get('version')} has no storage check tool (compat.toml "
+                          "lmcache_storage_check)")
+    outcomes = tier_roundtrip.run(ctx, tool)
+    details = {o.kind: {"ok": o.ok, "message": o.message, **o.figures} for o in outcomes}
+    bad = [o for o in outcomes if not o.ok]
+    if bad:
+        return failed("; ".join(o.message for o in bad), tiers=details)
+    return passed("; ".join(o.message for o in outcomes), tiers=details)
