@@ -100,3 +100,45 @@ def test_status_reads_the_address_from_the_rendered_serve_script(tmp_path):
     assert runner.served_address(RunningContainer(mounts[:1])) == ("127.0.0.1", None)
     (bundle / "serve.sh").unlink()
     assert runner.served_address(RunningContainer(mounts)) == ("127.0.0.1", None)
+
+
+def bundle_dir(tmp_path):
+    bundle = tmp_path / "bundle"
+    (bundle / "wheelhouse").mkdir(parents=True)
+    (bundle / "ca").mkdir()
+    return bundle
+
+
+def test_the_sites_wheels_and_ca_bundle_go_into_the_build_context(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "lmcache-0.5.6-cp311-linux_x86_64.whl").write_bytes(b"PK")
+    (wheels / "README").write_text("not a wheel")
+    ca = tmp_path / "site-ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("STACKCTL_WHEELHOUSE", str(wheels))  # the variable is enough; the recipe names none
+    monkeypatch.delenv("STACKCTL_CA_BUNDLE", raising=False)
+    bundle, said = bundle_dir(tmp_path), []
+    runner._add_site_inputs(bundle, load_recipe(RECIPES / "cpu-smoke.toml"), None, str(ca), said.append)
+    assert [p.name for p in (bundle / "wheelhouse").iterdir()] == ["lmcache-0.5.6-cp311-linux_x86_64.whl"]
+    assert (bundle / "ca" / "ca.crt").read_text() == "-----BEGIN CERTIFICATE-----\n"
+    assert said == [f"wheelhouse {wheels}: 1 wheel(s)", f"CA bundle {ca}"]
+
+
+def test_a_missing_wheelhouse_or_ca_bundle_is_named(tmp_path, monkeypatch):
+    monkeypatch.delenv("STACKCTL_WHEELHOUSE", raising=False)
+    recipe = load_recipe(RECIPES / "cpu-smoke.toml")
+    with pytest.raises(StackctlError, match=r"^wheelhouse /no/wheels: no such directory \(fix: build.wheelhouse"):
+        runner._add_site_inputs(bundle_dir(tmp_path), recipe, "/no/wheels", None, print)
+    with pytest.raises(StackctlError, match=r"^CA bundle /no/ca.pem: no such file \(fix: build.ca_bundle"):
+        runner._add_site_inputs(tmp_path / "bundle", recipe, None, "/no/ca.pem", print)
+
+
+@pytest.mark.parametrize("engine_state, said", [
+    ({"ExitCode": 143, "FinishedAt": "2026-01-02T03:04:05Z"}, "stopped (SIGTERM) at 2026-01-02T03:04:05Z"),
+    ({"Status": "created"}, "state created"),
+    ({"ExitCode": 127, "Error": "exec: \"vllm\": executable file not found"},
+     "exited with code 127: exec: \"vllm\": executable file not found"),
+])
+def test_stop_reasons_status_shows(engine_state, said):
+    assert runner.stop_reason(engine_state) == said
