@@ -167,7 +167,7 @@ def hash_seed(ctx):
     seed = (runs[0].get("env") or {}).get("PYTHONHASHSEED")
     if first != second:
         return failed(f"{algo} block hashes differ between two processes (PYTHONHASHSEED "
-                      f"{'unset' if seed is None else seed!r})", first=first[0], second=second[0])
+                      f"{'unset' if seed is None else repr(seed)})", first=first[0], second=second[0])
     return passed(f"{algo}: identical block hashes in two processes (PYTHONHASHSEED "
                   f"{'unset' if seed is None else repr(seed)}, seed {probes[0].get('seed')}, "
                   f"vLLM code run by {probes[0].get('mode') or 'import'})", mode=probes[0].get("mode"))

@@ -55,7 +55,8 @@ def _accepts(kind, value) -> bool:
             return True
         if isinstance(value, float):
             return value.is_integer()
-        return isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value) is not None
+        # pydantic reads "2.0" and "1_000" as integers too (int() digit grouping, an integral fraction).
+        return isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+(?:_\d+)*(?:\.0+)?\s*", value) is not None
     if kind == "float":
         if isinstance(value, (int, float)):
             return True

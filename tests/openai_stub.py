@@ -1,0 +1,95 @@
+"""A local HTTP server (the standard library's, on a loopback port of its own) answering in the shapes vLLM's
+OpenAI server uses: /health, /v1/models, /metrics with the prefix-cache counters, POST /reset_prefix_cache, and a
+server-sent-events /v1/completions stream ending in `data: [DONE]`. For unit tests of stackctl's HTTP edge and of
+bench's bookkeeping; the same code runs against a live vLLM in tests/integration."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+METRICS = """# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{{engine="0",model_name="tiny"}} {queries}
+vllm:prefix_cache_hits_total{{engine="0",model_name="tiny"}} {hits}
+vllm:external_prefix_cache_queries_total{{engine="0",model_name="tiny"}} 0.0
+vllm:external_prefix_cache_hits_total{{engine="0",model_name="tiny"}} 0.0
+"""
+
+
+class Server:
+    """State the handler serves: counters grow with each completion (prompt words queried, `hit_share` of them
+    hit); after `answer_completions` completions the server fails them and reports itself unhealthy."""
+
+    def __init__(self, hit_share: float = 0.5, answer_completions: int | None = None):
+        self.hit_share, self.answer_completions = hit_share, answer_completions
+        self.queries = self.hits = 0.0
+        self.completions = 0
+        self.received: list = []
+        self.lock = threading.Lock()
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    @property
+    def dead(self) -> bool:
+        return self.answer_completions is not None and self.completions >= self.answer_completions
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_state: Server
+
+    def log_message(self, *args):  # keep pytest's output clean
+        pass
+
+    def _reply(self, code, body=b"", content_type="application/json"):
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        state = self.server_state
+        if self.path == "/health":
+            self._reply(503 if state.dead else 200)
+        elif self.path == "/v1/models":
+            self._reply(200, json.dumps({"object": "list", "data": [{"id": "tiny"}]}).encode())
+        elif self.path == "/metrics":
+            text = METRICS.format(queries=state.queries, hits=state.hits)
+            self._reply(200, text.encode(), "text/plain; version=0.0.4")
+        else:
+            self._reply(404, b"{}")
+
+    def do_POST(self):
+        state = self.server_state
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])) or b"{}")
+        with state.lock:
+            state.received.append((self.path, body))
+        if self.path == "/reset_prefix_cache":
+            self._reply(200)
+        elif self.path == "/v1/completions":
+            with state.lock:
+                if state.dead:
+                    self._reply(500, b'{"error": "EngineDeadError"}')
+                    return
+                state.completions += 1
+                words = len(body["prompt"].split())
+                state.queries += words
+                state.hits += words * state.hit_share
+            events = [{"id": "cmpl-1", "choices": [{"index": 0, "text": " w5", "finish_reason": None}]},
+                      {"id": "cmpl-1", "choices": [{"index": 0, "text": " w6", "finish_reason": "length"}]},
+                      {"id": "cmpl-1", "choices": [], "usage": {"prompt_tokens": words, "completion_tokens": 2,
+                                                               "total_tokens": words + 2}}]
+            stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + ": keep-alive\n\ndata: [DONE]\n\n"
+            self._reply(200, stream.encode(), "text/event-stream")
+        else:
+            self._reply(200, b'{"ok": true}')

