@@ -32,7 +32,10 @@ def recipes(tmp_path_factory):
     broken = variant(folder, "broken", {**BASE, '"1G"]': '"1G", "--no-such-flag"]'})
     # Same image, a healthy server with another recipe hash.
     other = variant(folder, "other", {**BASE, "max_num_batched_tokens = 4096": "max_num_batched_tokens = 2048"})
-    return {"good": good, "broken": broken, "other": other}
+    # Same image, a healthy server that is not what the recipe says: prefix caching forced off behind the recipe's
+    # back (a rule error, let through with --ignore-errors), so the doctor's server checks must fail the gate.
+    drifted = variant(folder, "drifted", {**BASE, '"1G"]': '"1G", "--no-enable-prefix-caching"]'})
+    return {"good": good, "broken": broken, "other": other, "drifted": drifted}
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +109,30 @@ def test_ctrl_c_during_a_replacement_brings_the_previous_container_back(main_sta
     fault_report.add("Ctrl-C during up's health wait (replacing)", "exit 130; new container removed, previous back",
                      f"exit {rc}; previous container running and serving", orphans, lost)
     assert orphans == [] and lost == []
+
+
+def test_a_replacement_that_fails_the_gate_brings_the_previous_stack_back(main_stack, recipes, fault_env, watch,
+                                                                         fault_report):
+    _wait_healthy()
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+    before = len(history(fault_env, STACK))
+
+    result = run_cli("up", str(recipes["drifted"]), "--ignore-errors", "--gate", "server", env=fault_env,
+                     timeout=1800)
+
+    assert result.returncode == 1, result.stderr[-4000:]
+    assert "gate failed (doctor --scope server)" in result.stderr and "server.engine-config" in result.stderr
+    assert f"Now: rolled back: {CONTAINER} serves recipe {good_hash}" in result.stderr
+    _wait_healthy()
+    assert _completion()["usage"]["completion_tokens"] == 4  # the previous stack serves completions
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.id == main_stack.id and container.labels["dev.stackctl.recipe-hash"] == good_hash
+    entries = history(fault_env, STACK)[before:]
+    assert entries and entries[-1]["outcome"] == "restored"
+    orphans = watch.orphans()
+    fault_report.add("replacement healthy but fails `--gate server`", "exit 1 naming the check; previous back, serving",
+                     f"exit {result.returncode}; completion answered by recipe {good_hash}", orphans, [])
+    assert orphans == []
 
 
 def test_no_rollback_leaves_the_stack_down_and_rollback_brings_the_previous_recipe_back(
