@@ -6,7 +6,7 @@ SEVERITIES = ("error", "warning", "info")
 _FIELDS = ("file", "line", "col", "key", "message", "fix", "rule_id", "severity")
 
 
-class Finding:
+class Finding:  # a plain class, not a dataclass: `validate` imports it, and dataclasses costs its start-up budget
     """file, line, col; key: dotted key path (cache.tiers[1].size_gb); rule_id: empty for load errors."""
 
     __slots__ = _FIELDS

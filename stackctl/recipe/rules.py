@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at run time
 Hit = tuple  # (key path tuple, message)
 
 
-class Rule:
+class Rule:  # a plain class, not a dataclass: importing dataclasses costs `validate` more than its start-up budget
     """A registered rule: id, severity, summary, fix, doc page, the check function, and for a version-bound rule
     the package whose version it needs plus a predicate saying whether the recipe has anything for it to judge."""
 
