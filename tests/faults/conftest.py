@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
 from faultkit import Background, FaultReport, Watch  # noqa: E402
-from stacks import CA_BUNDLE, docker_available  # noqa: E402
+from stacks import engine_or_skip, stackctl_env  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -33,24 +33,12 @@ def fault_report():
 
 @pytest.fixture(scope="session")
 def engine():
-    reason = docker_available()
-    if reason:
-        pytest.skip(reason)
-    import docker
-
-    return docker.from_env(timeout=600)
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="session")
 def fault_env(tmp_path_factory) -> dict:
-    """stackctl's environment: its own state dir, and the site's build inputs when present (as in integration)."""
-    env = dict(os.environ)
-    env["STACKCTL_STATE_DIR"] = str(tmp_path_factory.mktemp("fault-state"))
-    if Path(CA_BUNDLE).is_file():
-        env.setdefault("STACKCTL_CA_BUNDLE", CA_BUNDLE)
-    if "STACKCTL_WHEELHOUSE" not in env and list(Path("/opt/wheels").glob("torch-*.whl")):
-        env["STACKCTL_WHEELHOUSE"] = "/opt/wheels"
-    return env
+    return stackctl_env(tmp_path_factory.mktemp("fault-state"))
 
 
 @pytest.fixture

@@ -7,34 +7,19 @@ down again, even when a test fails.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 from helpers import RECIPES, run_cli
-from stacks import CA_BUNDLE, Stack, docker_available
+from stacks import Stack, engine_or_skip, stackctl_env
 
 
 @pytest.fixture(scope="session")
 def docker_engine():
-    reason = docker_available()
-    if reason:
-        pytest.skip(reason)
-    import docker
-
-    return docker.from_env(timeout=600)
+    return engine_or_skip()
 
 
 @pytest.fixture(scope="session")
 def stack_env(tmp_path_factory) -> dict:
-    """Environment for stackctl runs: an isolated state dir, and the site's build inputs when present."""
-    env = dict(os.environ)
-    env["STACKCTL_STATE_DIR"] = str(tmp_path_factory.mktemp("state"))
-    if Path(CA_BUNDLE).is_file():
-        env.setdefault("STACKCTL_CA_BUNDLE", CA_BUNDLE)
-    if "STACKCTL_WHEELHOUSE" not in env and list(Path("/opt/wheels").glob("torch-*.whl")):
-        env["STACKCTL_WHEELHOUSE"] = "/opt/wheels"
-    return env
+    return stackctl_env(tmp_path_factory.mktemp("state"))
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -22,6 +23,30 @@ def docker_available() -> str | None:
     if probe.returncode != 0:
         return "base image debian:bookworm-slim missing (scripts/make-base-image.sh makes it)"
     return None
+
+
+def engine_or_skip():
+    """A docker-py client of the engine the tests run against; skips, with the reason, where there is none."""
+    import pytest
+
+    reason = docker_available()
+    if reason:
+        pytest.skip(reason)
+    import docker
+
+    return docker.from_env(timeout=600)
+
+
+def stackctl_env(state_dir: Path) -> dict:
+    """Environment for stackctl runs: its own state dir, and the site's build inputs when present (the same inputs
+    an air-gapped or proxied site gives)."""
+    env = dict(os.environ)
+    env["STACKCTL_STATE_DIR"] = str(state_dir)
+    if Path(CA_BUNDLE).is_file():
+        env.setdefault("STACKCTL_CA_BUNDLE", CA_BUNDLE)
+    if "STACKCTL_WHEELHOUSE" not in env and list(Path("/opt/wheels").glob("torch-*.whl")):
+        env["STACKCTL_WHEELHOUSE"] = "/opt/wheels"
+    return env
 
 
 def variant(tmp_dir: Path, name: str, replacements: dict[str, str], base: str = "cpu-smoke.toml") -> Path:
