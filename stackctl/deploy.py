@@ -35,12 +35,13 @@ class Deployment:
     # -- the transaction ----------------------------------------------------------------------------------------
 
     def run(self, build) -> int:
-        from stackctl.preflight import ensure_port_free, ensure_tier_paths_writable
+        from stackctl.preflight import ensure_port_free, ensure_tier_files_readable, ensure_tier_paths_writable
 
         current = self._current()
         # Before the build (minutes), the checks that need no image: the tiers' directories, and the port when no
         # container of this stack holds it.
         ensure_tier_paths_writable(self.recipe)
+        ensure_tier_files_readable(self.recipe)
         if current is None or current.status != "running":
             ensure_port_free(self.recipe.serve.host, self.recipe.serve.port, self.stack)
         try:

@@ -80,3 +80,20 @@ def ensure_tier_paths_writable(recipe) -> None:
             raise StackctlError(f"{recipe.source}:{line}:{col}: cache.tiers[{index}].path: {tier.path} is not "
                                 f"writable ({exc.strerror or exc}) (fix: create it writable for the server, or "
                                 "choose another directory)") from None
+
+
+def ensure_tier_files_readable(recipe) -> None:
+    """The S3 tier's credentials file and CA are readable files on this host: Docker would otherwise make an empty
+    directory at a missing mount source, and the server would start without the credentials or the CA."""
+    from stackctl.recipe.positions import lookup
+
+    for index, tier in enumerate(recipe.cache.tiers if recipe.cache.enabled else []):
+        for key in ("credentials_file", "ca_file"):
+            path = getattr(tier, key, None) if tier.kind == "s3" else None
+            if not path or (os.path.isfile(path) and os.access(path, os.R_OK)):
+                continue
+            problem = ("is not readable" if os.path.isfile(path) else "is not a file" if os.path.exists(path)
+                       else "does not exist")
+            line, col = lookup(recipe.positions, ("cache", "tiers", index, key))
+            raise StackctlError(f"{recipe.source}:{line}:{col}: cache.tiers[{index}].{key}: {path} {problem} (fix: "
+                                "point it at a readable file on this host)")

@@ -213,6 +213,8 @@ def _template_context(recipe: Recipe) -> dict:
         "secrets": stackspec.secret_references(recipe),
         "volumes": stackspec.volumes(recipe),
         "environment": stackspec.environment(recipe),
+        "s3_ca": stackspec.S3_CA_ENV in stackspec.environment(recipe),
+        "s3_ca_bundle": stackspec.S3_CA_BUNDLE,
         "lmcache": recipe.cache.enabled,
     }
 

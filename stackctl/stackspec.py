@@ -16,6 +16,12 @@ APP_DIR = "/opt/stackctl"
 RUN_DIR = f"{APP_DIR}/run"            # the bundle's runtime files, mounted read-only at `up`
 PROBES_DIR = f"{APP_DIR}/probes"      # checks/*.py copied into the image
 LMCACHE_CONFIG_PATH = f"{RUN_DIR}/lmcache.yaml"
+# The S3 tier's private CA (the tier's ca_file), mounted read-only. LMCache's S3 client (awscrt) trusts the system
+# bundle or SSL_CERT_FILE only, so serve.sh (and the doctor's tier check) join this CA to the image's own bundle and
+# point SSL_CERT_FILE at the result.
+S3_CA_PATH = "/run/stackctl/s3-ca.pem"
+S3_CA_ENV = "STACKCTL_S3_CA"
+S3_CA_BUNDLE = "/tmp/stackctl-ca-bundle.pem"  # in the container; checks/tiers/roundtrip.py names it too
 VENV = "/opt/venv"                    # the CPU image's Python environment
 
 KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
@@ -198,6 +204,8 @@ def environment(recipe: Recipe) -> dict[str, str]:
     for tier in recipe.cache.tiers:
         if tier.kind == "s3" and tier.credentials_file:
             env["AWS_SHARED_CREDENTIALS_FILE"] = "/run/secrets/aws-credentials"
+        if tier.kind == "s3" and tier.ca_file:
+            env[S3_CA_ENV] = S3_CA_PATH
     env.update(recipe.serve.env)
     return dict(sorted(env.items()))
 
@@ -253,7 +261,8 @@ def lmcache_config(recipe: Recipe) -> dict | None:
 
 
 def volumes(recipe: Recipe) -> list[dict]:
-    """Host paths the container needs: the model (read-only) and the disk/fs tiers (read-write)."""
+    """Host paths the container needs: the model (read-only), the disk/fs tiers (read-write), the S3 tier's
+    credentials file and CA (read-only)."""
     mounts = []
     if not recipe.model.generate and recipe.model.path.startswith("/"):
         mounts.append({"host": recipe.model.path, "container": recipe.model.path, "mode": "ro"})
@@ -262,6 +271,8 @@ def volumes(recipe: Recipe) -> list[dict]:
             mounts.append({"host": tier.path, "container": tier.path, "mode": "rw"})
         if tier.kind == "s3" and tier.credentials_file:
             mounts.append({"host": tier.credentials_file, "container": "/run/secrets/aws-credentials", "mode": "ro"})
+        if tier.kind == "s3" and tier.ca_file:
+            mounts.append({"host": tier.ca_file, "container": S3_CA_PATH, "mode": "ro"})
     return mounts
 
 

@@ -21,6 +21,7 @@ import time
 
 ROW = re.compile(r"^\|\s*(?P<op>[A-Z][A-Za-z ()-]*?)\s*\|\s*(?P<avg>[\d.]+)\s*\|\s*[\d.]+\s*\|\s*[\d.]+\s*\|"
                  r"\s*(?P<passed>\d+)/(?P<total>\d+)\s*\|")
+SYSTEM_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
 def run_tier(spec, args):
@@ -102,6 +103,22 @@ def _inspect_and_clean(path, model):
     return facts
 
 
+def trust_s3_ca():
+    """The S3 tier's CA (STACKCTL_S3_CA, mounted by stackctl), trusted the way the stack's serve.sh does it: the
+    image's bundle and the CA joined, SSL_CERT_FILE pointing at the result (LMCache's S3 client reads it)."""
+    ca = os.environ.get("STACKCTL_S3_CA")
+    if not ca:
+        return
+    bundle = "/tmp/stackctl-ca-bundle.pem"
+    with open(bundle, "w") as out:
+        if os.access(SYSTEM_BUNDLE, os.R_OK):
+            with open(SYSTEM_BUNDLE) as system:
+                out.write(system.read())
+        with open(ca) as extra:
+            out.write(extra.read())
+    os.environ["SSL_CERT_FILE"] = bundle
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--spec", required=True, help="JSON list of {tier, config, model, path?, obj_size?}")
@@ -110,11 +127,8 @@ def main():
     parser.add_argument("--num-keys", type=int, default=5)
     parser.add_argument("--obj-size", type=int, default=32768)
     parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--trust-ca", help="PEM file to add to the system trust store (LMCache's S3 client reads it)")
     args = parser.parse_args()
-    if args.trust_ca:  # this container is thrown away after the check
-        with open(args.trust_ca) as ca, open("/etc/ssl/certs/ca-certificates.crt", "a") as bundle:
-            bundle.write("\n" + ca.read())
+    trust_s3_ca()
     for spec in json.load(open(args.spec)):
         print(json.dumps(run_tier(spec, args)), flush=True)
 

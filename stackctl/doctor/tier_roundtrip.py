@@ -32,7 +32,6 @@ NUM_KEYS = 5
 TIER_TIMEOUT_S = 60
 DRIVER = "/opt/stackctl/doctor/roundtrip.py"
 SPEC_DIR = "/opt/stackctl/doctor/spec"
-CA_PATH = "/opt/stackctl/doctor/s3-ca.pem"
 
 
 @dataclass
@@ -81,8 +80,6 @@ def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int =
             environment[container_var] = os.environ[host_var]
     model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
     volumes = {m["host"]: {"bind": m["container"], "mode": m["mode"]} for m in stackspec.volumes(recipe)}
-    s3 = recipe.tiers_of("s3")
-    ca_file = s3[0].ca_file if s3 else None
     with tempfile.TemporaryDirectory(prefix="stackctl-tiers-") as spec_dir:
         specs = []
         for kind, config in tier_configs(recipe).items():
@@ -97,9 +94,6 @@ def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int =
         command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--module", check_tool["module"],
                    "--mode", check_tool["mode"], "--num-keys", str(num_keys), "--obj-size", str(obj_elements),
                    "--timeout", str(TIER_TIMEOUT_S)]
-        if ca_file:
-            volumes[ca_file] = {"bind": CA_PATH, "mode": "ro"}
-            command += ["--trust-ca", CA_PATH]
         container = engine.containers.run(ctx.image_tag, command, entrypoint="", detach=True, network_mode="host",
                                           environment=environment, volumes=volumes)
         try:

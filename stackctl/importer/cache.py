@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from stackctl import stackspec
 from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
@@ -17,7 +18,7 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     """LMCache settings: the YAML, then LMCACHE_* variables, then kv_connector_extra_config (LMCache's order)."""
     config = dict(yaml_config or {})
     env_config = dict(env_config)
-    credentials_file = env_config.pop("__credentials_file__", None)
+    files = {key: env_config.pop(f"__{key}__", None) for key in ("credentials_file", "ca_file")}
     key_env = {name: env_config.pop(f"__{name}__", None) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     config.update(env_config)
     config.update(overrides)
@@ -40,7 +41,7 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
             extra["chunk_size"] = chunk
     _cpu_tier(draft, config, tp, extra)
     _disk_tier(draft, launch, config, tp, extra)
-    _remote_tier(draft, launch, config, extra, credentials_file, key_env)
+    _remote_tier(draft, launch, config, extra, files, key_env)
     for key, field in (("save_decode_cache", "save_decode_cache"), ("use_layerwise", "use_layerwise"),
                        ("enable_async_loading", "async_loading")):
         if key in config:
@@ -133,7 +134,7 @@ def _fs_tier(draft: Draft, launch: Launch, url: str) -> dict | None:
     return tier
 
 
-def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, credentials_file, key_env: dict) -> None:
+def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files: dict, key_env: dict) -> None:
     remote = config.pop("remote_url", None)
     extra_config = config.pop("extra_config", None)
     extra_config = dict(extra_config) if isinstance(extra_config, dict) else extra_config
@@ -178,8 +179,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
             draft.serve.get("secret_env", {}).pop("AWS_SECRET_ACCESS_KEY", None)
             if not draft.serve.get("secret_env", True):
                 del draft.serve["secret_env"]
-        if credentials_file:
-            tier["credentials_file"] = credentials_file
+        tier.update({key: path for key, path in files.items() if path})
         if not all(fits(model.Tier, key, value) for key, value in tier.items()):
             tier = None
         else:
@@ -193,5 +193,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, creden
         extra["remote_url"] = remote
     if extra_config:
         extra["extra_config"] = extra_config
-    if credentials_file and (tier is None or tier["kind"] != "s3"):
-        draft.notes.append("AWS_SHARED_CREDENTIALS_FILE is set but there is no S3 tier; not imported")
+    if tier is None or tier["kind"] != "s3":
+        for key, variable in (("credentials_file", "AWS_SHARED_CREDENTIALS_FILE"), ("ca_file", stackspec.S3_CA_ENV)):
+            if files[key]:
+                draft.notes.append(f"{variable} is set but there is no S3 tier; not imported")

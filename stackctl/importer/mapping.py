@@ -8,6 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 
+from stackctl import stackspec
 from stackctl.errors import StackctlError
 from stackctl.importer.cache import import_cache
 from stackctl.importer.credentials import is_secret
@@ -65,7 +66,7 @@ _LMCACHE_KEYS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", 
 
 def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict:
     """Split the server environment into recipe keys, serve.env and secret references; return LMCACHE_* overrides
-    (plus `__credentials_file__` and `__AWS_..._KEY__` markers for the S3 tier)."""
+    (plus `__credentials_file__`, `__ca_file__` and `__AWS_..._KEY__` markers for the S3 tier)."""
     env, secrets, lmcache = {}, {}, {}
     for key, value in launch.env.items():
         if key == "LMCACHE_CONFIG_FILE":
@@ -78,6 +79,10 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             pass  # stackctl sets it for every plain-vLLM stack on rocm
         elif key == "AWS_SHARED_CREDENTIALS_FILE":
             lmcache["__credentials_file__"] = launch.host_path(value)[0]
+        elif key == stackspec.S3_CA_ENV:
+            lmcache["__ca_file__"] = launch.host_path(value)[0]
+        elif key == "SSL_CERT_FILE" and value == stackspec.S3_CA_BUNDLE:
+            pass  # stackctl's serve.sh joins the S3 tier's CA to the image's bundle there
         elif key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             lmcache[f"__{key}__"] = key
             secrets[key] = key

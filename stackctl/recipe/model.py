@@ -179,7 +179,8 @@ class Tier(Section):
     credentials_file: str | None = option(None, "AWS-style credentials file on the host, mounted read-only (s3).",
                               "str")
     ca_file: str | None = option(None, "CA certificate (PEM) the S3 endpoint's certificate chains to, when it is not a public "
-                     "CA (a site CA, a lab Ceph RGW); trusted by doctor's tier checks (s3).", "str")
+                     "CA (a site CA, a lab Ceph RGW); mounted read-only and trusted by the server and by doctor's tier checks "
+                     "(s3).", "str")
 
 
 # Which optional tier fields each kind accepts and requires.

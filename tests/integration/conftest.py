@@ -7,6 +7,8 @@ down again, even when a test fails.
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from helpers import RECIPES, run_cli
 from stacks import Stack, engine_or_skip, stackctl_env
@@ -63,3 +65,13 @@ def tiers_env(stack_env, ceph_rgw) -> dict:
     make_tier_dirs()
     return dict(stack_env, STACKCTL_S3_ACCESS_KEY=ceph_rgw["STACKCTL_S3_ACCESS_KEY"],
                 STACKCTL_S3_SECRET_KEY=ceph_rgw["STACKCTL_S3_SECRET_KEY"])
+
+
+@pytest.fixture
+def small_mount(tmp_path):
+    """A 64 KiB tmpfs mounted on the host (unmounted after the test)."""
+    point = tmp_path / "mnt"
+    point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(point)], check=True)
+    yield point
+    subprocess.run(["umount", str(point)], check=True)

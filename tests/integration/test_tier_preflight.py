@@ -67,16 +67,6 @@ def test_s3_failure_names_its_cause(case, tiers_env, ceph_rgw, tmp_path):
     assert not [k for k in bucket_keys(ceph_rgw) if k.startswith("stackctl-probe/")]
 
 
-@pytest.fixture
-def small_mount(tmp_path):
-    """A 64 KiB tmpfs mounted on the host (unmounted after the test)."""
-    point = tmp_path / "mnt"
-    point.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(point)], check=True)
-    yield point
-    subprocess.run(["umount", str(point)], check=True)
-
-
 def test_disk_tier_path_read_only_fails(tiers_env, small_mount, tmp_path):
     subprocess.run(["mount", "-o", "remount,ro", str(small_mount)], check=True)
     recipe = variant(tmp_path, "ro", {'path = "/tmp/stackctl-tiers/fs"': f'path = "{small_mount}"'},

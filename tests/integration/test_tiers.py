@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers import RECIPES, run_cli
@@ -92,15 +93,6 @@ def test_s3_tier_failure_names_its_cause(case, tiers_image, tiers_env, ceph_rgw,
     nothing_left(ceph_rgw)
 
 
-@pytest.fixture
-def small_mount(tmp_path):
-    point = tmp_path / "mnt"
-    point.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(point)], check=True)
-    yield point
-    subprocess.run(["umount", str(point)], check=True)
-
-
 DISK = '''[[cache.tiers]]
 kind = "cpu"
 size_gb = 1
@@ -122,3 +114,76 @@ def test_disk_tier_failure_names_its_cause(case, small_mount, tiers_image, tiers
     expected = "path not writable" if case == "read-only" else "no space"
     assert message.startswith(f"disk failed: {expected}"), message
     assert files_under(small_mount) == []
+
+
+def served_round_trip(container, tier_config: dict, environment: dict) -> dict:
+    """LMCache's storage round trip for one S3 tier, run by `docker exec` inside the serving container (the stack's
+    own image, mounts and trust store) with exactly `environment` added, the way image.tiers runs it."""
+    import io
+    import tarfile
+    import uuid
+
+    from stackctl.knowledge import compat
+    from stackctl.resources import shipped
+
+    model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
+    spec = [{"tier": "s3", "config": "/tmp/stackctl-served/s3.json", "model": model, "obj_size": 512}]
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, data in {"s3.json": json.dumps(tier_config).encode(), "specs.json": json.dumps(spec).encode(),
+                           "roundtrip.py": (shipped("checks") / "tiers" / "roundtrip.py").read_bytes()}.items():
+            info = tarfile.TarInfo(f"stackctl-served/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert container.put_archive("/tmp", archive.getvalue())
+    tool = compat.lmcache_storage_check("0.5.6")
+    # `env -u`: the round trip must not join the CA itself (it does when STACKCTL_S3_CA is set); only `environment`
+    # decides what the S3 client trusts.
+    command = ["env", "-u", "STACKCTL_S3_CA"] + [f"{k}={v}" for k, v in environment.items()] + [
+        "python", "/tmp/stackctl-served/roundtrip.py", "--spec", "/tmp/stackctl-served/specs.json",
+        "--module", tool["module"], "--mode", tool["mode"], "--num-keys", "3", "--timeout", "60"]
+    result = container.exec_run(command, demux=True)
+    stdout = (result.output[0] or b"").decode("utf-8", "replace")
+    reports = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert len(reports) == 1, stdout + (result.output[1] or b"").decode("utf-8", "replace")[-2000:]
+    return dict(reports[0], model=model)
+
+
+def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rgw, docker_engine, tmp_path,
+                                                 monkeypatch):
+    """`up` mounts the S3 tier's ca_file and serve.sh makes the server process trust it: LMCache's own S3 round trip,
+    run inside the serving container with the server's SSL_CERT_FILE, stores and reads back chunks over TLS; without
+    it the same run fails, so the CA the recipe names is what makes the tier work."""
+    from stackctl.doctor import s3_probe, tier_roundtrip
+    from stackctl.recipe import load_recipe
+
+    for name in ("STACKCTL_S3_ACCESS_KEY", "STACKCTL_S3_SECRET_KEY"):  # this process lists and removes the objects
+        monkeypatch.setenv(name, ceph_rgw[name])
+    recipe_file = only_tiers(tmp_path, "served", S3.format(url=TLS, key="STACKCTL_S3_ACCESS_KEY"))
+    recipe = load_recipe(recipe_file)
+    config = tier_roundtrip.tier_configs(recipe)["s3"]
+    up = run_cli("up", recipe_file, env=tiers_env, timeout=900)
+    assert up.returncode == 0, up.stdout + up.stderr[-3000:]
+    try:
+        container = docker_engine.containers.get("stackctl-cpu-tiers")
+        server_env = dict(item.split("=", 1) for item in
+                          container.exec_run(["cat", "/proc/1/environ"]).output.decode().split("\0") if "=" in item)
+        assert server_env["STACKCTL_S3_CA"] == "/run/stackctl/s3-ca.pem", server_env
+        ca = Path(ceph_rgw["STACKCTL_S3_CA_FILE"]).read_text().strip()
+        bundle = container.exec_run(["cat", server_env["SSL_CERT_FILE"]]).output.decode()
+        assert bundle.strip().endswith(ca) and bundle.count("BEGIN CERTIFICATE") > 1, "CA not joined to the bundle"
+
+        trusted = served_round_trip(container, config, {"SSL_CERT_FILE": server_env["SSL_CERT_FILE"]})
+        outcome = tier_roundtrip.judge(recipe.tiers_of("s3")[0], trusted, trusted["model"], 2 * 512)
+        assert outcome.ok, outcome.message
+        assert "object(s) seen in bucket stackctl-kv, removed" in outcome.message, outcome.message
+
+        untrusted = served_round_trip(container, config, {})
+        rows = untrusted.get("rows", {})
+        assert rows.get("GET", {}).get("passed", 0) == 0, untrusted
+    finally:
+        run_cli("down", recipe_file, env=tiers_env, timeout=300)
+        tier = recipe.tiers_of("s3")[0]
+        left = s3_probe.list_keys(tier, "stackctl-check-")
+        s3_probe.delete_keys(tier, left)
+    assert left == []

@@ -64,3 +64,27 @@ def test_a_tier_path_under_a_file_is_refused_at_its_line(tmp_path):
                 if text.startswith('path = "/mnt/nvme'))
     assert str(error.value).startswith(f"{recipe.source}:{line}:")
     assert f"cache.tiers[1].path: {blocker / 'lmcache'} is not writable (Not a directory)" in str(error.value)
+
+
+def tiers_recipe(**s3_fields):
+    recipe = load_recipe(RECIPES / "cpu-tiers.toml")
+    for key, value in s3_fields.items():
+        setattr(recipe.tiers_of("s3")[0], key, value)
+    return recipe
+
+
+def test_the_s3_tiers_ca_and_credentials_files_must_be_readable_files(tmp_path):
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert preflight.ensure_tier_files_readable(tiers_recipe(ca_file=str(ca))) is None
+    line = next(n for n, text in enumerate((RECIPES / "cpu-tiers.toml").read_text().splitlines(), 1)
+                if text.startswith("ca_file"))
+    for path, problem in [(tmp_path / "missing.pem", "does not exist"), (tmp_path, "is not a file")]:
+        recipe = tiers_recipe(ca_file=str(path))
+        with pytest.raises(StackctlError) as error:
+            preflight.ensure_tier_files_readable(recipe)
+        assert str(error.value) == (f"{recipe.source}:{line}:1: cache.tiers[3].ca_file: {path} {problem} (fix: "
+                                    "point it at a readable file on this host)")
+    recipe = tiers_recipe(credentials_file=str(tmp_path / "nothing"), ca_file=str(ca))
+    with pytest.raises(StackctlError, match=r"cache\.tiers\[3\]\.credentials_file: .*nothing does not exist"):
+        preflight.ensure_tier_files_readable(recipe)

@@ -7,6 +7,17 @@
 # shellcheck disable=SC2016
 set -euo pipefail
 
+# The S3 tier's CA (the recipe's ca_file, mounted read-only): LMCache's S3 client trusts the system bundle or
+# SSL_CERT_FILE only, so the image's own bundle and this CA are joined and SSL_CERT_FILE points at the result.
+if [[ ! -r "${STACKCTL_S3_CA:-}" ]]; then
+    echo "stackctl: the S3 tier's CA file (ca_file) is not readable in the container at '${STACKCTL_S3_CA:-}'" >&2
+    exit 1
+fi
+ca_bundle=/tmp/stackctl-ca-bundle.pem
+{ if [[ -r /etc/ssl/certs/ca-certificates.crt ]]; then cat /etc/ssl/certs/ca-certificates.crt; fi
+  cat "${STACKCTL_S3_CA}"; } > "${ca_bundle}"
+export SSL_CERT_FILE="${ca_bundle}"
+
 launcher=()
 if [[ -n "${STACKCTL_LAUNCHER:-}" ]]; then
     read -r -a launcher <<< "${STACKCTL_LAUNCHER}"
