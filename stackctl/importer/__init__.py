@@ -10,8 +10,8 @@ carried over is named in a comment. Secret values are never copied: the recipe n
 The way through, one stage per module:
   shell          the script's commands and words, heredocs and functions
   launch         the server command, its wrappers, environment and `docker run` container
-  lmcache_yaml   the LMCache config file (and the limits on what is read)
-  mapping        fills the draft: flags (flags.py), environment, LMCache settings (cache.py), host, stack
+  lmcache        the LMCache config: its YAML (and the limits on what is read), its settings as cache and tiers
+  mapping        fills the draft: flags (flags.py), environment, LMCache settings (lmcache.py), host, stack
   credentials    what is a secret; secrets become references to host variables
   writer         the draft as commented TOML, checked by the recipe loader
 The draft itself (draft.py) is a typed record: one section of values per recipe section, keyed by the recipe model's
@@ -26,7 +26,7 @@ from pathlib import Path
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import CONTROL, Draft
 from stackctl.importer.launch import Launch, parse_launch
-from stackctl.importer.lmcache_yaml import MAX_INPUT_BYTES, read_lmcache_yaml
+from stackctl.importer.lmcache import MAX_INPUT_BYTES, read_lmcache_yaml
 from stackctl.importer.mapping import build_draft
 from stackctl.importer.writer import render_loadable
 from stackctl.recipe import model

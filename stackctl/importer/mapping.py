@@ -1,5 +1,5 @@
 """Filling the draft from a launch: the server flags (flags.py), then the environment (recipe keys, serve.env,
-secret references), the LMCache settings (cache.py), the host section (NUMA, CPU pinning, shared memory) and the
+secret references), the LMCache settings (lmcache.py), the host section (NUMA, CPU pinning, shared memory) and the
 stack section (name, platform and engine, base image and the vLLM version its tag names), in the order their
 results depend on."""
 
@@ -10,11 +10,11 @@ import re
 
 from stackctl import stackspec
 from stackctl.errors import StackctlError
-from stackctl.importer.cache import import_cache
 from stackctl.importer.credentials import is_secret
 from stackctl.importer.draft import CONTROL, Draft, fits
 from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
+from stackctl.importer.lmcache import import_cache
 from stackctl.recipe import model
 
 
