@@ -146,6 +146,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     """
     from stackctl import fleet as fl
     from stackctl.doctor.registry import parse_scopes
+    from stackctl.fleet.marker import assign_marker_groups
 
     scopes = parse_scopes(scope)
     from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
@@ -155,7 +156,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     hosts, plans, recipes = _plan(recipe, inventory)
     mismatches = fl.find_tier_mismatches(recipes)
     run_dir = _new_run_dir("doctor")
-    fl.assign_marker_writers(plans, recipes)
+    assign_marker_groups(plans, recipes)
     extravars = fl.doctor_extravars(plans, scope=",".join(scopes), skip=tuple(skip), marker_id=uuid.uuid4().hex[:12])
     kwargs = _kwargs(run_dir, fl.DOCTOR_PLAYBOOK, inventory, extravars, forks or fl.default_forks(len(hosts)),
                      verbose)
