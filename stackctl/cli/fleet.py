@@ -141,7 +141,8 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     """Run `stackctl doctor RECIPE` on every host of an inventory, in parallel, and change nothing.
 
     Needs stackctl on the hosts (`stackctl fleet rollout` installs it). Also reports hosts that share a remote KV
-    tier but disagree on a cache-key setting. Exit status: 0 every host passed, 1 a host failed a check, could not
+    tier but disagree on a cache-key setting, and proves that hosts with the same fs tier path or S3 bucket and
+    endpoint see one store: one host writes a marker, the others must read it. Exit status: 0 every host passed, 1 a host failed a check, could not
     be reached, or the fleet is inconsistent; 2 the checks could not run.
     """
     from stackctl import fleet as fl
