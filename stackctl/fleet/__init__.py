@@ -22,8 +22,8 @@ ansible_runner, so importing this package is cheap.
 from __future__ import annotations
 
 from stackctl.fleet.ansible import (DOCTOR_PLAY, DOCTOR_PLAYBOOK, DOCTOR_TASK_PREFIX, RECIPE_VAR, ROLLOUT_PLAY,
-                                    ROLLOUT_PLAYBOOK, TASK_DONE, TASK_MARKER_NOTE, TASK_RECIPE_HASH, TASK_ROLLOUT_RECORD,
-                                    TASK_UP,
+                                    ROLLOUT_PLAYBOOK, TASK_DONE, TASK_MARKER_OUTCOMES, TASK_RECIPE_HASH,
+                                    TASK_ROLLOUT_RECORD, TASK_UP,
                                     default_forks, doctor_extravars, rollout_extravars, runner_kwargs)
 from stackctl.fleet.consistency import (TierMismatch, cache_key_settings, check_shared_tiers, find_tier_mismatches,
                                         shared_tiers)
@@ -36,7 +36,7 @@ from stackctl.fleet.report import counts, detail, exit_status, recipe_groups, su
 __all__ = [
     # ansible: names shared with playbooks/
     "DOCTOR_PLAY", "DOCTOR_PLAYBOOK", "DOCTOR_TASK_PREFIX", "RECIPE_VAR", "ROLLOUT_PLAY", "ROLLOUT_PLAYBOOK",
-    "TASK_DONE", "TASK_MARKER_NOTE", "TASK_RECIPE_HASH", "TASK_ROLLOUT_RECORD", "TASK_UP",
+    "TASK_DONE", "TASK_MARKER_OUTCOMES", "TASK_RECIPE_HASH", "TASK_ROLLOUT_RECORD", "TASK_UP",
     # hosts
     "batches", "parse_batch", "parse_percent",
     "host_plan", "host_recipe_names", "inventory_hosts", "resolve_inventory_path", "tuning_for", "wheelhouse_id",

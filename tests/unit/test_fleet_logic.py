@@ -249,7 +249,7 @@ def test_task_names_the_tracker_reads_exist_in_the_playbooks():
              for m in re.finditer(r"^\s*- name: (.+)$", p.read_text(), re.M)}
     plays = {m.group(1) for p in PLAYBOOKS.glob("*.yml") for m in re.finditer(r"^- name: (.+)$", p.read_text(), re.M)}
     assert fl.TASK_DONE <= tasks
-    assert {fl.TASK_RECIPE_HASH, fl.TASK_ROLLOUT_RECORD, fl.TASK_UP, fl.TASK_MARKER_NOTE} <= tasks
+    assert {fl.TASK_RECIPE_HASH, fl.TASK_ROLLOUT_RECORD, fl.TASK_UP, fl.TASK_MARKER_OUTCOMES} <= tasks
     assert {t for t in tasks if t.startswith(fl.DOCTOR_TASK_PREFIX)} == {
         "Run stackctl doctor (preflight)", "Run stackctl doctor (gate)", "Run stackctl doctor"}
     assert {fl.ROLLOUT_PLAY, fl.DOCTOR_PLAY} <= plays
@@ -576,11 +576,20 @@ def test_marker_command_prints_one_json_line(tmp_path, capsys):
     assert not (tmp_path / "etc").exists()
 
 
-def test_tracker_keeps_marker_notes_and_the_table_shows_them():
-    tracker = fl.FleetTracker(["h1"], None, fl.DOCTOR_PLAY)
-    lines = tracker.handle(_event("runner_on_ok", "h1", fl.TASK_MARKER_NOTE, {"msg": "fs tier /kv: not proven shared"}))
-    assert lines == ["  h1                   note         fs tier /kv: not proven shared"]
-    tracker.handle(_event("runner_on_ok", "h1", "Checks finished on this host", {}))
-    outcome = tracker.results()[0]
-    assert outcome.status == fl.OK and outcome.to_dict()["notes"] == ["fs tier /kv: not proven shared"]
-    assert fl.detail(outcome, "doctor") == "checks passed; fs tier /kv: not proven shared"
+def test_tracker_keeps_marker_outcomes_and_the_table_shows_their_notes():
+    tracker = fl.FleetTracker(["h1", "h2"], None, fl.DOCTOR_PLAY)
+    proven = {"tier": "fs tier /kv", "ok": True, "message": "fs tier /kv: shared with h0 (read its marker)", "note": ""}
+    unproven = {"tier": "fs tier /kv", "ok": True, "message": "", "note": "fs tier /kv: not proven shared: h0, ..."}
+    assert tracker.handle(_event("runner_on_ok", "h1", fl.TASK_MARKER_OUTCOMES,
+                                 {"ansible_facts": {"stackctl_host_marker_outcomes": [proven]}})) == [
+        f"  h1                   ok           {fl.TASK_MARKER_OUTCOMES}"]
+    lines = tracker.handle(_event("runner_on_ok", "h2", fl.TASK_MARKER_OUTCOMES,
+                                  {"ansible_facts": {"stackctl_host_marker_outcomes": [unproven]}}))
+    assert lines == ["  h2                   note         fs tier /kv: not proven shared: h0, ..."]
+    for host in ("h1", "h2"):
+        tracker.handle(_event("runner_on_ok", host, "Checks finished on this host", {}))
+    first, second = tracker.results()
+    assert first.to_dict()["shared_tiers"] == [proven] and first.to_dict()["notes"] == []
+    assert fl.detail(first, "doctor") == "checks passed"
+    assert second.status == fl.OK and second.to_dict()["notes"] == ["fs tier /kv: not proven shared: h0, ..."]
+    assert fl.detail(second, "doctor") == "checks passed; fs tier /kv: not proven shared: h0, ..."
