@@ -8,10 +8,14 @@
 #   scripts/start-ceph-rgw.sh status  # exit 0 when the gateway answers
 #
 # After `start`, $STACKCTL_CEPH_DIR/s3.env holds what clients need (endpoints, CA file, test credentials).
+# A second, separate cluster (another S3 store under the same names, e.g. for a host whose /etc/hosts points the
+# names elsewhere) runs beside the first with its own STACKCTL_CEPH_DIR, STACKCTL_CEPH_ADDR (another loopback
+# address, e.g. 127.0.0.2: then /etc/hosts is left alone) and STACKCTL_CEPH_MON_PORT.
 # Needs Debian's radosgw, ceph-mon and ceph-osd (scripts/setup.sh installs them), openssl and curl.
 set -euo pipefail
 
 DIR=${STACKCTL_CEPH_DIR:-/tmp/stackctl-ceph}
+ADDR=${STACKCTL_CEPH_ADDR:-127.0.0.1}
 MON_PORT=${STACKCTL_CEPH_MON_PORT:-16789}
 HTTP_PORT=${STACKCTL_RGW_HTTP_PORT:-17480}
 HTTPS_PORT=${STACKCTL_RGW_HTTPS_PORT:-17443}
@@ -26,7 +30,7 @@ HOSTS_LINE="127.0.0.1 $DNS_NAME $BUCKET.$DNS_NAME stackctl-missing.$DNS_NAME # s
 CONF=$DIR/ceph.conf
 ceph_cli() { timeout 30 ceph -c "$CONF" "$@"; }
 
-answers() { curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$HTTP_PORT/"; }
+answers() { curl -s -o /dev/null --max-time 2 "http://$ADDR:$HTTP_PORT/"; }
 
 alive() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
 
@@ -67,11 +71,11 @@ write_conf() {
     cat > "$CONF" <<EOF
 [global]
 fsid = $fsid
-mon_host = v1:127.0.0.1:$MON_PORT
+mon_host = v1:$ADDR:$MON_PORT
 ms_bind_msgr2 = false
 ms_bind_ipv6 = false
-public_addr = 127.0.0.1
-cluster_addr = 127.0.0.1
+public_addr = $ADDR
+cluster_addr = $ADDR
 auth_cluster_required = cephx
 auth_service_required = cephx
 auth_client_required = cephx
@@ -98,7 +102,7 @@ osd_objectstore = memstore
 memstore_device_bytes = 536870912
 
 [client.rgw.gw]
-rgw_frontends = beast endpoint=127.0.0.1:$HTTP_PORT ssl_endpoint=127.0.0.1:$HTTPS_PORT ssl_certificate=$DIR/tls/server.pem ssl_private_key=$DIR/tls/server.key
+rgw_frontends = beast endpoint=$ADDR:$HTTP_PORT ssl_endpoint=$ADDR:$HTTPS_PORT ssl_certificate=$DIR/tls/server.pem ssl_private_key=$DIR/tls/server.key
 rgw_dns_name = $DNS_NAME
 rgw_data = $DIR/rgw
 EOF
@@ -110,20 +114,22 @@ make_tls() {  # a CA and a server certificate for the gateway's names (bucket su
     openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=stackctl test CA" \
         -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -subj "/CN=$DNS_NAME" -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-    printf 'subjectAltName=DNS:%s,DNS:*.%s,DNS:localhost,IP:127.0.0.1\n' "$DNS_NAME" "$DNS_NAME" > "$tls/san.ext"
+    printf 'subjectAltName=DNS:%s,DNS:*.%s,DNS:localhost,IP:%s\n' "$DNS_NAME" "$DNS_NAME" "$ADDR" > "$tls/san.ext"
     openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -days 30 \
         -extfile "$tls/san.ext" -out "$tls/server.pem" 2>/dev/null
 }
 
 start() {
     if alive rgw && answers; then
-        echo "start-ceph-rgw: already running (http 127.0.0.1:$HTTP_PORT, https 127.0.0.1:$HTTPS_PORT)"
+        echo "start-ceph-rgw: already running (http $ADDR:$HTTP_PORT, https $ADDR:$HTTPS_PORT)"
         return 0
     fi
     stop  # leftovers of an earlier, broken start
     local started=$SECONDS fsid osd_uuid osd_id
     mkdir -p "$DIR"/{run,log,mon,osd,rgw}
-    grep -qF "$HOSTS_LINE" /etc/hosts || echo "$HOSTS_LINE" >> /etc/hosts
+    if [ "$ADDR" = 127.0.0.1 ]; then
+        grep -qF "$HOSTS_LINE" /etc/hosts || echo "$HOSTS_LINE" >> /etc/hosts
+    fi
     fsid=$(cat /proc/sys/kernel/random/uuid)
     write_conf "$fsid"
     make_tls
@@ -133,7 +139,7 @@ start() {
     ceph-authtool --create-keyring "$DIR/client.admin.keyring" --gen-key -n client.admin \
         --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
     ceph-authtool "$DIR/mon.keyring" --import-keyring "$DIR/client.admin.keyring" >/dev/null
-    monmaptool --create --addv a "[v1:127.0.0.1:$MON_PORT]" --fsid "$fsid" "$DIR/monmap" >/dev/null
+    monmaptool --create --addv a "[v1:$ADDR:$MON_PORT]" --fsid "$fsid" "$DIR/monmap" >/dev/null
     ceph-mon -c "$CONF" --mkfs -i a --monmap "$DIR/monmap" --keyring "$DIR/mon.keyring"
     daemon mon ceph-mon -c "$CONF" -f -i a
     wait_for 30 "the monitor" ceph_cli -s
@@ -157,10 +163,11 @@ start() {
     # curl signs with SigV4; RGW wants the payload hash header (here: of the empty body).
     wait_for 30 "bucket $BUCKET" curl -sf --max-time 5 -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
         -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
-        --user "$ACCESS_KEY:$SECRET_KEY" "http://127.0.0.1:$HTTP_PORT/$BUCKET"
+        --user "$ACCESS_KEY:$SECRET_KEY" "http://$ADDR:$HTTP_PORT/$BUCKET"
 
     cat > "$DIR/s3.env" <<EOF
 STACKCTL_S3_HOST=$DNS_NAME
+STACKCTL_S3_ADDR=$ADDR
 STACKCTL_S3_HTTP_PORT=$HTTP_PORT
 STACKCTL_S3_HTTPS_PORT=$HTTPS_PORT
 STACKCTL_S3_BUCKET=$BUCKET
@@ -168,7 +175,7 @@ STACKCTL_S3_CA_FILE=$DIR/tls/ca.pem
 STACKCTL_S3_ACCESS_KEY=$ACCESS_KEY
 STACKCTL_S3_SECRET_KEY=$SECRET_KEY
 EOF
-    echo "start-ceph-rgw: Ceph RGW up in $((SECONDS - started)) s (http 127.0.0.1:$HTTP_PORT, https 127.0.0.1:$HTTPS_PORT, $DIR/s3.env)"
+    echo "start-ceph-rgw: Ceph RGW up in $((SECONDS - started)) s (http $ADDR:$HTTP_PORT, https $ADDR:$HTTPS_PORT, $DIR/s3.env)"
 }
 
 case "${1:-start}" in

@@ -141,11 +141,13 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     """Run `stackctl doctor RECIPE` on every host of an inventory, in parallel, and change nothing.
 
     Needs stackctl on the hosts (`stackctl fleet rollout` installs it). Also reports hosts that share a remote KV
-    tier but disagree on a cache-key setting. Exit status: 0 every host passed, 1 a host failed a check, could not
+    tier but disagree on a cache-key setting, and proves that hosts with the same fs tier path or S3 bucket and
+    endpoint see one store: one host writes a marker, the others must read it. Exit status: 0 every host passed, 1 a host failed a check, could not
     be reached, or the fleet is inconsistent; 2 the checks could not run.
     """
     from stackctl import fleet as fl
     from stackctl.doctor.registry import parse_scopes
+    from stackctl.fleet.marker import assign_marker_groups
 
     scopes = parse_scopes(scope)
     from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
@@ -155,7 +157,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     hosts, plans, recipes = _plan(recipe, inventory)
     mismatches = fl.find_tier_mismatches(recipes)
     run_dir = _new_run_dir("doctor")
-    fl.assign_marker_writers(plans, recipes)
+    assign_marker_groups(plans, recipes)
     extravars = fl.doctor_extravars(plans, scope=",".join(scopes), skip=tuple(skip), marker_id=uuid.uuid4().hex[:12])
     kwargs = _kwargs(run_dir, fl.DOCTOR_PLAYBOOK, inventory, extravars, forks or fl.default_forks(len(hosts)),
                      verbose)

@@ -150,21 +150,48 @@ def _cause_of(error) -> str:
     return ""
 
 
+def client_of(tier, environ=os.environ):
+    """(boto3 client, endpoint, problem) for a tier: a client with the tier's credentials and TLS settings, and
+    what is wrong with the credentials ("" when nothing; else the client falls back to botocore's default chain)."""
+    credentials, problem = credentials_of(tier, environ)
+    endpoint = endpoint_of(tier)
+    return _client(endpoint, credentials), endpoint, problem
+
+
+def where_of(endpoint: S3Endpoint) -> str:
+    return f"bucket {endpoint.bucket} at {endpoint.host}:{endpoint.port}"
+
+
+def error_verdict(exc, endpoint: S3Endpoint) -> Verdict:
+    """A botocore error in words, with its cause (bucket missing, access denied, endpoint unreachable, S3 error)."""
+    from botocore.exceptions import ClientError
+
+    where = where_of(endpoint)
+    if not isinstance(exc, ClientError):
+        return Verdict(False, f"{UNREACHABLE}: {where}: {exc}", UNREACHABLE)
+    cause = _cause_of(exc)
+    code = exc.response.get("Error", {}).get("Code", "")
+    if cause == BUCKET_MISSING:
+        return Verdict(False, f"{BUCKET_MISSING}: {where} does not exist", cause)
+    if cause == ACCESS_DENIED:
+        return Verdict(False, f"{ACCESS_DENIED}: {where} refused the credentials ({code})", cause)
+    return Verdict(False, f"S3 error on {where}: {code or exc}", "S3 error")
+
+
 def check_bucket(tier, environ=os.environ) -> Verdict:
     """The whole preflight: transport, then bucket and a probe object's put/get/delete with the tier's credentials."""
     endpoint = endpoint_of(tier)
     transport = check_transport(endpoint)
     if not transport.ok:
         return transport
-    credentials, problem = credentials_of(tier, environ)
+    client, endpoint, problem = client_of(tier, environ)
     if problem:
         return Verdict(False, problem, NO_CREDENTIALS)
     from botocore.exceptions import BotoCoreError, ClientError
 
-    client = _client(endpoint, credentials)
     key = f"stackctl-probe/{socket.gethostname()}-{uuid.uuid4().hex[:12]}"
     body = uuid.uuid4().bytes * 64
-    where = f"bucket {endpoint.bucket} at {endpoint.host}:{endpoint.port}"
+    where = where_of(endpoint)
     try:
         client.head_bucket(Bucket=endpoint.bucket)
         client.put_object(Bucket=endpoint.bucket, Key=key, Body=body)
@@ -174,31 +201,20 @@ def check_bucket(tier, environ=os.environ) -> Verdict:
                                CONTENT_MISMATCH)
         finally:
             client.delete_object(Bucket=endpoint.bucket, Key=key)
-    except ClientError as exc:
-        cause = _cause_of(exc)
-        code = exc.response.get("Error", {}).get("Code", "")
-        if cause == BUCKET_MISSING:
-            return Verdict(False, f"{BUCKET_MISSING}: {where} does not exist", cause)
-        if cause == ACCESS_DENIED:
-            return Verdict(False, f"{ACCESS_DENIED}: {where} refused the credentials ({code})", cause)
-        return Verdict(False, f"S3 error on {where}: {code or exc}", "S3 error")
-    except BotoCoreError as exc:
-        return Verdict(False, f"{UNREACHABLE}: {where}: {exc}", UNREACHABLE)
+    except (ClientError, BotoCoreError) as exc:
+        return error_verdict(exc, endpoint)
     return Verdict(True, f"{where}: probe object put, read back and deleted ({transport.message})")
 
 
 def list_keys(tier, prefix: str, environ=os.environ) -> list[str]:
     """Keys under a prefix (used to see the objects a round trip wrote)."""
-    credentials, _ = credentials_of(tier, environ)
-    endpoint = endpoint_of(tier)
-    response = _client(endpoint, credentials).list_objects_v2(Bucket=endpoint.bucket, Prefix=prefix)
+    client, endpoint, _ = client_of(tier, environ)
+    response = client.list_objects_v2(Bucket=endpoint.bucket, Prefix=prefix)
     return [item["Key"] for item in response.get("Contents", [])]
 
 
 def delete_keys(tier, keys: list[str], environ=os.environ) -> None:
-    credentials, _ = credentials_of(tier, environ)
-    endpoint = endpoint_of(tier)
-    client = _client(endpoint, credentials)
+    client, endpoint, _ = client_of(tier, environ)
     for start in range(0, len(keys), 1000):
         client.delete_objects(Bucket=endpoint.bucket,
                               Delete={"Objects": [{"Key": k} for k in keys[start:start + 1000]], "Quiet": True})

@@ -7,7 +7,9 @@ plain data in, plain data out, one module per step:
 
 - hosts: inventory hosts in order, each host's recipe, what each host gets (recipe, hash, stack, tuning), the
   wheelhouse id, `--batch` / `--max-fail` and the batches Ansible's `serial` makes
-- consistency: hosts sharing a remote tier agree on cache keys; who proves a shared fs tier is shared
+- consistency: hosts sharing a remote tier agree on cache keys
+- marker: which hosts prove a shared fs or S3 tier is shared, and the marker itself (`python -m
+  stackctl.fleet.marker` on the hosts; not imported here, so that running it as a module stays clean)
 - ansible: names shared with playbooks/ (playbooks, plays, tasks, the recipe inventory variable), the playbooks'
   extra variables and ansible-runner's arguments
 - progress: ansible-runner events -> per-host outcomes (HostOutcome, the host statuses) and progress lines
@@ -20,10 +22,11 @@ ansible_runner, so importing this package is cheap.
 from __future__ import annotations
 
 from stackctl.fleet.ansible import (DOCTOR_PLAY, DOCTOR_PLAYBOOK, DOCTOR_TASK_PREFIX, RECIPE_VAR, ROLLOUT_PLAY,
-                                    ROLLOUT_PLAYBOOK, TASK_DONE, TASK_RECIPE_HASH, TASK_ROLLOUT_RECORD, TASK_UP,
+                                    ROLLOUT_PLAYBOOK, TASK_DONE, TASK_MARKER_OUTCOMES, TASK_RECIPE_HASH,
+                                    TASK_ROLLOUT_RECORD, TASK_UP,
                                     default_forks, doctor_extravars, rollout_extravars, runner_kwargs)
-from stackctl.fleet.consistency import (TierMismatch, assign_marker_writers, cache_key_settings, check_shared_tiers,
-                                        find_tier_mismatches, shared_tiers)
+from stackctl.fleet.consistency import (TierMismatch, cache_key_settings, check_shared_tiers, find_tier_mismatches,
+                                        shared_tiers)
 from stackctl.fleet.hosts import (batches, host_plan, host_recipe_names, inventory_hosts, parse_batch, parse_percent,
                                   resolve_inventory_path, tuning_for, wheelhouse_id)
 from stackctl.fleet.progress import (CHANGED, FAILED, NOT_REACHED, OK, ROLLED_BACK, STATUSES, STOPPED, UNREACHABLE,
@@ -33,13 +36,12 @@ from stackctl.fleet.report import counts, detail, exit_status, recipe_groups, su
 __all__ = [
     # ansible: names shared with playbooks/
     "DOCTOR_PLAY", "DOCTOR_PLAYBOOK", "DOCTOR_TASK_PREFIX", "RECIPE_VAR", "ROLLOUT_PLAY", "ROLLOUT_PLAYBOOK",
-    "TASK_DONE", "TASK_RECIPE_HASH", "TASK_ROLLOUT_RECORD", "TASK_UP",
+    "TASK_DONE", "TASK_MARKER_OUTCOMES", "TASK_RECIPE_HASH", "TASK_ROLLOUT_RECORD", "TASK_UP",
     # hosts
     "batches", "parse_batch", "parse_percent",
     "host_plan", "host_recipe_names", "inventory_hosts", "resolve_inventory_path", "tuning_for", "wheelhouse_id",
     # consistency
-    "TierMismatch", "assign_marker_writers", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches",
-    "shared_tiers",
+    "TierMismatch", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches", "shared_tiers",
     # ansible: runner arguments
     "default_forks", "doctor_extravars", "rollout_extravars", "runner_kwargs",
     # progress, report

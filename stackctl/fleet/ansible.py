@@ -18,6 +18,7 @@ TASK_UP = "Run stackctl up"
 TASK_ROLLED_BACK = "Rolled back to the previous recipe"
 TASK_PREVIOUS_ROLLOUT = "Remember the previous rollout"
 DOCTOR_TASK_PREFIX = "Run stackctl doctor"
+TASK_MARKER_OUTCOMES = "Gather the shared-tier marker outcomes"
 RECIPE_VAR = "stackctl_recipe"  # inventory variable: a host's (or group's) own recipe file
 
 

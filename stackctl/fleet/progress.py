@@ -6,8 +6,9 @@ import base64
 import json
 import re
 
-from stackctl.fleet.ansible import (DOCTOR_TASK_PREFIX, ROLLOUT_PLAY, TASK_DONE, TASK_PREVIOUS_ROLLOUT, TASK_RECIPE_HASH,
-                                    TASK_ROLLED_BACK, TASK_ROLLOUT_RECORD, TASK_UP)
+from stackctl.fleet.ansible import (DOCTOR_TASK_PREFIX, ROLLOUT_PLAY, TASK_DONE, TASK_MARKER_OUTCOMES,
+                                    TASK_PREVIOUS_ROLLOUT, TASK_RECIPE_HASH, TASK_ROLLED_BACK, TASK_ROLLOUT_RECORD,
+                                    TASK_UP)
 
 # -- what happened on one host (HostOutcome) and the host statuses derived from it ----------------------------------
 # Host statuses, in the order the summary counts them.
@@ -37,6 +38,7 @@ class HostOutcome:
         self.previous_recipe_hash = ""   # what the host had before this rollout (its rollout record)
         self.report: dict | None = None  # the last stackctl doctor JSON seen from this host
         self.report_phase = ""
+        self.shared_tiers: list[dict] = []  # fleet doctor's shared-tier markers: {tier, ok, message, note} each
 
     @property
     def status(self) -> str:
@@ -59,6 +61,11 @@ class HostOutcome:
         if status == ROLLED_BACK:
             return RESULT_ROLLED_BACK
         return RESULT_NOT_REACHED if status == NOT_REACHED else RESULT_FAILED
+
+    @property
+    def notes(self) -> list[str]:
+        """What passed but proved nothing: a shared tier not proven shared, and why."""
+        return [str(t["note"]) for t in self.shared_tiers if t.get("note")]
 
     def checks(self, status: str) -> list[dict]:
         results = (self.report or {}).get("results", [])
@@ -94,7 +101,8 @@ class HostOutcome:
                 "failed_task": self.failed_task, "message": self.message,
                 "failed_checks": self.checks("fail"), "warnings": self.checks("warn"),
                 "doctor_phase": self.report_phase, "placement": self.placement(),
-                "doctor_summary": (self.report or {}).get("summary")}
+                "doctor_summary": (self.report or {}).get("summary"), "shared_tiers": self.shared_tiers,
+                "notes": self.notes}
 
 
 # -- ansible-runner events -> per-host outcomes and progress lines --------------------------------------------------
@@ -151,6 +159,8 @@ class FleetTracker:
             return [_progress(outcome.host, "FAILED", task, failure_message(result))]
         if task in TASK_DONE:
             outcome.done = True
+        if task == TASK_MARKER_OUTCOMES and outcome.notes:
+            return [_progress(outcome.host, "note", _one_line(note)) for note in outcome.notes]
         if task == TASK_ROLLED_BACK:
             outcome.rolled_back = True
             return [_progress(outcome.host, "rolled back", "to its previous recipe")]
@@ -164,6 +174,9 @@ class FleetTracker:
             report = _json_object(result.get("stdout", ""))
             if report is not None:
                 outcome.report, outcome.report_phase = report, _phase(task)
+        elif task == TASK_MARKER_OUTCOMES:
+            facts = (result.get("ansible_facts") or {}).get("stackctl_host_marker_outcomes")
+            outcome.shared_tiers = [t for t in facts if isinstance(t, dict)] if isinstance(facts, list) else []
         elif task == TASK_PREVIOUS_ROLLOUT:
             previous = (result.get("ansible_facts") or {}).get("stackctl_host_previous") or {}
             outcome.previous_recipe_hash = str(previous.get("recipe_hash", ""))

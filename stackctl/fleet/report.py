@@ -47,6 +47,8 @@ def detail(outcome: HostOutcome, action: str = "rollout") -> str:
     text = f"{outcome.changed} change(s)" if action == "rollout" else "checks passed"
     if warnings:
         text += "; warnings: " + ", ".join(w["id"] for w in warnings)
+    if outcome.notes:
+        text += "; " + "; ".join(outcome.notes)
     if action != "rollout" and outcome.recipe_hash and outcome.planned_recipe_hash and \
             outcome.recipe_hash != outcome.planned_recipe_hash:
         text += f"; rolled out recipe {outcome.recipe_hash} is not the checked {outcome.planned_recipe_hash}"

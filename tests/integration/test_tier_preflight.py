@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from helpers import RECIPES, run_cli
 from stacks import variant
-from storage import TIER_ROOT, files_under
+from storage import TIER_ROOT, bucket_keys, files_under
 
 pytestmark = [pytest.mark.docker]
 
@@ -22,17 +22,6 @@ def host_doctor(env, recipe):
     result = run_cli("doctor", str(recipe), "--scope", "host", "--format", "json", env=env, timeout=120)
     assert result.returncode in (0, 1), result.stdout + result.stderr
     return {r["id"]: r for r in json.loads(result.stdout)["results"]}
-
-
-def bucket_keys(settings) -> list[str]:
-    import boto3
-    from botocore.config import Config
-
-    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{settings['STACKCTL_S3_HTTP_PORT']}",
-                          region_name="us-east-1", aws_access_key_id=settings["STACKCTL_S3_ACCESS_KEY"],
-                          aws_secret_access_key=settings["STACKCTL_S3_SECRET_KEY"],
-                          config=Config(s3={"addressing_style": "path"}))
-    return [o["Key"] for o in client.list_objects_v2(Bucket=settings["STACKCTL_S3_BUCKET"]).get("Contents", [])]
 
 
 def test_every_tier_passes_on_the_test_servers(tiers_env, ceph_rgw):

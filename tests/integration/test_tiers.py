@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import RECIPES, run_cli
-from storage import TIER_ROOT, files_under
-from test_tier_preflight import bucket_keys
+from storage import TIER_ROOT, bucket_keys, files_under
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -249,7 +249,7 @@ def test_task_names_the_tracker_reads_exist_in_the_playbooks():
              for m in re.finditer(r"^\s*- name: (.+)$", p.read_text(), re.M)}
     plays = {m.group(1) for p in PLAYBOOKS.glob("*.yml") for m in re.finditer(r"^- name: (.+)$", p.read_text(), re.M)}
     assert fl.TASK_DONE <= tasks
-    assert {fl.TASK_RECIPE_HASH, fl.TASK_ROLLOUT_RECORD, fl.TASK_UP} <= tasks
+    assert {fl.TASK_RECIPE_HASH, fl.TASK_ROLLOUT_RECORD, fl.TASK_UP, fl.TASK_MARKER_OUTCOMES} <= tasks
     assert {t for t in tasks if t.startswith(fl.DOCTOR_TASK_PREFIX)} == {
         "Run stackctl doctor (preflight)", "Run stackctl doctor (gate)", "Run stackctl doctor"}
     assert {fl.ROLLOUT_PLAY, fl.DOCTOR_PLAY} <= plays
@@ -477,18 +477,119 @@ def test_rollout_extravars_carry_rollback_on_fail():
     assert extravars["stackctl_host_rollback_on_fail"] is True
 
 
-def test_marker_writer_is_the_first_host_of_each_fs_group():
-    from stackctl.fleet import assign_marker_writers
+def _tiers_recipe(*tiers):
+    text = '[stack]\nname = "s"\n[model]\npath = "/m"\n[cache]\nenabled = true\n[[cache.tiers]]\nkind = "cpu"\nsize_gb = 1\n'
+    for tier in tiers:
+        text += "[[cache.tiers]]\n" + "".join(f"{key} = {json.dumps(value)}\n" for key, value in tier.items())
+    return load_recipe_text(text, "r.toml")
 
-    def recipe(path):
-        text = '[stack]\nname = "s"\n[model]\npath = "/m"\n[cache]\nenabled = true\n'
-        if path:
-            text += f'[[cache.tiers]]\nkind = "cpu"\nsize_gb = 1\n[[cache.tiers]]\nkind = "fs"\npath = "{path}"\n'
-        return load_recipe_text(text, "r.toml")
 
-    recipes = {"a": recipe("/kv/"), "b": recipe(None), "c": recipe("/kv"), "d": recipe("/other")}
+def _s3(url):
+    return {"kind": "s3", "url": url, "region": "us-east-1", "credentials_file": "/etc/stackctl/s3"}
+
+
+def test_marker_groups_are_hosts_with_the_same_fs_path_or_s3_bucket_and_endpoint():
+    from stackctl.fleet.marker import assign_marker_groups
+
+    fs_kv = {"kind": "fs", "path": "/kv/"}
+    recipes = {  # inventory order
+        "a": _tiers_recipe(fs_kv, _s3("s3://kv.rgw.example.com:443")),
+        "b": _tiers_recipe(),                                               # no remote tier
+        "c": _tiers_recipe({"kind": "fs", "path": "/kv"}, _s3("s3://kv.RGW.example.com")),  # same: 443 with TLS
+        "d": _tiers_recipe({"kind": "fs", "path": "/other"}, _s3("s3://other.rgw.example.com")),  # alone in both
+        "e": _tiers_recipe(_s3("s3://kv.rgw.example.com:443")),
+    }
     plans = {host: {} for host in recipes}
-    assign_marker_writers(plans, recipes)
-    assert plans == {"a": {"shared_fs": "/kv", "shared_fs_writer": "a"}, "b": {},
-                     "c": {"shared_fs": "/kv", "shared_fs_writer": "a"},
-                     "d": {"shared_fs": "/other", "shared_fs_writer": "d"}}
+    assign_marker_groups(plans, recipes)
+    fs = {"tier": "fs tier /kv", "hosts": ["a", "c"]}
+    s3 = {"tier": "s3 tier bucket kv at rgw.example.com:443", "hosts": ["a", "c", "e"]}
+    assert plans == {"a": {"shared_tiers": {"fs": fs, "s3": s3}}, "b": {}, "c": {"shared_tiers": {"fs": fs, "s3": s3}},
+                     "d": {}, "e": {"shared_tiers": {"s3": s3}}}
+
+
+def test_marker_groups_keep_plain_http_and_tls_ports_apart():
+    from stackctl.fleet.marker import assign_marker_groups
+
+    http = dict(_s3("s3://kv.rgw.example.com"), disable_tls=True)          # port 80
+    recipes = {"a": _tiers_recipe(http), "b": _tiers_recipe(_s3("s3://kv.rgw.example.com"))}  # port 443
+    plans = {host: {} for host in recipes}
+    assign_marker_groups(plans, recipes)
+    assert plans == {"a": {}, "b": {}}
+
+
+def test_fs_marker_put_get_delete(tmp_path):
+    """The marker itself on a real directory: the writer puts, a reader of the same directory finds it (shared), a
+    reader of another directory does not (not shared, naming the writer), the writer removes it."""
+    from stackctl.fleet import marker
+
+    shared, other = tmp_path / "shared", tmp_path / "other"
+    shared.mkdir()
+    other.mkdir()
+    tier = _tiers_recipe({"kind": "fs", "path": str(shared)}).tiers_of("fs")[0]
+    elsewhere = _tiers_recipe({"kind": "fs", "path": str(other)}).tiers_of("fs")[0]
+    written = marker.put(tier, "m1", ["h2", "h3"])
+    assert written.ok and (shared / ".stackctl-marker-m1").read_text() == "m1\n"
+    assert marker.get(tier, "m1", "h1") == marker.Outcome(f"fs tier {shared}", True,
+                                                          f"fs tier {shared}: shared with h1 (read its marker)")
+    not_shared = marker.get(elsewhere, "m1", "h1")
+    assert not not_shared.ok
+    assert not_shared.message == f"fs tier {other} is not shared: the marker h1 wrote there is not on this host"
+    assert marker.delete(tier, "m1").ok and list(shared.iterdir()) == []
+    assert marker.delete(tier, "m1").ok  # nothing left to remove is fine
+
+
+def test_marker_that_proves_nothing_is_a_note_never_not_shared(tmp_path):
+    from stackctl.fleet import marker
+
+    tier = _tiers_recipe({"kind": "fs", "path": str(tmp_path)}).tiers_of("fs")[0]
+    alone = marker.put(tier, "m2", [])
+    assert alone.ok and alone.note == f"fs tier {tmp_path}: not proven shared: no other host of its group got to " \
+                                      "this check"
+    assert list(tmp_path.iterdir()) == []  # nobody would read it
+    writer_failed = marker.get(tier, "m2", "h1", written=False)
+    assert writer_failed.ok and not writer_failed.message
+    assert writer_failed.note == f"fs tier {tmp_path}: not proven shared: h1, which writes its marker, could not " \
+                                 "write it"
+    missing = _tiers_recipe({"kind": "fs", "path": str(tmp_path / "gone")}).tiers_of("fs")[0]
+    failed = marker.put(missing, "m2", ["h2"])
+    assert not failed.ok
+    assert failed.message == (f"fs tier {tmp_path / 'gone'}: could not write the shared-tier marker: path not found: "
+                              f"{tmp_path / 'gone'} does not exist")
+
+
+def test_marker_command_prints_one_json_line(tmp_path, capsys):
+    from stackctl.fleet import marker
+
+    recipe = tmp_path / "r.toml"
+    text = '[stack]\nname = "s"\n[model]\npath = "/m"\n[cache]\nenabled = true\n'
+    recipe.write_text(text + f'[[cache.tiers]]\nkind = "cpu"\nsize_gb = 1\n[[cache.tiers]]\nkind = "fs"\n'
+                             f'path = "{tmp_path}"\n')
+    assert marker.main(["put", str(recipe), "m3", "fs", "--readers", "h2"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert marker.main(["get", str(recipe), "other", "fs", "--writer", "h1"]) == 1
+    assert "is not shared" in json.loads(capsys.readouterr().out)["message"]
+    assert marker.main(["delete", str(recipe), "m3", "fs"]) == 0
+    capsys.readouterr()
+    assert marker.main(["put", str(recipe), "m3", "s3"]) == 2
+    assert json.loads(capsys.readouterr().out)["message"] == f"{recipe}: no s3 tier in the recipe"
+    assert marker.main(["get", str(recipe), "../../etc/passwd", "fs"]) == 2
+    assert not (tmp_path / "etc").exists()
+
+
+def test_tracker_keeps_marker_outcomes_and_the_table_shows_their_notes():
+    tracker = fl.FleetTracker(["h1", "h2"], None, fl.DOCTOR_PLAY)
+    proven = {"tier": "fs tier /kv", "ok": True, "message": "fs tier /kv: shared with h0 (read its marker)", "note": ""}
+    unproven = {"tier": "fs tier /kv", "ok": True, "message": "", "note": "fs tier /kv: not proven shared: h0, ..."}
+    assert tracker.handle(_event("runner_on_ok", "h1", fl.TASK_MARKER_OUTCOMES,
+                                 {"ansible_facts": {"stackctl_host_marker_outcomes": [proven]}})) == [
+        f"  h1                   ok           {fl.TASK_MARKER_OUTCOMES}"]
+    lines = tracker.handle(_event("runner_on_ok", "h2", fl.TASK_MARKER_OUTCOMES,
+                                  {"ansible_facts": {"stackctl_host_marker_outcomes": [unproven]}}))
+    assert lines == ["  h2                   note         fs tier /kv: not proven shared: h0, ..."]
+    for host in ("h1", "h2"):
+        tracker.handle(_event("runner_on_ok", host, "Checks finished on this host", {}))
+    first, second = tracker.results()
+    assert first.to_dict()["shared_tiers"] == [proven] and first.to_dict()["notes"] == []
+    assert fl.detail(first, "doctor") == "checks passed"
+    assert second.status == fl.OK and second.to_dict()["notes"] == ["fs tier /kv: not proven shared: h0, ..."]
+    assert fl.detail(second, "doctor") == "checks passed; fs tier /kv: not proven shared: h0, ..."

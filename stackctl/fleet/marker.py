@@ -1,0 +1,247 @@
+"""Proof that a shared KV tier is shared, for fleet doctor: "shared" is a fact, not an assumption.
+
+Hosts whose recipes name the same fs tier path, or the same S3 bucket at the same endpoint, make a group: they are
+meant to see one store. In fleet doctor (playbooks/roles/stackctl_host/tasks/doctor.yml) the first host of each
+group still in the play puts a marker there, every other host of the group still in the play reads it back through
+its own recipe's settings (its mount; its S3 endpoint, TLS, CA file and credentials), and the writer deletes it at
+the end, always. A host that failed before the marker step is no longer in the play, so it neither writes nor makes
+the others "not shared": the next host of the group writes instead.
+
+Controller side (pure): `assign_marker_groups` puts each host's groups in its plan.
+Host side: `python -m stackctl.fleet.marker put|get|delete RECIPE MARKER_ID KIND [--readers H,..] [--writer H]
+[--not-written]` prints one JSON line {"tier", "ok", "message", "note"} and exits 0 (ok), 1 (not ok) or 2 (could
+not run: the recipe does not load, a bad argument).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+KINDS = ("fs", "s3")
+FS_PREFIX = ".stackctl-marker-"   # the marker file in the fs tier's directory
+S3_PREFIX = "stackctl-marker/"    # the marker object's key prefix in the bucket
+MARKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+# -- which hosts prove which tier (controller) --------------------------------------------------------------------
+
+def marker_tier(recipe, kind: str):
+    """The recipe's tier of this kind that the marker goes to (the first one, as doctor's tier checks take), or
+    None."""
+    tiers = recipe.tiers_of(kind) if recipe.cache.enabled else []
+    return tiers[0] if tiers else None
+
+
+def group_key(tier) -> str:
+    """Hosts with the same key are meant to share one store: the fs path, or the S3 bucket + endpoint host:port."""
+    if tier.kind == "fs":
+        return f"fs {os.path.normpath(tier.path)}"
+    from stackctl.doctor.s3_probe import endpoint_of
+
+    endpoint = endpoint_of(tier)
+    return f"s3 {endpoint.bucket} {endpoint.host.lower()}:{endpoint.port}"
+
+
+def tier_label(tier) -> str:
+    """The tier as messages name it: "fs tier /shared/kv", "s3 tier bucket kv at rgw.example.com:443"."""
+    if tier.kind == "fs":
+        return f"fs tier {os.path.normpath(tier.path)}"
+    from stackctl.doctor.s3_probe import endpoint_of, where_of
+
+    return f"s3 tier {where_of(endpoint_of(tier))}"
+
+
+def assign_marker_groups(plans: dict, recipes: dict) -> None:
+    """Add to the plan of each host that shares an fs or S3 tier with another host `shared_tiers`: {kind: {"tier":
+    label, "hosts": the group, in inventory order}} (`recipes` is in inventory order; the label is the first host's).
+    The playbook picks each group's writer at marker time: the first of `hosts` still in the play."""
+    groups: dict[str, dict] = {}
+    keys: dict[tuple[str, str], str] = {}
+    for host, recipe in recipes.items():
+        for kind in KINDS:
+            tier = marker_tier(recipe, kind)
+            if tier is not None:
+                keys[host, kind] = key = group_key(tier)
+                groups.setdefault(key, {"tier": tier_label(tier), "hosts": []})["hosts"].append(host)
+    for (host, kind), key in keys.items():
+        if len(groups[key]["hosts"]) > 1:
+            plans[host].setdefault("shared_tiers", {})[kind] = groups[key]
+
+
+# -- the marker itself (host) -------------------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+    tier: str
+    ok: bool
+    message: str = ""
+    note: str = ""  # ok, but nothing proven: why
+
+
+class Absent(Exception):
+    """The marker is not where the writer put it."""
+
+
+class StoreError(Exception):
+    """The store could not be used (the message says why: cause first, as doctor's tier checks say it)."""
+
+
+class FsStore:
+    """The marker as a file in the fs tier's directory."""
+
+    not_there = "the marker {writer} wrote there is not on this host"
+
+    def __init__(self, tier, marker_id: str):
+        self.path = Path(os.path.normpath(tier.path)) / f"{FS_PREFIX}{marker_id}"
+
+    def put(self, content: str) -> None:
+        if not self.path.parent.is_dir():
+            raise StoreError(f"path not found: {self.path.parent} does not exist")
+        self._do(self.path.write_text, content)
+
+    def get(self) -> str:
+        return self._do(self.path.read_text)
+
+    def delete(self) -> None:
+        self._do(self.path.unlink, missing_ok=True)
+
+    def _do(self, action, *args, **kwargs):
+        try:
+            return action(*args, **kwargs)
+        except FileNotFoundError:
+            raise Absent() from None
+        except OSError as exc:
+            raise StoreError(f"{self.path}: {exc.strerror or exc}") from None
+
+
+class S3Store:
+    """The marker as an object in the S3 tier's bucket, through the tier's own endpoint, TLS, CA and credentials
+    (doctor's S3 client: stackctl.doctor.s3_probe)."""
+
+    not_there = "the marker object {writer} put there is not in the bucket this host reaches"
+
+    def __init__(self, tier, marker_id: str):
+        from stackctl.doctor import s3_probe
+
+        self.client, self.endpoint, self.credentials_problem = s3_probe.client_of(tier)
+        self.key = f"{S3_PREFIX}{marker_id}"
+
+    def put(self, content: str) -> None:
+        self._do("put_object", Body=content.encode())
+
+    def get(self) -> str:
+        return self._do("get_object")["Body"].read().decode(errors="replace")
+
+    def delete(self) -> None:
+        self._do("delete_object")
+
+    def _do(self, operation: str, **kwargs):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from stackctl.doctor.s3_probe import error_verdict
+
+        if self.credentials_problem:
+            raise StoreError(self.credentials_problem)
+        try:
+            return getattr(self.client, operation)(Bucket=self.endpoint.bucket, Key=self.key, **kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise Absent() from None
+            raise StoreError(error_verdict(exc, self.endpoint).message) from None
+        except BotoCoreError as exc:
+            raise StoreError(error_verdict(exc, self.endpoint).message) from None
+
+
+def _store(tier, marker_id: str):
+    return FsStore(tier, marker_id) if tier.kind == "fs" else S3Store(tier, marker_id)
+
+
+def put(tier, marker_id: str, readers: list[str]) -> Outcome:
+    """Write the group's marker; with no reader left in the play, write nothing and say nothing was proven."""
+    label = tier_label(tier)
+    if not readers:
+        return Outcome(label, True, note=f"{label}: not proven shared: no other host of its group got to this check")
+    try:
+        _store(tier, marker_id).put(marker_id + "\n")
+    except StoreError as exc:
+        return Outcome(label, False, f"{label}: could not write the shared-tier marker: {exc}")
+    return Outcome(label, True, f"{label}: marker written for {', '.join(readers)}")
+
+
+def get(tier, marker_id: str, writer: str, written: bool = True) -> Outcome:
+    """Read the marker `writer` put: there -> shared; absent -> not shared; the writer could not write it -> ok,
+    with a note that nothing was proven (never "not shared")."""
+    label = tier_label(tier)
+    if not written:
+        return Outcome(label, True, note=f"{label}: not proven shared: {writer}, which writes its marker, "
+                                         "could not write it")
+    store = _store(tier, marker_id)
+    try:
+        content: str | None = store.get().strip()
+    except Absent:
+        content = None
+    except StoreError as exc:
+        return Outcome(label, False, f"{label}: could not read the shared-tier marker {writer} wrote: {exc}")
+    if content != marker_id:
+        return Outcome(label, False, f"{label} is not shared: " + store.not_there.format(writer=writer))
+    return Outcome(label, True, f"{label}: shared with {writer} (read its marker)")
+
+
+def delete(tier, marker_id: str) -> Outcome:
+    """Remove the marker (the writer, always; nothing to remove is fine)."""
+    label = tier_label(tier)
+    try:
+        _store(tier, marker_id).delete()
+    except Absent:
+        pass
+    except StoreError as exc:
+        return Outcome(label, False, f"{label}: could not remove the shared-tier marker: {exc}")
+    return Outcome(label, True, f"{label}: marker removed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stackctl.fleet.marker",
+                                     description="Put, read or delete a fleet doctor shared-tier marker.")
+    parser.add_argument("action", choices=("put", "get", "delete"))
+    parser.add_argument("recipe")
+    parser.add_argument("marker_id")
+    parser.add_argument("kind", choices=KINDS)
+    parser.add_argument("--readers", default="", help="put: the group's other hosts still in the play (comma list)")
+    parser.add_argument("--writer", default="", help="get: the host that writes the marker")
+    parser.add_argument("--not-written", action="store_true", help="get: the writer could not write it")
+    args = parser.parse_args(argv)
+    if not MARKER_ID.match(args.marker_id):
+        return _emit(Outcome("", False, f"marker id {args.marker_id!r}: letters, digits, - and _ only"), 2)
+    from stackctl.errors import StackctlError
+    from stackctl.recipe import load_recipe
+
+    try:
+        tier = marker_tier(load_recipe(args.recipe), args.kind)
+    except StackctlError as exc:
+        return _emit(Outcome("", False, str(exc)), 2)
+    if tier is None:
+        return _emit(Outcome("", False, f"{args.recipe}: no {args.kind} tier in the recipe"), 2)
+    if args.action == "put":
+        outcome = put(tier, args.marker_id, [h for h in args.readers.split(",") if h])
+    elif args.action == "get":
+        outcome = get(tier, args.marker_id, args.writer or "the writer", written=not args.not_written)
+    else:
+        outcome = delete(tier, args.marker_id)
+    return _emit(outcome, 0 if outcome.ok else 1)
+
+
+def _emit(outcome: Outcome, status: int) -> int:
+    print(json.dumps(asdict(outcome)))
+    if status == 2:  # could not run: also where Ansible shows a failed command's error
+        print(outcome.message, file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
