@@ -20,13 +20,13 @@ def _report(**percents) -> dict:
             "totals": {"percent_covered": 90.0}}
 
 
-def test_only_the_package_modules_count():
-    report = _report(stackctl__deploy=73.4, stackctl__engine__docker_adapter=91.0, tests__helpers=10.0)
-    report["files"]["/abs/checkout/stackctl/lock.py"] = {"summary": {"percent_covered": 85.0}}
+def test_only_the_package_modules_count_as_the_table_shows_them():
+    report = _report(stackctl__deploy=73.4, stackctl__engine__docker_adapter=79.6, tests__helpers=10.0)
+    report["files"]["/abs/checkout/stackctl/lock.py"] = {"summary": {"percent_covered": 85.25}}  # no display
 
-    assert floor.package_modules(report, "stackctl") == {"stackctl/deploy.py": 73.4,
-                                                         "stackctl/engine/docker_adapter.py": 91.0,
-                                                         "/abs/checkout/stackctl/lock.py": 85.0}
+    assert floor.package_modules(report, "stackctl") == {"stackctl/deploy.py": 73.0,
+                                                         "stackctl/engine/docker_adapter.py": 80.0,
+                                                         "/abs/checkout/stackctl/lock.py": 85.25}
 
 
 def test_modules_under_the_floor_lowest_first_and_the_floor_itself_passes():
@@ -37,11 +37,11 @@ def test_modules_under_the_floor_lowest_first_and_the_floor_itself_passes():
 
 
 def test_verdict_lists_each_module_under_and_names_the_fix():
-    passed, lines = floor.verdict({"stackctl/deploy.py": 73.44, "stackctl/lock.py": 95.0}, 80, "stackctl")
+    passed, lines = floor.verdict({"stackctl/deploy.py": 73.0, "stackctl/lock.py": 95.0}, 80, "stackctl")
 
     assert not passed
     assert lines[0].startswith("coverage floor 80%: 1 stackctl module(s) under it (fix: ")
-    assert lines[1].split() == ["stackctl/deploy.py", "73.4%"]
+    assert lines[1].split() == ["stackctl/deploy.py", "73%"]
     assert len(lines) == 2
 
 
@@ -59,11 +59,11 @@ def test_verdict_fails_when_no_module_was_measured():
 
 def test_main_exit_status_and_output(tmp_path, capsys):
     path = tmp_path / "coverage.json"
-    path.write_text(json.dumps(_report(stackctl__deploy=73.4, stackctl__lock=90.0)))
+    path.write_text(json.dumps(_report(stackctl__deploy=79.5, stackctl__lock=90.0)))
 
-    assert floor.main([str(path)]) == 1
+    assert floor.main([str(path), "--floor", "81"]) == 1
     assert "stackctl/deploy.py" in capsys.readouterr().out
-    assert floor.main([str(path), "--floor", "70"]) == 0
-    assert capsys.readouterr().out == "coverage floor 70%: all 2 stackctl modules reach it\n"
+    assert floor.main([str(path)]) == 0  # 79.5 is shown, and judged, as 80
+    assert capsys.readouterr().out == "coverage floor 80%: all 2 stackctl modules reach it\n"
     assert floor.main([str(tmp_path / "missing.json")]) == 1
     assert capsys.readouterr().out.startswith(f"coverage floor: cannot read {tmp_path / 'missing.json'}: ")
