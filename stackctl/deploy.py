@@ -47,6 +47,7 @@ class Deployment:
         try:
             tag, _ = build()
         except KeyboardInterrupt:
+            self._record("interrupted", detail="build: interrupted (Ctrl-C)")
             self.say(f"{self.stack}: {self._describe(current)}")
             raise
         except StackctlError as failure:
@@ -156,28 +157,34 @@ class Deployment:
             return
         failure.args = (f"{failure.args[0]}\n{self.stack}: the new deployment failed{where}. Now: {now}",)
 
-    def _restore(self, wait: bool) -> str:
+    def _restore(self, wait: bool, why: str = "") -> str:
+        """Start the previous container again under its own name; `why`, when given, opens the history line's
+        detail."""
         from stackctl.runner import health_url, served_address, wait_for_health
 
         previous = self.previous
         old_hash = previous.labels.get(dk.LABEL_RECIPE_HASH)
         image = (previous.image.tags or [previous.image.short_id])[0]
-        previous.rename(self.name)
-        previous.start()
-        self.previous = None
+        with shielded():
+            previous.rename(self.name)
+            previous.start()
+            self.previous = None
         recipe = previous.labels.get(dk.LABEL_RECIPE_PATH)
+
+        def record(outcome: str, detail: str = "") -> None:
+            self._record(outcome, recipe_hash=old_hash, image_name=image, recipe=recipe,
+                         detail="; ".join(part for part in (why, detail) if part))
+
         if not wait:
-            self._record("restored", recipe_hash=old_hash, image_name=image, recipe=recipe,
-                         detail="started, not waited for")
+            record("restored", "started, not waited for")
             return f"the previous container (recipe {old_hash}, image {image}) was started again"
         host, port = served_address(previous)
         try:
             wait_for_health(self.stack, health_url(host, port), previous, self.timeout, self.say)
         except StackctlError as exc:
-            self._record("failed", recipe_hash=old_hash, image_name=image, recipe=recipe,
-                         detail=f"restore: {_first_line(str(exc))}")
+            record("failed", f"restore: {_first_line(str(exc))}")
             return f"rolled back to recipe {old_hash}, but it did not become healthy either: {_first_line(str(exc))}"
-        self._record("restored", recipe_hash=old_hash, image_name=image, recipe=recipe)
+        record("restored")
         return f"rolled back: {self.name} serves recipe {old_hash} (image {image}) again"
 
     # -- helpers ------------------------------------------------------------------------------------------------
@@ -189,15 +196,17 @@ class Deployment:
                                 "(fix: rename the stack, or remove that container yourself)")
         leftover = dk.find_container(self.engine, self.name + PREVIOUS_SUFFIX)
         if leftover is not None:
-            # An earlier up died (kill -9, power) between setting the previous container aside and finishing.
+            # An earlier up died (kill -9, power) between setting the previous container aside and finishing. The
+            # stack goes back to where that up began, said and recorded, before this up goes on: so `up` exits 0
+            # only once a server answers, and a rollback from here returns to a container that served.
             if current is None or current.status != "running":
                 self.say(f"{self.name}: an earlier up was cut short; putting the previous container back")
-                with shielded():
-                    if current is not None:
+                if current is not None:
+                    with shielded():
                         dk.remove_container(current)
-                    leftover.rename(self.name)
-                    leftover.start()
-                    leftover.reload()
+                self.previous = leftover
+                self.say(f"{self.stack}: {self._restore(wait=True, why='an earlier up was cut short')}")
+                leftover.reload()
                 current = leftover
             else:
                 with shielded():

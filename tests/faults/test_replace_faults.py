@@ -1,12 +1,15 @@
 """Faults while a running stack is replaced, and while it serves a benchmark. One stack (faults-main, port 8141)
-goes through the cases in order: it is brought up once, survives a replacement that fails health and a Ctrl-C
-during a replacement, and its server is then killed under a running `bench`."""
+goes through the cases in order: it is brought up once, survives a replacement that fails health, a Ctrl-C during
+a replacement, a failed gate, a build that fails and a Ctrl-C during the build inside `up`, and an `up` killed
+(kill -9) mid-replacement; its server is then killed under a running `bench`, and `up` over the stopped container
+brings the stack back."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from faultkit import history, remove_stack
@@ -15,6 +18,7 @@ from stacks import variant
 
 from stackctl.httpclient import get_status, post_json
 from stackctl.recipe import load_recipe
+from stackctl.runner import stop_reason
 from stackctl.stackspec import recipe_hash
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -22,6 +26,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 STACK, PORT = "faults-main", 8141
 CONTAINER = f"stackctl-{STACK}"
 BASE = {'name = "cpu-smoke"': f'name = "{STACK}"', "port = 8000": f"port = {PORT}"}
+MODEL_PATH = 'path = "/opt/stackctl/models/tiny-random-llama"'
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +40,12 @@ def recipes(tmp_path_factory):
     # Same image, a healthy server that is not what the recipe says: prefix caching forced off behind the recipe's
     # back (a rule error, let through with --ignore-errors), so the doctor's server checks must fail the gate.
     drifted = variant(folder, "drifted", {**BASE, '"1G"]': '"1G", "--no-enable-prefix-caching"]'})
-    return {"good": good, "broken": broken, "other": other, "drifted": drifted}
+    # Another image whose build fails for real, fast: the model step cannot create its directory.
+    unbuildable = variant(folder, "unbuildable", {**BASE, MODEL_PATH: 'path = "/dev/null/tiny-random-llama"'})
+    # Another image that builds (the model step runs again; the steps before it come from the cache).
+    rebuilt = variant(folder, "rebuilt", {**BASE, MODEL_PATH: 'path = "/opt/stackctl/models/tiny-faults-main"'})
+    return {"good": good, "broken": broken, "other": other, "drifted": drifted, "unbuildable": unbuildable,
+            "rebuilt": rebuilt}
 
 
 @pytest.fixture(scope="module")
@@ -162,6 +172,105 @@ def test_no_rollback_leaves_the_stack_down_and_rollback_brings_the_previous_reci
     assert orphans == []
 
 
+def test_a_build_that_fails_inside_up_leaves_the_running_stack_serving(main_stack, recipes, fault_env, watch,
+                                                                      fault_report):
+    _wait_healthy()
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+    running = watch.engine.containers.get(CONTAINER)
+    before = len(history(fault_env, STACK))
+
+    result = run_cli("up", str(recipes["unbuildable"]), env=fault_env, timeout=1800)
+
+    assert result.returncode == 1, result.stderr[-4000:]
+    assert "image build failed: The command" in result.stderr and "returned a non-zero code: 1" in result.stderr
+    assert "NotADirectoryError" in result.stderr  # the build output's end shows why
+    entries = history(fault_env, STACK)[before:]
+    assert [e["outcome"] for e in entries] == ["failed"], entries
+    assert entries[0]["detail"].startswith("build: image build failed: The command")
+    assert entries[0]["recipe_hash"] == recipe_hash(load_recipe(recipes["unbuildable"]))
+    container = watch.engine.containers.get(CONTAINER)  # the running stack was not touched
+    assert container.id == running.id and container.status == "running"
+    assert container.labels["dev.stackctl.recipe-hash"] == good_hash
+    assert _completion()["usage"]["completion_tokens"] == 4
+    orphans = watch.orphans()
+    lost = [] if len(entries) == 1 else ["history entry"]
+    fault_report.add("image build fails inside `up` over a running stack",
+                     "exit 1 with the build's error; failed recorded; running stack untouched",
+                     f"exit {result.returncode}; history `failed` (build: ...); recipe {good_hash} still serving",
+                     orphans, lost)
+    assert orphans == [] and lost == []
+
+
+def test_ctrl_c_during_the_build_inside_up_leaves_the_running_stack_serving(main_stack, recipes, fault_env, watch,
+                                                                            background, fault_report):
+    _wait_healthy()
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+    running = watch.engine.containers.get(CONTAINER)
+    images = {tag for image in watch.engine.images.list(name=f"stackctl/{STACK}") for tag in image.tags}
+    before = len(history(fault_env, STACK))
+    job = background(["up", str(recipes["rebuilt"])], fault_env)
+    job.wait_for("make_tiny_model.py", timeout=600)
+    time.sleep(3)
+    building = [c.name for c in watch.engine.containers.list(all=True) if c.id not in watch.before]
+    assert building, "no build container runs: the Ctrl-C would not land inside a build step"
+    job.proc.send_signal(2)  # SIGINT, as Ctrl-C sends it
+
+    rc, output = job.finish()
+
+    assert rc == 130, output
+    assert f"interrupted during the build of stackctl/{STACK}:" in output
+    assert f"{STACK}: {CONTAINER} is running with recipe {good_hash} (unchanged)" in output  # says what runs
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.id == running.id and container.status == "running"
+    assert _completion()["usage"]["completion_tokens"] == 4
+    assert {tag for image in watch.engine.images.list(name=f"stackctl/{STACK}") for tag in image.tags} == images
+    entries = history(fault_env, STACK)[before:]
+    lost = [] if [(e["outcome"], e.get("detail")) for e in entries] == [
+        ("interrupted", "build: interrupted (Ctrl-C)")] else ["history entry"]
+    orphans = watch.orphans()
+    fault_report.add("Ctrl-C during the build inside `up` over a running stack",
+                     "exit 130; no image tagged; says the running stack is unchanged; interrupted recorded",
+                     f"exit {rc}; recipe {good_hash} still serving", orphans, lost)
+    assert orphans == [] and lost == []
+
+
+def test_kill_9_mid_replacement_then_up_puts_the_previous_container_back(main_stack, recipes, fault_env, watch,
+                                                                        background, fault_report):
+    _wait_healthy()
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+    previous_id = watch.engine.containers.get(CONTAINER).id
+    before = history(fault_env, STACK)
+    job = background(["up", str(recipes["other"])], fault_env)
+    job.wait_for(f"started {CONTAINER}")
+    aside = watch.engine.containers.get(f"{CONTAINER}-previous")
+    assert aside.id == previous_id and aside.status == "exited"
+    # Power lost mid-replacement: stackctl dies (kill -9) between setting the previous container aside and
+    # finishing, and the replacement dies with it.
+    job.proc.kill()
+    job.finish()
+    subprocess.run(["docker", "kill", "--signal", "KILL", CONTAINER], check=True, capture_output=True)
+
+    result = run_cli("up", str(recipes["good"]), env=fault_env, timeout=1800)
+
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"{CONTAINER}: an earlier up was cut short; putting the previous container back" in result.stderr
+    assert f"{STACK}: rolled back: {CONTAINER} serves recipe {good_hash}" in result.stderr
+    assert f"{CONTAINER} is running recipe {good_hash} already: nothing to do" in result.stderr
+    assert _completion()["usage"]["completion_tokens"] == 4  # serving as soon as up returns
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.id == previous_id and container.labels["dev.stackctl.recipe-hash"] == good_hash
+    entries = history(fault_env, STACK)
+    added = [(e["command"], e["outcome"], e["recipe_hash"], e.get("detail")) for e in entries[len(before):]]
+    lost = [] if entries[:len(before)] == before else ["earlier history entries"]
+    lost += [] if added == [("up", "restored", good_hash, "an earlier up was cut short")] else ["restore entry"]
+    orphans = watch.orphans()
+    fault_report.add("kill -9 stackctl and the replacement mid-replacement, then `up`",
+                     "up puts the previous container back, waits for it, says and records it",
+                     f"exit {result.returncode}; previous container back, recipe {good_hash} serving; "
+                     "history `restored`", orphans, lost)
+    assert orphans == [] and lost == []
+
+
 def test_server_killed_during_bench_fails_cleanly_and_keeps_partial_results(main_stack, recipes, fault_env, watch,
                                                                             background, tmp_path, fault_report):
     _wait_healthy()
@@ -190,4 +299,33 @@ def test_server_killed_during_bench_fails_cleanly_and_keeps_partial_results(main
     fault_report.add("server killed during bench", "exit 1; partial results saved; status says why",
                      f"exit {rc}; bench.json partial, {report['summaries'][0]['completed']} requests kept"
                      if not lost else f"exit {rc}", orphans, lost)
+    assert orphans == [] and lost == []
+
+
+def test_up_over_a_stopped_container_removes_it_and_serves_again(main_stack, recipes, fault_env, watch,
+                                                                 fault_report):
+    subprocess.run(["docker", "stop", CONTAINER], check=True, capture_output=True)  # stopped already after bench
+    stopped = watch.engine.containers.get(CONTAINER)
+    assert stopped.status == "exited"
+    reason = stop_reason(stopped.attrs["State"])
+    server_log = stopped.logs().decode(errors="replace")
+    good_hash = recipe_hash(load_recipe(recipes["good"]))
+
+    result = run_cli("up", str(recipes["good"]), env=fault_env, timeout=1800)
+
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"{CONTAINER} was not running ({reason}): removing it" in result.stderr
+    assert f"{STACK} is healthy on http://127.0.0.1:{PORT}" in result.stderr
+    assert _completion()["usage"]["completion_tokens"] == 4
+    container = watch.engine.containers.get(CONTAINER)
+    assert container.id != stopped.id and container.labels["dev.stackctl.recipe-hash"] == good_hash
+    log = Path(fault_env["STACKCTL_STATE_DIR"]) / STACK / "last-failure.log"
+    lost = [] if log.read_bytes().decode(errors="replace") == server_log else ["the stopped server's log (last-failure.log)"]
+    entries = history(fault_env, STACK)
+    lost += [] if (entries[-1]["outcome"], entries[-1]["recipe_hash"]) == ("deployed", good_hash) else ["history"]
+    orphans = watch.orphans(CONTAINER)
+    fault_report.add("`up` over the stack's stopped (exited) container",
+                     "says why it was not running, keeps its log, removes it, serves again",
+                     f"exit {result.returncode}: ...was not running ({reason}): removing it; recipe {good_hash} "
+                     "serving", orphans, lost)
     assert orphans == [] and lost == []
