@@ -1,6 +1,7 @@
 """CPU, NUMA, memory and device facts read from fixture trees."""
 
 import json
+from pathlib import Path
 
 import pytest
 from helpers import FIXTURES
@@ -133,3 +134,14 @@ def test_no_gpu_devices_and_no_render_group():
     assert not devices.kfd and devices.render_nodes == []
     assert [g.gid for g in devices.groups] == [44, None]
     assert devices.is_root
+
+
+def test_memory_of_this_machine_comes_from_psutil_when_meminfo_cannot_be_read(monkeypatch):
+    import psutil
+
+    from stackctl.host import memory as memory_module
+
+    monkeypatch.setattr(memory_module, "read_text", lambda root, path: None)  # /proc/meminfo unreadable
+    memory = read_memory(Path("/"))
+    assert memory.total_bytes == psutil.virtual_memory().total and memory.available_bytes > 0
+    assert parse_meminfo("garbage line\nMemFree:\nMemTotal: x kB\nSwapTotal: 0 kB\n") == {"SwapTotal": 0}

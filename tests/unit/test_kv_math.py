@@ -6,6 +6,7 @@ The pinned figures are worked by hand in the comments; each also appears in KNOW
 from __future__ import annotations
 
 import json
+import struct
 
 import pytest
 from hypothesis import given
@@ -339,3 +340,42 @@ def test_tp_never_loses_bytes_and_only_duplicates_when_replicating(layers, kv_he
     assert fp.replicated == (tp > kv_heads)
     if tp <= kv_heads:
         assert fp.per_gpu * tp == fp.total
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"\x01\x02", "too short to be a safetensors file"),
+    (struct.pack("<Q", 1 << 40), "is implausible; not a safetensors file"),
+    (struct.pack("<Q", 100) + b"{}", "header truncated (2 of 100 bytes)"),
+    (struct.pack("<Q", 3) + b"{x}", "header is not valid JSON"),
+    (struct.pack("<Q", 2) + b"[]", "header is not a JSON object"),
+])
+def test_a_file_that_is_not_safetensors_is_refused_naming_why(tmp_path, content, problem):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(StackctlError) as error:
+        safetensors_data_bytes(path)
+    assert str(error.value).startswith(f"{path}: ") and problem in str(error.value)
+
+
+def test_a_tensor_without_data_offsets_and_an_unreadable_file_are_refused(tmp_path):
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [2]}}).encode()
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(StackctlError, match="tensor 'w' has no valid data_offsets"):
+        safetensors_data_bytes(bad)
+    with pytest.raises(StackctlError, match="cannot read"):
+        safetensors_data_bytes(tmp_path / "missing.safetensors")
+
+
+def test_an_index_without_a_usable_total_falls_back_to_the_shards(tmp_path):
+    header = json.dumps({"w": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 8]}}).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
+    index = tmp_path / "model.safetensors.index.json"
+    for text in ('{"metadata": {"total_size": "many"}}', '{"weight_map": {}}', "[]"):
+        index.write_text(text)
+        size = weights_size(tmp_path)
+        assert size is not None and size.bytes == 8 and size.source == SOURCE_HEADERS, text
+    index.write_text("{not json")
+    with pytest.raises(StackctlError, match="cannot read"):
+        weights_size(tmp_path)
+    assert weights_size(tmp_path / "empty-dir-that-is-missing") is None
