@@ -1,11 +1,18 @@
 """Root fixtures; shared helpers live in helpers.py (tests import them as `from helpers import ...`)."""
 
 import os
+import signal
 import time
 from collections import defaultdict
 
 import pytest
 from helpers import run_cli
+
+# A suite started in the background of a non-interactive shell (`.ci/run &`, many CI runners) inherits SIGINT
+# ignored, and so would every stackctl it starts: Python leaves an ignored SIGINT ignored, and the Ctrl-C cases would
+# send a signal nobody hears. With Python's own handler here, the processes the tests start get the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Wall time spent per test folder (unit, integration): setup, call and teardown of each test, fixtures included
 # (the integration tests' image builds and stack start-ups land in their first test's setup).
