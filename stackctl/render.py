@@ -191,6 +191,7 @@ def _template_context(recipe: Recipe) -> dict:
     lmcache_install = stackspec.lmcache_install(recipe)
     verify = ["vllm"] + (["lmcache"] if lmcache_install else [])
     purge = recipe.build.purge_cuda_packages
+    environment = stackspec.environment(recipe)
     return {
         "recipe": recipe,
         "stackctl_version": __version__,
@@ -212,8 +213,8 @@ def _template_context(recipe: Recipe) -> dict:
         "rocm": recipe.stack.platform == "rocm",
         "secrets": stackspec.secret_references(recipe),
         "volumes": stackspec.volumes(recipe),
-        "environment": stackspec.environment(recipe),
-        "s3_ca": stackspec.S3_CA_ENV in stackspec.environment(recipe),
+        "environment": environment,
+        "s3_ca": stackspec.S3_CA_ENV in environment,
         "s3_ca_bundle": stackspec.S3_CA_BUNDLE,
         "lmcache": recipe.cache.enabled,
     }
