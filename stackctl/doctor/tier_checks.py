@@ -90,6 +90,13 @@ def tiers(ctx):
     if tool is None:
         raise Unavailable(f"LMCache {lmcache.get('version')} has no storage check tool (compat.toml "
                           "lmcache_storage_check)")
+    from stackctl.errors import StackctlError
+    from stackctl.preflight import ensure_tier_files_readable
+
+    try:  # the check container mounts them: Docker would make an empty directory at a missing one
+        ensure_tier_files_readable(ctx.recipe)
+    except StackctlError as exc:
+        return failed(str(exc))
     outcomes = tier_roundtrip.run(ctx, tool)
     details = {o.kind: {"ok": o.ok, "message": o.message, **o.figures} for o in outcomes}
     bad = [o for o in outcomes if not o.ok]

@@ -68,3 +68,23 @@ def test_a_complete_round_trip_reports_latency_and_throughput():
     outcome = tier_roundtrip.judge(SimpleNamespace(kind="cpu", path=None), {"rows": rows}, "m")
     assert outcome.ok
     assert outcome.message == "cpu ok: put 0.50 ms (131.1 MB/s), get 0.50 ms (131.1 MB/s)"
+
+
+def test_image_tiers_fails_on_a_missing_ca_file_before_mounting_anything(tmp_path):
+    """Docker would make an empty directory at a missing mount source: the check names the key instead, and no
+    container is started (the context has no engine to start one with)."""
+    from types import SimpleNamespace
+
+    from helpers import RECIPES
+
+    from stackctl.doctor import tier_checks
+    from stackctl.recipe import load_recipe
+
+    recipe = load_recipe(RECIPES / "cpu-tiers.toml")
+    missing = tmp_path / "missing-ca.pem"
+    recipe.tiers_of("s3")[0].ca_file = str(missing)
+    ctx = SimpleNamespace(recipe=recipe, probe=lambda: {"lmcache": {"found": True, "version": "0.5.6"}})
+    result = tier_checks.tiers(ctx)
+    assert result.status == "fail", result
+    assert f"cache.tiers[3].ca_file: {missing} does not exist" in result.message
+    assert not missing.exists()
