@@ -36,16 +36,21 @@ def post_json(url: str, payload: dict | None = None, timeout: float = 120.0):
         return json.loads(body) if body.strip() else None
 
 
-def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int = 1, timeout: float = 300.0) -> dict:
-    """POST a streaming /v1/completions request; time to first token and end to end, in seconds."""
+def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int = 1, timeout: float = 300.0,
+                      extra: dict | None = None) -> dict:
+    """POST a streaming /v1/completions request; time to first token and end to end, in seconds. `extra` adds
+    request fields (e.g. cache_salt, logprobs); with logprobs the generated tokens and their log-probabilities
+    come back too."""
     payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
-               "stream_options": {"include_usage": True}}
+               "stream_options": {"include_usage": True}, **(extra or {})}
     request = urllib.request.Request(f"{base_url}/v1/completions", data=json.dumps(payload).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
     started = time.perf_counter()
     ttft = None
     usage = {}
-    text = []
+    text: list[str] = []
+    tokens: list[str] = []
+    logprobs: list[float] = []
     with urllib.request.urlopen(request, timeout=timeout) as response:
         for raw in response:
             line = raw.decode("utf-8", errors="replace").strip()
@@ -61,5 +66,9 @@ def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int = 
                 if ttft is None and choice.get("text") is not None:
                     ttft = time.perf_counter() - started
                 text.append(choice.get("text") or "")
+                chosen = choice.get("logprobs") or {}
+                tokens.extend(chosen.get("tokens") or [])
+                logprobs.extend(value for value in chosen.get("token_logprobs") or [] if value is not None)
     total = time.perf_counter() - started
-    return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total, "usage": usage, "text": "".join(text)}
+    return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total, "usage": usage, "text": "".join(text),
+            "tokens": tokens, "logprobs": logprobs}

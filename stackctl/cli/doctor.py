@@ -12,7 +12,9 @@ import click
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "junit"]), default="table",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here (e.g. junit.xml).")
-@click.option("--deep", is_flag=True, help="Also restart the server and require LMCache hits afterwards.")
+@click.option("--deep", is_flag=True,
+              help="Also start a second server per LMCache tier beside the stack: every tier serves a load, and a "
+                   "new process finds what the stack stored (hash seed). The stack itself is not touched.")
 @click.option("--skip", multiple=True, metavar="ID", help="Skip a check (repeatable).")
 @click.option("--fresh", is_flag=True, help="Probe the image again instead of reusing facts gathered for it.")
 @click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")

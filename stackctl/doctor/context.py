@@ -148,6 +148,11 @@ class DoctorContext:
             self._cache["log"] = re.sub(r"\x1b\[[0-9;]*m", "", text)
         return self._cache["log"]
 
+    def fresh_log(self) -> str:
+        """The server's log as it is now (not cached: checks that send requests read what those added)."""
+        self._cache.pop("log", None)
+        return self.server_log()
+
     def healthy(self) -> bool:
         from stackctl.httpclient import get_status
 

@@ -1,0 +1,145 @@
+"""`doctor --deep`: LMCache facts only a second server process can show (stackctl/doctor/second_server.py).
+
+For every tier below the CPU tier, one second server starts from the stack's image with LMCache told to search
+that tier alone (`LMCACHE_RETRIEVE_LOCATIONS`). It is asked the prompt the stack already stored (served_hit), then
+the same prompt again under another salt:
+- the first answer shows whether a NEW process finds what the stack stored: the hash-seed proof, on a tier that
+  outlives a process (fs, s3);
+- the second shows the tier itself serves a load: the chunks the second server just stored there come back from it.
+The stack is not touched; each second server is removed when its tier is done.
+"""
+
+from __future__ import annotations
+
+import time
+
+from stackctl.doctor import lmcache_log
+from stackctl.doctor.lmcache_live import (SHARED_ACROSS_PROCESSES, TIER_BACKENDS, ask, served_hit, settle)
+from stackctl.doctor.registry import Unavailable, check, failed, passed
+
+STORE_WAIT_S = 20.0  # remote puts are asynchronous: how long the second ask keeps trying for the tier to answer
+
+
+def tier_env(tier, run_id: str) -> dict[str, str]:
+    """LMCache overrides for a second server proving `tier`: search only it. A disk tier gets a fresh directory
+    of its own below the tier's path (two LocalDiskBackends must not share one directory's files)."""
+    env = {"LMCACHE_RETRIEVE_LOCATIONS": TIER_BACKENDS[tier.kind]}
+    if tier.kind == "disk":
+        env["LMCACHE_LOCAL_DISK"] = f"file://{tier.path.rstrip('/')}/stackctl-second-{run_id}/"
+    return env
+
+
+def prove_tier(ctx, tier, prompt: str) -> dict:
+    """Start a second server for `tier`, ask it the stack's prompt twice, and return what LMCache logged."""
+    import shutil
+    import uuid
+
+    from stackctl.doctor.second_server import image_of, second_server
+
+    run_id = uuid.uuid4().hex[:8]
+    image = image_of(ctx.container())
+    started = time.monotonic()
+    try:
+        with second_server(ctx.recipe, image, f"second-{tier.kind}", tier_env(tier, run_id),
+                           ctx.recipe.checks.startup_timeout_s, ctx.say) as server:
+            offset = len(lmcache_log.ANSI.sub("", server.log()))
+            ask(server.base_url, server.model, prompt)
+            first = lmcache_log.activity(settle(server.log, offset))
+            second = lmcache_log.Activity()
+            deadline = time.monotonic() + STORE_WAIT_S
+            while second.retrieved_tokens <= 0 and time.monotonic() < deadline:
+                offset = len(lmcache_log.ANSI.sub("", server.log()))
+                ask(server.base_url, server.model, prompt)
+                second = lmcache_log.activity(settle(server.log, offset, marker="Retrieved", timeout=3.0))
+                if second.retrieved_tokens <= 0:
+                    time.sleep(1.0)
+    finally:
+        if tier.kind == "disk":
+            shutil.rmtree(f"{tier.path.rstrip('/')}/stackctl-second-{run_id}", ignore_errors=True)
+    return {"tier": tier.kind, "first": first, "second": second, "seconds": round(time.monotonic() - started, 1)}
+
+
+def deep_results(ctx) -> list[dict]:
+    """One second server per tier below cpu, shared by server.tier-served and server.hash-seed-proof."""
+
+    def run():
+        if not ctx.deep:
+            raise Unavailable("runs with --deep only (starts a second server per tier beside the stack)")
+        if not ctx.recipe.cache.enabled:
+            raise Unavailable("LMCache is off in the recipe")
+        prompt = served_hit(ctx)["prompt"]  # stored by the stack in every tier
+        return [prove_tier(ctx, tier, prompt) for tier in ctx.recipe.cache.tiers if tier.kind != "cpu"]
+
+    return ctx.remember("lmcache_deep", run)
+
+
+@check("server.tier-served", "server", "error",
+       "(--deep) every tier below the CPU tier stores a request's KV and serves it back",
+       "read the second server's LMCache lines in the details; check the tier's path, bucket and credentials "
+       "(stackctl doctor --scope host,image)")
+def tier_served(ctx):
+    """The served round trip, per tier: a second server whose LMCache searches only that tier (LMCache 0.5.6
+    `retrieve_locations`, lmcache/v1/config.py:159-163) computes a prompt, stores it, and must load it back from
+    the tier on the repeat (`Retrieved N out of M required tokens`). The cpu tier is proven on the stack itself
+    (server.lmcache-hit). A tier that stores but never loads is reported dead with its store and load counts.
+    image.tiers is the fast storage-only check; this one goes through serving."""
+    results = deep_results(ctx)
+    if not results:
+        raise Unavailable("no tier below the cpu tier in the recipe (the cpu tier: server.lmcache-hit)")
+    lines, dead = [], []
+    for item in results:
+        stored = item["first"].stored_bytes + item["second"].stored_bytes
+        stored_ms = item["first"].store_ms + item["second"].store_ms
+        loaded = item["second"]
+        line = (f"{item['tier']}: stored {lmcache_log.throughput(stored, stored_ms)}, loaded "
+                f"{loaded.retrieved_tokens} tokens, {lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}")
+        lines.append(line)
+        if loaded.retrieved_tokens <= 0:
+            dead.append(f"{item['tier']} (stored {item['first'].stored_tokens + item['second'].stored_tokens} "
+                        f"tokens, loaded 0)")
+    details = {item["tier"]: {"first": item["first"].to_dict(), "second": item["second"].to_dict(),
+                              "seconds": item["seconds"]} for item in results}
+    if dead:
+        return failed(f"dead tier(s): {', '.join(dead)}; " + "; ".join(lines), **details)
+    return passed("; ".join(lines), **details)
+
+
+@check("server.hash-seed-proof", "server", "error",
+       "(--deep) a new server process finds the chunks the stack stored (keys agree across processes)",
+       "set cache.hash_seed (PYTHONHASHSEED) and run `stackctl up` again: every process of every host sharing a "
+       "tier needs the same seed")
+def hash_seed_proof(ctx):
+    """The seeds' silent failure, caught live: without a fixed PYTHONHASHSEED each server process chains its
+    chunk keys from a random seed (vLLM's init_none_hash falls back to os.urandom, vllm/v1/core/kv_cache_utils.py
+    in 0.32; LMCache's default `builtin` pre-caching hash uses Python's hash), so a restarted server or another host
+    computes other keys and gets 0 hits from a shared tier, with no error anywhere. A second server with the
+    recipe's environment asks for the prompt the stack stored; on a tier that outlives a process (fs, s3) it must
+    hit. LMCache's local_disk keeps its index in process memory (lmcache/v1/storage_backend/local_disk_backend.py:135
+    in 0.5.6), so disk is no proof, and 0 hits there are not a seed problem."""
+    from stackctl import stackspec
+    from stackctl.doctor.second_server import stack_env
+
+    shared = [item for item in deep_results(ctx) if item["tier"] in SHARED_ACROSS_PROCESSES]
+    if not shared:
+        raise Unavailable("no tier outlives a server process (fs, s3): the cpu tier is process memory and LMCache's "
+                          "local_disk re-indexes nothing after a restart; image.hash-seed checks the seed itself")
+    item = shared[0]
+    hits = item["first"].hit_tokens
+    running = stack_env(ctx.container()).get("PYTHONHASHSEED")
+    wanted = stackspec.hash_seed(ctx.recipe)
+    details = {"tier": item["tier"], "hit_tokens": hits, "stack_seed": running, "recipe_seed": wanted,
+               "lookups": item["first"].lookups}
+    if hits > 0:
+        return passed(f"a new server process found {hits} tokens the stack stored in the {item['tier']} tier "
+                      f"(PYTHONHASHSEED={running})", **details)
+    if running is None:
+        cause = ("PYTHONHASHSEED is not set in the stack: each process chains its keys from a random seed, so no "
+                 "other process (a restart, another host) ever hits what it stored")
+    elif running != wanted:
+        cause = (f"the stack runs PYTHONHASHSEED={running} but the recipe says {wanted}: processes started from the "
+                 "recipe compute other keys")
+    else:
+        cause = (f"PYTHONHASHSEED={running} is set alike, yet the keys differ (pre_caching_hash_algorithm, model or "
+                 "chunk size differ?) or the tier lost the chunks")
+    return failed(f"0 LMCache hit tokens in a new server process for a prompt the stack stored in the "
+                  f"{item['tier']} tier: {cause}", **details)

@@ -1,0 +1,156 @@
+"""Live LMCache checks: LMCache itself serves a repeated prompt, serves it right, from every tier, and across
+server processes.
+
+How a hit is made to come from LMCache on a production server (no dev-mode endpoint): the repeat carries another
+`cache_salt`. vLLM mixes the salt into the hash of a request's first block (vLLM 0.32
+vllm/v1/core/kv_cache_utils.py:647-651), so the repeat finds nothing in HBM; LMCache 0.5.6's in-process connector
+keys chunks by token ids alone (lmcache/integration/vllm/vllm_v1_adapter.py:1415-1435: `lookup(token_ids, ...)`),
+so the same prompt is an LMCache hit. What counts is the server's own account: LMCache's lookup and `Retrieved`
+lines in the log and vLLM's `vllm:external_prefix_cache_hits_total`, never the client's expectation.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from stackctl import metrics
+from stackctl.doctor import lmcache_log
+from stackctl.doctor.registry import Unavailable, check, failed, passed
+
+# LMCache 0.5.6 storage backend names (lmcache/v1/storage_backend/__init__.py:187, :232, :274, :301).
+TIER_BACKENDS = {"cpu": "LocalCPUBackend", "disk": "LocalDiskBackend", "fs": "RemoteBackend-fs",
+                 "s3": "RemoteBackend"}
+# Tiers whose chunks a new server process can find. The cpu tier is process memory; LMCache's local_disk backend
+# starts with an empty index and never scans its directory (lmcache/v1/storage_backend/local_disk_backend.py:135),
+# so its files are invisible to any other process, a restarted server included.
+SHARED_ACROSS_PROCESSES = ("fs", "s3")
+GENERATED_TOKENS = 8
+EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
+
+
+def unique_prompt(words: int) -> str:
+    """A prompt no earlier request shares a prefix with (so a hit cannot be left over from one)."""
+    start = random.SystemRandom().randrange(1_000_000)
+    return " ".join(f"k{start + i}" for i in range(words))
+
+
+def new_salt() -> str:
+    return f"stackctl-{random.SystemRandom().getrandbits(64):016x}"
+
+
+def ask(url: str, model: str, prompt: str) -> dict:
+    """One greedy completion under a fresh cache_salt, with the server's log account taken around it by the
+    caller. Returns TTFT, text, token ids' logprobs."""
+    from stackctl.httpclient import stream_completion
+
+    return stream_completion(url, model, prompt, max_tokens=GENERATED_TOKENS,
+                             extra={"cache_salt": new_salt(), "logprobs": 1})
+
+
+def settle(read_log, start: int, marker: str = "Stored", timeout: float = 15.0) -> str:
+    """The log written since offset `start`, once it holds `marker` (LMCache's store line reaches the log from the
+    engine process a little after the response) or after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        tail = lmcache_log.ANSI.sub("", read_log())[start:]
+        if marker in tail or time.monotonic() > deadline:
+            return tail
+        time.sleep(0.5)
+
+
+def served_hit(ctx) -> dict:
+    """Shared by the live checks: a unique prompt sent twice under two salts. The first is computed and stored
+    by LMCache; the second must be loaded from LMCache."""
+
+    def run():
+        ctx.require_healthy()
+        prompt = unique_prompt(ctx.recipe.checks.hit_test_tokens)
+        url, model = ctx.base_url, ctx.recipe.served_name
+        start = len(ctx.fresh_log())
+        cold = ask(url, model, prompt)
+        stored = lmcache_log.activity(settle(ctx.fresh_log, start))
+        start = len(ctx.fresh_log())
+        before = ctx.metrics()
+        warm = ask(url, model, prompt)
+        after = ctx.metrics()
+        loaded = lmcache_log.activity(settle(ctx.fresh_log, start, marker="Retrieved", timeout=5.0))
+        hits = metrics.total(after, EXTERNAL_HITS)
+        earlier = metrics.total(before, EXTERNAL_HITS)
+        return {"prompt": prompt, "prompt_tokens": warm["usage"].get("prompt_tokens"), "cold": cold, "warm": warm,
+                "stored": stored, "loaded": loaded,
+                "external_hits": None if hits is None or earlier is None else hits - earlier}
+
+    return ctx.remember("lmcache_served", run)
+
+
+def _require_lmcache(ctx) -> None:
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+
+
+@check("server.lmcache-hit", "server", "error",
+       "a repeated prompt is loaded from LMCache (not from HBM, not recomputed)",
+       "see server.lmcache-initialised; on platform cpu keep cache.cpu_connector on; a tier that stores nothing "
+       "shows in server.tier-served")
+def lmcache_hit(ctx):
+    """The proof that LMCache serves: a unique prompt is sent, then sent again under another `cache_salt` so that
+    vLLM's HBM prefix cache cannot answer it (see the module's docstring). Passes only when LMCache itself loaded
+    tokens: its lookup line reports hit tokens, its `Retrieved N out of M required tokens` line appears, and the
+    server's `vllm:external_prefix_cache_hits_total` rose by the same request. Reports tokens hit / needed, the
+    bytes and time of the store and the load, and TTFT cold and warm (figures, not a gate: timings on a shared
+    machine are noise; the bench measures them)."""
+    _require_lmcache(ctx)
+    result = served_hit(ctx)
+    stored, loaded = result["stored"], result["loaded"]
+    tokens = result["prompt_tokens"] or 0
+    figures = (f"store {lmcache_log.throughput(stored.stored_bytes, stored.store_ms)}, load "
+               f"{lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}; TTFT "
+               f"{result['cold']['ttft_s'] * 1000:.0f} ms cold, {result['warm']['ttft_s'] * 1000:.0f} ms from LMCache")
+    details = {"prompt_tokens": tokens, "external_hits": result["external_hits"], "stored": stored.to_dict(),
+               "loaded": loaded.to_dict(), "cold_ttft_s": result["cold"]["ttft_s"],
+               "warm_ttft_s": result["warm"]["ttft_s"]}
+    if result["external_hits"] is None:
+        raise Unavailable(f"{EXTERNAL_HITS} is not in /metrics")
+    if stored.stored_tokens <= 0:
+        return failed(f"LMCache stored nothing for a {tokens}-token prompt (no `Stored` line)", **details)
+    if loaded.hit_tokens <= 0 or loaded.retrieved_tokens <= 0 or result["external_hits"] <= 0:
+        return failed(f"the repeat was not loaded from LMCache: lookup hit {loaded.hit_tokens} tokens, retrieved "
+                      f"{loaded.retrieved_tokens}, {EXTERNAL_HITS} +{result['external_hits']:.0f} "
+                      f"(stored {stored.stored_tokens} before)", **details)
+    first = ctx.recipe.cache.tiers[0].kind if ctx.recipe.cache.tiers else "cpu buffer"
+    return passed(f"{loaded.retrieved_tokens}/{tokens} prompt tokens loaded from LMCache (the {first} tier answers "
+                  f"first); {figures}", **details)
+
+
+@check("server.lmcache-hit-correct", "server", "error",
+       "what LMCache loads gives the same output as a recompute",
+       "a KV layout mismatch between the connector and the attention kernel: rebuild the image (stackctl build "
+       "--rebuild) and report the versions; switch the connector off meanwhile")
+def lmcache_hit_correct(ctx):
+    """A hit that loads the wrong bytes is worse than a miss: LMCache's issue threads report KV coming back
+    silently corrupted after layout mismatches. The repeat loaded from LMCache must generate the same greedy
+    tokens as the first request, which computed every token itself, and the log-probabilities of those tokens
+    must agree within bf16 rounding. Note what this cannot see: tokens of a chunk loaded in the wrong order give
+    the same output (K carries the rotary position, and attention over past tokens ignores order); the
+    connector's bit-exact tests against vLLM's kernel cover that."""
+    _require_lmcache(ctx)
+    result = served_hit(ctx)
+    if result["loaded"].retrieved_tokens <= 0:
+        raise Unavailable("nothing was loaded from LMCache (server.lmcache-hit says why)")
+    cold, warm = result["cold"], result["warm"]
+    details = {"recomputed": cold["text"], "from_lmcache": warm["text"]}
+    if cold["tokens"] != warm["tokens"]:
+        at = next(i for i, (a, b) in enumerate(zip(cold["tokens"] + [None], warm["tokens"] + [None])) if a != b)
+        return failed(f"output differs from the recompute at generated token {at}: {cold['text']!r} recomputed, "
+                      f"{warm['text']!r} from LMCache", **details)
+    delta = max((abs(a - b) for a, b in zip(cold["logprobs"], warm["logprobs"])), default=0.0)
+    details["max_logprob_delta"] = delta
+    if delta > LOGPROB_TOLERANCE:
+        return failed(f"same {len(cold['tokens'])} tokens, but their log-probabilities differ by up to {delta:.3f} "
+                      f"(more than bf16 rounding, {LOGPROB_TOLERANCE})", **details)
+    return passed(f"{len(warm['tokens'])} generated tokens identical to the recompute, log-probabilities within "
+                  f"{delta:.4f}", **details)
+
+
+LOGPROB_TOLERANCE = 0.1
