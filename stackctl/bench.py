@@ -41,23 +41,91 @@ def hit_rate(before: dict, after: dict) -> float | None:
     return hits / queries if queries > 0 else None
 
 
-# -- the single-prompt probe ------------------------------------------------------------------------------------
+# -- the probe: what each cache tier buys on the same prompts ------------------------------------------------------
 
-def probe(base_url: str, model: str, tokens: int = 1200) -> dict:
-    """A unique prompt, then the same prompt again: cold TTFT, warm TTFT, their ratio, and the server's hit rate
-    for the repeat."""
-    prompt = words(tokens, random.SystemRandom().randrange(VOCAB_WORDS))
-    cold = stream_completion(base_url, model, prompt)
-    before = cache_counters(base_url)
-    warm = stream_completion(base_url, model, prompt)
-    after = cache_counters(base_url)
-    return {
-        "prompt_tokens": warm["usage"].get("prompt_tokens"),
-        "cold_ttft_s": cold["ttft_s"], "warm_ttft_s": warm["ttft_s"],
-        "warm_over_cold": warm["ttft_s"] / cold["ttft_s"] if cold["ttft_s"] else None,
-        "speedup": cold["ttft_s"] / warm["ttft_s"] if warm["ttft_s"] else None,
-        "hit_rate": hit_rate(before, after),
-    }
+ARMS = ("recompute", "hbm", "lmcache")
+ARM_TITLES = {"recompute": "recompute (nothing cached)", "hbm": "vLLM prefix cache (HBM)",
+              "lmcache": "LMCache (its tiers)"}
+
+
+def _salted(base_url: str, model: str, prompt: str, salt: str) -> dict:
+    return stream_completion(base_url, model, prompt, extra={"cache_salt": salt})
+
+
+def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache: bool = False) -> dict:
+    """`runs` unique prompts, each asked three times on the same server: first under a new cache_salt (nothing is
+    cached: the recompute arm), then under the same salt (vLLM's HBM prefix cache answers: the hbm arm), then, with
+    LMCache on, under another salt (vLLM mixes the salt into its block hashes, so HBM misses; LMCache keys by
+    tokens and answers: the lmcache arm). Per arm: TTFT median over the runs and the hit rate the server counted
+    (/metrics). The ratios compare medians measured in this one run."""
+    pick = random.SystemRandom()
+    samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    counted: dict[str, list[float]] = {arm: [0.0, 0.0] for arm in ARMS}  # hits, queries
+    prompt_tokens = None
+    for _ in range(runs):
+        prompt = " ".join(f"w{pick.randrange(VOCAB_WORDS)}" for _ in range(tokens))
+        salt = f"bench-{pick.getrandbits(64):016x}"
+        plan = [("recompute", salt), ("hbm", salt)] + ([("lmcache", salt + "-lmcache")] if lmcache else [])
+        for arm, arm_salt in plan:
+            before = cache_counters(base_url)
+            answer = _salted(base_url, model, prompt, arm_salt)
+            after = cache_counters(base_url)
+            samples[arm].append(answer["ttft_s"])
+            key = "external_hits" if arm == "lmcache" else "hits"
+            counted[arm][0] += after[key] - before[key]
+            counted[arm][1] += after["queries"] - before["queries"]
+            prompt_tokens = answer["usage"].get("prompt_tokens") or prompt_tokens
+    arms: dict[str, dict] = {}
+    for arm in ARMS:
+        if not samples[arm]:
+            continue
+        hits, queries = counted[arm]
+        arms[arm] = {"ttft_median_s": statistics.median(samples[arm]), "ttft_s": samples[arm],
+                     "hit_rate": hits / queries if queries > 0 else None}
+    cold = arms["recompute"]["ttft_median_s"]
+    for values in arms.values():
+        values["over_recompute"] = values["ttft_median_s"] / cold if cold else None
+    best = "lmcache" if lmcache else "hbm"
+    return {"prompt_tokens": prompt_tokens, "runs": runs, "arms": arms, "cache_arm": best,
+            "cold_ttft_s": cold, "warm_ttft_s": arms[best]["ttft_median_s"],
+            "warm_over_cold": arms[best]["over_recompute"],
+            "speedup": 1 / arms[best]["over_recompute"] if arms[best]["over_recompute"] else None,
+            "hit_rate": arms[best]["hit_rate"]}
+
+
+def probe_table(result: dict) -> str:
+    """The arms side by side, Markdown."""
+    lines = [f"| arm ({result['prompt_tokens']}-token prompts, median of {result['runs']}) | TTFT (ms) | "
+             "x recompute | hit rate (server) |", "|---|---|---|---|"]
+    for arm, values in result["arms"].items():
+        rate = "-" if values["hit_rate"] is None else f"{values['hit_rate']:.1%}"
+        lines.append(f"| {ARM_TITLES[arm]} | {values['ttft_median_s'] * 1000:.0f} | "
+                     f"{values['over_recompute']:.2f} | {rate} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_probe(result: dict, path: Path, title: str) -> Path:
+    """TTFT per arm, the median as a bar and every run as a dot (PNG)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.5, 4.2), dpi=100)
+    names = list(result["arms"])
+    for index, arm in enumerate(names):
+        values = result["arms"][arm]
+        axes.bar(index, values["ttft_median_s"] * 1000, width=0.6, label=ARM_TITLES[arm])
+        axes.scatter([index] * len(values["ttft_s"]), [v * 1000 for v in values["ttft_s"]], color="black", s=10,
+                     zorder=3)
+    axes.set_xticks(range(len(names)), [ARM_TITLES[arm].split(" (")[0] for arm in names])
+    axes.set_ylabel("TTFT (ms)")
+    axes.set_title(f"{title}: {result['prompt_tokens']}-token prompts")
+    axes.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
 
 
 # -- workloads --------------------------------------------------------------------------------------------------

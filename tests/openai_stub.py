@@ -13,17 +13,23 @@ METRICS = """# TYPE vllm:prefix_cache_queries_total counter
 vllm:prefix_cache_queries_total{{engine="0",model_name="tiny"}} {queries}
 vllm:prefix_cache_hits_total{{engine="0",model_name="tiny"}} {hits}
 vllm:external_prefix_cache_queries_total{{engine="0",model_name="tiny"}} 0.0
-vllm:external_prefix_cache_hits_total{{engine="0",model_name="tiny"}} 0.0
+vllm:external_prefix_cache_hits_total{{engine="0",model_name="tiny"}} {external_hits}
 """
 
 
 class Server:
     """State the handler serves: counters grow with each completion (prompt words queried, `hit_share` of them
-    hit); after `answer_completions` completions the server fails them and reports itself unhealthy."""
+    hit); after `answer_completions` completions the server fails them and reports itself unhealthy.
 
-    def __init__(self, hit_share: float = 0.5, answer_completions: int | None = None):
+    With `caches`, hits follow vLLM's and LMCache's keys instead: a prompt seen before under the same cache_salt is
+    an HBM hit; seen before under another salt, an LMCache (external) hit when `lmcache`, else a miss."""
+
+    def __init__(self, hit_share: float = 0.5, answer_completions: int | None = None, caches: bool = False,
+                 lmcache: bool = False):
         self.hit_share, self.answer_completions = hit_share, answer_completions
-        self.queries = self.hits = 0.0
+        self.caches, self.lmcache = caches, lmcache
+        self.seen: set = set()
+        self.queries = self.hits = self.external_hits = 0.0
         self.completions = 0
         self.received: list = []
         self.lock = threading.Lock()
@@ -64,7 +70,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/v1/models":
             self._reply(200, json.dumps({"object": "list", "data": [{"id": "tiny"}]}).encode())
         elif self.path == "/metrics":
-            text = METRICS.format(queries=state.queries, hits=state.hits)
+            text = METRICS.format(queries=state.queries, hits=state.hits, external_hits=state.external_hits)
             self._reply(200, text.encode(), "text/plain; version=0.0.4")
         else:
             self._reply(404, b"{}")
@@ -84,7 +90,13 @@ class _Handler(BaseHTTPRequestHandler):
                 state.completions += 1
                 words = len(body["prompt"].split())
                 state.queries += words
-                state.hits += words * state.hit_share
+                if not state.caches:
+                    state.hits += words * state.hit_share
+                elif (body.get("cache_salt"), body["prompt"]) in state.seen:
+                    state.hits += words * state.hit_share
+                elif state.lmcache and any(prompt == body["prompt"] for _, prompt in state.seen):
+                    state.external_hits += words * state.hit_share
+                state.seen.add((body.get("cache_salt"), body["prompt"]))
             events = [{"id": "cmpl-1", "choices": [{"index": 0, "text": " w5", "finish_reason": None}]},
                       {"id": "cmpl-1", "choices": [{"index": 0, "text": " w6", "finish_reason": "length"}]},
                       {"id": "cmpl-1", "choices": [], "usage": {"prompt_tokens": words, "completion_tokens": 2,

@@ -30,9 +30,10 @@ EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 
 
 def unique_prompt(words: int) -> str:
-    """A prompt no earlier request shares a prefix with (so a hit cannot be left over from one)."""
-    start = random.SystemRandom().randrange(1_000_000)
-    return " ".join(f"k{start + i}" for i in range(words))
+    """Random words no earlier request shares a prefix with (so a hit cannot be left over from one). The words
+    are the smoke models' vocabulary ("w0".."w4087", one token each); other tokenizers split them, which is fine."""
+    pick = random.SystemRandom()
+    return " ".join(f"w{pick.randrange(4088)}" for _ in range(words))
 
 
 def new_salt() -> str:

@@ -128,7 +128,9 @@ class Model(Section):
     tool_call_parser: str | None = option(None, "vLLM --tool-call-parser (enables auto tool choice).", "str")
     reasoning_parser: str | None = option(None, "vLLM --reasoning-parser.", "str")
     generate: str | None = option(None, "Create a small random model at image build time instead of mounting "
-                      "one (smoke tests; no download).", "str", choices=("tiny-random-llama",))
+                      "one (smoke tests and benchmarks; no download): tiny-random-llama (2 layers, starts in seconds) or "
+                      "bench-random-llama (~150M parameters: prefill dominates a 2,000-token request).", "str",
+                      choices=("tiny-random-llama", "bench-random-llama"))
 
 
 class Serve(Section):

@@ -5,14 +5,23 @@ stackctl's CPU smoke stack serves this model: it is made at image build time so
 `stackctl up recipes/cpu-smoke.toml` needs nothing but Docker.
 
 Usage:
-    make_tiny_model.py OUT_DIR          write the model directory
+    make_tiny_model.py OUT_DIR [--preset NAME]
+                                        write the model directory
     make_tiny_model.py --words N [--offset K]
                                         print a prompt of N words that the
                                         tokenizer turns into exactly N tokens
 
-Shape: 2 layers, hidden 256, 4 query heads, 2 KV heads, head_dim 64 (vLLM's CPU
-attention needs head_dim >= 64), vocab 4096, context 4096, bf16 weights.
-KV cache: 2 x 2 layers x 2 KV heads x 64 x 2 bytes = 1024 bytes per token.
+Presets (vLLM's CPU attention needs head_dim >= 64; vocab 4096, context 4096, bf16 weights):
+- tiny-random-llama: 2 layers, hidden 256, 4 query heads, 2 KV heads, head_dim 64
+  (KV cache: 2 x 2 layers x 2 KV heads x 64 x 2 bytes = 1024 bytes per token). Starts in
+  seconds; its logits are almost flat (default init), so its greedy text is one
+  repeated word.
+- bench-random-llama: ~150M parameters, 12 layers, hidden 1024, 16 query heads, 8 KV
+  heads, head_dim 64 (KV: 24 KiB per token). Big enough that prefill dominates a
+  2,000-token request, so what a KV cache saves shows in TTFT. Initialised with
+  std 0.1 instead of 0.02: the top token then leads by ~0.6 nats and depends on the
+  context, so a greedy continuation changes when the KV it reads is wrong, and does
+  not flip on bf16 rounding.
 
 bf16 because vLLM 0.32 on x86 CPUs resolves dtype "auto" to bfloat16 anyway
 (a float32 checkpoint is downcast at load), so bf16 files load without a cast,
@@ -83,20 +92,24 @@ def build_tokenizer():
     )
 
 
-def build_model():
-    """A 2-layer Llama with seeded random weights, cast to bf16."""
+PRESETS = {
+    "tiny-random-llama": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "num_key_value_heads": 2},
+    "bench-random-llama": {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 12,
+                           "num_attention_heads": 16, "num_key_value_heads": 8, "initializer_range": 0.1},
+}
+
+
+def build_model(preset: str = "tiny-random-llama"):
+    """A Llama of the preset's shape with seeded random weights, cast to bf16."""
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
         vocab_size=VOCAB_SIZE,
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
         head_dim=64,
         max_position_embeddings=MAX_LEN,
+        **PRESETS[preset],
         bos_token_id=1,
         eos_token_id=2,
         pad_token_id=3,
@@ -109,10 +122,10 @@ def build_model():
     return model
 
 
-def write_model(out_dir: Path) -> None:
+def write_model(out_dir: Path, preset: str = "tiny-random-llama") -> None:
     """Write config, bf16 safetensors, tokenizer and generation config to out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    build_model().save_pretrained(str(out_dir), safe_serialization=True)
+    build_model(preset).save_pretrained(str(out_dir), safe_serialization=True)
     build_tokenizer().save_pretrained(str(out_dir))
     # safetensors writes 0600; the server may run as another user.
     for path in out_dir.iterdir():
@@ -124,13 +137,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out_dir", nargs="?", type=Path, help="model directory to write")
     parser.add_argument("--words", type=int, metavar="N", help="print a prompt of exactly N tokens and exit")
     parser.add_argument("--offset", type=int, default=0, help="first vocabulary word of the --words prompt")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny-random-llama", help="model shape")
     args = parser.parse_args(argv)
     if args.words is not None:
         print(prompt_words(args.words, args.offset))
         return 0
     if args.out_dir is None:
         parser.error("OUT_DIR is required unless --words is given")
-    write_model(args.out_dir)
+    write_model(args.out_dir, args.preset)
     return 0
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from helpers import run_cli
@@ -13,23 +12,28 @@ from stacks import variant
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def test_probe_warm_is_faster_than_cold_with_server_hit_rate_above_0_9(smoke_stack):
-    """The gates pass on a healthy cache. The speed bar here is one a cache hit clears with room to spare on a loaded
-    2-core machine (measured 3-4x here, idle); the figure itself is the benchmark's to print (`stackctl bench
-    --probe`, scripts/smoke.sh), not a timed test's to assert. The hit rate is a count from the server's /metrics."""
-    result = run_cli("bench", smoke_stack.recipe, "--probe", "--tokens", "1200", "--min-speedup", "2",
-                     "--min-hit-rate", "0.9", env=smoke_stack.env, timeout=600)
+def test_probe_gates_on_the_servers_hit_rate_and_writes_the_arms(smoke_stack, tmp_path):
+    """The probe on the tiny smoke model: recompute and HBM arms side by side, the hit rate a count from the
+    server's /metrics. The gate is the hit rate only: a 30 ms prefill is noise on a 2-core machine, so no TTFT
+    ratio is asserted here (the figures are the benchmark's to print)."""
+    from PIL import Image
+
+    out = tmp_path / "probe"
+    result = run_cli("bench", smoke_stack.recipe, "--probe", "--tokens", "1200", "--runs", "3",
+                     "--min-hit-rate", "0.9", "-o", str(out), env=smoke_stack.env, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    match = re.search(r"warm/cold ([0-9.]+) .* hit rate ([0-9.]+)% .* (\d+) prompt tokens", result.stdout)
-    assert match, result.stdout
-    ratio, hit_rate, tokens = float(match.group(1)), float(match.group(2)) / 100, int(match.group(3))
-    assert ratio <= 0.5 and hit_rate > 0.9 and tokens >= 1000
+    assert "| recompute (nothing cached) |" in result.stdout and "| vLLM prefix cache (HBM) |" in result.stdout
+    assert "LMCache" not in result.stdout  # the smoke stack has none
+    probe = json.loads((out / "probe.json").read_text())
+    assert probe["cache_arm"] == "hbm" and probe["arms"]["hbm"]["hit_rate"] > 0.9
+    assert probe["arms"]["recompute"]["hit_rate"] == 0.0 and probe["prompt_tokens"] >= 1000
+    assert Image.open(out / "probe.png").size[0] > 300
 
 
-def test_probe_fails_when_the_bar_is_out_of_reach(smoke_stack):
-    result = run_cli("bench", smoke_stack.recipe, "--probe", "--min-speedup", "1000", env=smoke_stack.env,
-                     timeout=600)
-    assert result.returncode == 1 and "not fast enough" in result.stderr
+def test_probe_fails_when_the_bar_is_out_of_reach(smoke_stack, tmp_path):
+    result = run_cli("bench", smoke_stack.recipe, "--probe", "--runs", "1", "--min-speedup", "1000",
+                     "-o", str(tmp_path), env=smoke_stack.env, timeout=600)
+    assert result.returncode == 1 and "misses the gate: speedup" in result.stderr
 
 
 def test_two_arm_comparison_writes_table_json_and_png(smoke_stack, tmp_path):

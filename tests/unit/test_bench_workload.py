@@ -4,18 +4,34 @@ that dies mid-run marks the results partial with the first error kept. Against l
 
 from __future__ import annotations
 
+import pytest
 from openai_stub import Server
 
 from stackctl import bench
 
 
-def test_probe_reads_the_repeat_hit_rate_from_the_server():
-    with Server(hit_share=0.75) as server:
-        result = bench.probe(server.url, "tiny", tokens=100)
-    assert result["prompt_tokens"] == 100 and result["hit_rate"] == 0.75
-    assert result["speedup"] == result["cold_ttft_s"] / result["warm_ttft_s"]
-    (_, cold), (_, warm) = server.received
-    assert cold["prompt"] == warm["prompt"] and len(cold["prompt"].split()) == 100
+def test_probe_asks_each_prompt_per_arm_and_reads_each_arms_hit_rate_from_the_server():
+    with Server(hit_share=0.75, caches=True, lmcache=True) as server:
+        result = bench.probe(server.url, "tiny", tokens=100, runs=3, lmcache=True)
+    assert result["prompt_tokens"] == 100 and result["runs"] == 3 and result["cache_arm"] == "lmcache"
+    rates = {arm: values["hit_rate"] for arm, values in result["arms"].items()}
+    assert rates == {"recompute": 0.0, "hbm": 0.75, "lmcache": 0.75}
+    assert all(len(values["ttft_s"]) == 3 for values in result["arms"].values())
+    assert result["speedup"] == pytest.approx(result["cold_ttft_s"] / result["warm_ttft_s"])
+    requests = [body for path, body in server.received if path == "/v1/completions"]
+    assert len(requests) == 9
+    first, again, other = requests[:3]  # one prompt: recompute, HBM (same salt), LMCache (another salt)
+    assert first["prompt"] == again["prompt"] == other["prompt"] and len(first["prompt"].split()) == 100
+    assert first["cache_salt"] == again["cache_salt"] != other["cache_salt"]
+    assert requests[3]["prompt"] != first["prompt"]
+
+
+def test_probe_without_lmcache_has_no_lmcache_arm_and_the_table_says_so():
+    with Server(hit_share=0.5, caches=True) as server:
+        result = bench.probe(server.url, "tiny", tokens=50, runs=2)
+    assert set(result["arms"]) == {"recompute", "hbm"} and result["hit_rate"] == 0.5
+    table = bench.probe_table(result)
+    assert "| vLLM prefix cache (HBM) |" in table and "LMCache" not in table and "median of 2" in table
 
 
 def test_a_workload_stops_at_its_request_budget():
