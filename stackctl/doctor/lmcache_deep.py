@@ -6,7 +6,8 @@ the same prompt again under another salt:
 - the first answer shows whether a NEW process finds what the stack stored: the hash-seed proof, on a tier that
   outlives a process (fs, s3);
 - the second shows the tier itself serves a load: the chunks the second server just stored there come back from it.
-The stack is not touched; each second server is removed when its tier is done.
+The stack is not touched; each second server is removed when its tier is done. server.hash-seed-proof needs only
+the first fs or s3 tier's server (`--skip server.tier-served` starts just that one).
 """
 
 from __future__ import annotations
@@ -59,18 +60,22 @@ def prove_tier(ctx, tier, prompt: str) -> dict:
     return {"tier": tier.kind, "first": first, "second": second, "seconds": round(time.monotonic() - started, 1)}
 
 
-def deep_results(ctx) -> list[dict]:
-    """One second server per tier below cpu, shared by server.tier-served and server.hash-seed-proof."""
+def _require_deep(ctx) -> None:
+    if not ctx.deep:
+        raise Unavailable("runs with --deep only (starts a second server per tier beside the stack)")
+    if not ctx.recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
 
-    def run():
-        if not ctx.deep:
-            raise Unavailable("runs with --deep only (starts a second server per tier beside the stack)")
-        if not ctx.recipe.cache.enabled:
-            raise Unavailable("LMCache is off in the recipe")
-        prompt = served_hit(ctx)["prompt"]  # stored by the stack in every tier
-        return [prove_tier(ctx, tier, prompt) for tier in ctx.recipe.cache.tiers if tier.kind != "cpu"]
 
-    return ctx.remember("lmcache_deep", run)
+def deep_result(ctx, tier) -> dict:
+    """The second server's account for one tier, computed once per doctor run (both checks read it)."""
+    _require_deep(ctx)
+    prompt = served_hit(ctx)["prompt"]  # stored by the stack in every tier first
+    return ctx.remember(f"lmcache_deep:{tier.kind}", lambda: prove_tier(ctx, tier, prompt))
+
+
+def lower_tiers(ctx) -> list:
+    return [tier for tier in ctx.recipe.cache.tiers if tier.kind != "cpu"]
 
 
 @check("server.tier-served", "server", "error",
@@ -83,9 +88,10 @@ def tier_served(ctx):
     the tier on the repeat (`Retrieved N out of M required tokens`). The cpu tier is proven on the stack itself
     (server.lmcache-hit). A tier that stores but never loads is reported dead with its store and load counts.
     image.tiers is the fast storage-only check; this one goes through serving."""
-    results = deep_results(ctx)
-    if not results:
+    _require_deep(ctx)
+    if not lower_tiers(ctx):
         raise Unavailable("no tier below the cpu tier in the recipe (the cpu tier: server.lmcache-hit)")
+    results = [deep_result(ctx, tier) for tier in lower_tiers(ctx)]
     lines, dead = [], []
     for item in results:
         stored = item["first"].stored_bytes + item["second"].stored_bytes
@@ -119,11 +125,12 @@ def hash_seed_proof(ctx):
     from stackctl import stackspec
     from stackctl.doctor.second_server import stack_env
 
-    shared = [item for item in deep_results(ctx) if item["tier"] in SHARED_ACROSS_PROCESSES]
+    _require_deep(ctx)
+    shared = [tier for tier in lower_tiers(ctx) if tier.kind in SHARED_ACROSS_PROCESSES]
     if not shared:
         raise Unavailable("no tier outlives a server process (fs, s3): the cpu tier is process memory and LMCache's "
                           "local_disk re-indexes nothing after a restart; image.hash-seed checks the seed itself")
-    item = shared[0]
+    item = deep_result(ctx, shared[0])
     hits = item["first"].hit_tokens
     running = stack_env(ctx.container()).get("PYTHONHASHSEED")
     wanted = stackspec.hash_seed(ctx.recipe)

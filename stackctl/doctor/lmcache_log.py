@@ -36,8 +36,9 @@ class Activity:
 
     @property
     def hit_tokens(self) -> int:
-        """Hit tokens of the last lookup (the request the caller just sent), 0 when there was none."""
-        return self.lookups[-1][1] if self.lookups else 0
+        """The most tokens any lookup in the stretch found (callers read the stretch of one request, whose lookup
+        the scheduler may repeat), 0 when there was none."""
+        return max((hit for _, hit, _ in self.lookups), default=0)
 
     def to_dict(self) -> dict:
         return {"lookups": [list(item) for item in self.lookups], "stored_tokens": self.stored_tokens,

@@ -1,0 +1,203 @@
+"""The live LMCache checks' judgment on recorded server accounts: LMCache's log lines (in LMCache 0.5.6's formats,
+lmcache/integration/vllm/vllm_v1_adapter.py:1476 and lmcache/v1/cache_engine.py:588, :985) and counter deltas
+from /metrics. The same checks run against a real LMCache stack in tests/integration/test_lmcache_live.py and
+fail on real faults in tests/faults/test_lmcache_faults.py."""
+
+from __future__ import annotations
+
+from helpers import RECIPES
+
+from stackctl.doctor import lmcache_log
+from stackctl.doctor.lmcache_deep import tier_env
+from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.doctor.second_server import derived_recipe
+from stackctl.recipe import load_recipe
+
+load_all()
+
+LOOKUP = ("[2026-11-24 18:01:02,345] LMCache INFO: Reqid: cmpl-{id}-0, Total tokens {total}, Inference Engine "
+          "computed tokens: 0, LMCache hit tokens: {hit}, need to load: {hit} (vllm_v1_adapter.py:1476:lmcache)")
+STORED = ("[2026-11-24 18:01:03,100] LMCache INFO: [req_id=cmpl-{id}-0] Stored {n} out of total {n} tokens. "
+          "size: {gb} GB, cost {ms} ms, throughput: 0.4000 GB/s; offload_time: 80.0000 ms, put_time: 13.0000 ms")
+RETRIEVED = ("[2026-11-24 18:01:04,200] LMCache INFO: [req_id=cmpl-{id}-0] Retrieved {n} out of {n} required tokens "
+             "(from {total} total tokens). size: {gb} gb, cost {ms} ms, throughput: 0.7000 GB/s;")
+
+
+def lines(*templates_and_values) -> str:
+    return "\n".join(template.format(**values) for template, values in templates_and_values) + "\n"
+
+
+def stored(n=768, gb="0.0176", ms="93.0000", total=1000):
+    return lines((LOOKUP, {"id": 1, "total": total, "hit": 0}), (STORED, {"id": 1, "n": n, "gb": gb, "ms": ms}))
+
+
+def loaded(n=768, gb="0.0176", ms="56.0000", total=1000):
+    return lines((LOOKUP, {"id": 2, "total": total, "hit": n}),
+                 (RETRIEVED, {"id": 2, "n": n, "gb": gb, "ms": ms, "total": total}))
+
+
+def recipe():
+    return load_recipe(RECIPES / "cpu-lmcache.toml")
+
+
+class Container:
+    def __init__(self, env):
+        self.attrs = {"Config": {"Env": [f"{k}={v}" for k, v in env.items()]}, "Image": "sha256:abc"}
+
+
+class Context:
+    """What the live checks read: the recipe, recorded results under their cache keys, the stack's container."""
+
+    def __init__(self, recipe, recorded=None, deep=False, env=None):
+        self.recipe, self.deep, self._recorded = recipe, deep, recorded or {}
+        self._env = {"PYTHONHASHSEED": "0"} if env is None else env
+
+    def remember(self, key, compute):
+        if key not in self._recorded:
+            raise Unavailable(f"nothing recorded for {key}")
+        return self._recorded[key]
+
+    def container(self):
+        return Container(self._env)
+
+
+def answer(tokens=("w5", "w9"), logprobs=(-1.2, -0.7), ttft=1.3):
+    return {"ttft_s": ttft, "text": " " + " ".join(tokens), "tokens": list(tokens), "logprobs": list(logprobs),
+            "usage": {"prompt_tokens": 1000}}
+
+
+def served(stored_log=None, loaded_log=None, external=768.0, warm=None):
+    return {"prompt": "w1 w2", "prompt_tokens": 1000, "cold": answer(), "warm": warm or answer(ttft=0.28),
+            "stored": lmcache_log.activity(stored() if stored_log is None else stored_log),
+            "loaded": lmcache_log.activity(loaded() if loaded_log is None else loaded_log),
+            "external_hits": external}
+
+
+def run(check_id, context):
+    return CHECKS[check_id].run(context)
+
+
+# -- the log account ----------------------------------------------------------------------------------------------
+
+def test_activity_sums_lmcaches_lookup_store_and_load_lines_colour_codes_and_all():
+    text = "\x1b[32m" + stored() + "\x1b[0m" + loaded() + "an unrelated line\n"
+    seen = lmcache_log.activity(text)
+    assert seen.lookups == [(1000, 0, 0), (1000, 768, 768)] and seen.hit_tokens == 768
+    assert (seen.stored_tokens, seen.retrieved_tokens) == (768, 768)
+    assert seen.stored_bytes == round(0.0176 * 1024 ** 3) and seen.store_ms == 93.0
+    assert lmcache_log.throughput(41_000_000, 93.0) == "41.0 MB in 93 ms (0.44 GB/s)"
+    assert lmcache_log.throughput(41_000_000, 0) == "41.0 MB"
+
+
+# -- server.lmcache-hit -------------------------------------------------------------------------------------------
+
+def test_lmcache_hit_passes_only_on_lmcaches_own_load_and_the_servers_counter():
+    result = run("server.lmcache-hit", Context(recipe(), {"lmcache_served": served()}))
+    assert result.status == "pass"
+    assert result.message.startswith("768/1000 prompt tokens loaded from LMCache (the cpu tier answers first); "
+                                     "store 18.9 MB in 93 ms (0.20 GB/s), load 18.9 MB in 56 ms (0.34 GB/s); TTFT "
+                                     "1300 ms cold, 280 ms from LMCache")
+
+
+def test_lmcache_hit_fails_when_nothing_was_stored_or_loaded_or_counted():
+    nothing_stored = served(stored_log=lines((LOOKUP, {"id": 1, "total": 1000, "hit": 0})))
+    result = run("server.lmcache-hit", Context(recipe(), {"lmcache_served": nothing_stored}))
+    assert (result.status, result.message) == ("fail", "LMCache stored nothing for a 1000-token prompt (no `Stored` "
+                                                       "line)")
+    missed = served(loaded_log=lines((LOOKUP, {"id": 2, "total": 1000, "hit": 0})), external=0.0)
+    result = run("server.lmcache-hit", Context(recipe(), {"lmcache_served": missed}))
+    assert result.status == "fail"
+    assert result.message == ("the repeat was not loaded from LMCache: lookup hit 0 tokens, retrieved 0, "
+                              "vllm:external_prefix_cache_hits_total +0 (stored 768 before)")
+    uncounted = served(external=0.0)  # the log says loaded, the server's counter does not: no pass
+    assert run("server.lmcache-hit", Context(recipe(), {"lmcache_served": uncounted})).status == "fail"
+
+
+def test_lmcache_hit_skips_without_lmcache_or_without_the_counter():
+    smoke = load_recipe(RECIPES / "cpu-smoke.toml")
+    assert run("server.lmcache-hit", Context(smoke)).message == "LMCache is off in the recipe"
+    result = run("server.lmcache-hit", Context(recipe(), {"lmcache_served": served(external=None)}))
+    assert (result.status, result.message) == ("skip", "vllm:external_prefix_cache_hits_total is not in /metrics")
+
+
+# -- server.lmcache-hit-correct -----------------------------------------------------------------------------------
+
+def test_a_loaded_answer_must_match_the_recompute_token_for_token():
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": served()}))
+    assert (result.status, result.message) == ("pass", "2 generated tokens identical to the recompute, "
+                                                       "log-probabilities within 0.0000")
+    wrong = served(warm=answer(tokens=("w5", "w7")))
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": wrong}))
+    assert result.status == "fail"
+    assert result.message == "output differs from the recompute at generated token 1: ' w5 w9' recomputed, ' w5 w7' " \
+                             "from LMCache"
+    drifted = served(warm=answer(logprobs=(-1.2, -1.5)))
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": drifted}))
+    assert result.status == "fail" and "differ by up to 0.800" in result.message
+    unloaded = served(loaded_log=lines((LOOKUP, {"id": 2, "total": 1000, "hit": 0})))
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": unloaded}))
+    assert result.status == "skip"
+
+
+# -- --deep: server.tier-served and server.hash-seed-proof ----------------------------------------------------------
+
+def deep(first_hits=768, second_loads=768):
+    """Per tier: the second server's first ask (hits = found what the stack stored) and its repeat (loads)."""
+    def account(kind):
+        first = lmcache_log.activity(lines((LOOKUP, {"id": 3, "total": 1000, "hit": first_hits if kind != "disk"
+                                                     else 0})) + stored())
+        second = lmcache_log.activity(loaded(n=second_loads) if second_loads else
+                                      lines((LOOKUP, {"id": 4, "total": 1000, "hit": 0})))
+        return {"tier": kind, "first": first, "second": second, "seconds": 70.0}
+    return {f"lmcache_deep:{kind}": account(kind) for kind in ("disk", "fs", "s3")}
+
+
+def test_deep_checks_skip_unless_deep_and_lmcache():
+    assert run("server.tier-served", Context(recipe())).message.startswith("runs with --deep only")
+    smoke = load_recipe(RECIPES / "cpu-smoke.toml")
+    assert run("server.hash-seed-proof", Context(smoke, deep=True)).message == "LMCache is off in the recipe"
+
+
+def test_every_lower_tier_must_load_back_what_it_stored():
+    recorded = {"lmcache_served": served(), **deep()}
+    result = run("server.tier-served", Context(recipe(), recorded, deep=True))
+    assert result.status == "pass" and set(result.details) == {"disk", "fs", "s3"}
+    assert result.message.startswith("disk: stored 18.9 MB in 93 ms (0.20 GB/s), loaded 768 tokens, 18.9 MB in 56 ms")
+    dead = {"lmcache_served": served(), **deep(second_loads=0)}
+    result = run("server.tier-served", Context(recipe(), dead, deep=True))
+    assert result.status == "fail"
+    assert result.message.startswith("dead tier(s): disk (stored 768 tokens, loaded 0), fs (stored 768 tokens, "
+                                     "loaded 0), s3 (stored 768 tokens, loaded 0); ")
+
+
+def test_hash_seed_proof_names_the_cause_of_zero_hits_in_a_new_process():
+    recorded = {"lmcache_served": served(), **deep()}
+    result = run("server.hash-seed-proof", Context(recipe(), recorded, deep=True))
+    assert (result.status, result.message) == ("pass", "a new server process found 768 tokens the stack stored in "
+                                                       "the fs tier (PYTHONHASHSEED=0)")
+    missed = {"lmcache_served": served(), **deep(first_hits=0)}
+    result = run("server.hash-seed-proof", Context(recipe(), missed, deep=True, env={}))
+    assert result.status == "fail" and "PYTHONHASHSEED is not set in the stack" in result.message
+    result = run("server.hash-seed-proof", Context(recipe(), missed, deep=True, env={"PYTHONHASHSEED": "7"}))
+    assert "the stack runs PYTHONHASHSEED=7 but the recipe says 0" in result.message
+    result = run("server.hash-seed-proof", Context(recipe(), missed, deep=True))
+    assert "is set alike, yet the keys differ" in result.message
+
+
+def test_hash_seed_proof_skips_where_no_tier_outlives_a_process():
+    only_local = recipe()
+    only_local.cache.tiers = [t for t in only_local.cache.tiers if t.kind in ("cpu", "disk")]
+    result = run("server.hash-seed-proof", Context(only_local, {"lmcache_served": served()}, deep=True))
+    assert result.status == "skip" and "local_disk re-indexes nothing after a restart" in result.message
+
+
+def test_the_second_server_searches_only_its_tier_and_keeps_the_stack_untouched():
+    stack = recipe()
+    disk = stack.tiers_of("disk")[0]
+    assert tier_env(disk, "abc") == {"LMCACHE_RETRIEVE_LOCATIONS": "LocalDiskBackend",
+                                     "LMCACHE_LOCAL_DISK": "file:///tmp/stackctl-tiers/disk/stackctl-second-abc/"}
+    assert tier_env(stack.tiers_of("s3")[0], "abc") == {"LMCACHE_RETRIEVE_LOCATIONS": "RemoteBackend"}
+    second = derived_recipe(stack, "second-disk", 18123, tier_env(disk, "abc"))
+    assert (second.stack.name, second.serve.port) == ("cpu-lmcache-second-disk", 18123)
+    assert second.serve.env["LMCACHE_RETRIEVE_LOCATIONS"] == "LocalDiskBackend"
+    assert (stack.stack.name, stack.serve.port, stack.serve.env) == ("cpu-lmcache", 8020, {})
