@@ -130,7 +130,11 @@ def hash_seed_proof(ctx):
     if not shared:
         raise Unavailable("no tier outlives a server process (fs, s3): the cpu tier is process memory and LMCache's "
                           "local_disk re-indexes nothing after a restart; image.hash-seed checks the seed itself")
+    if served_hit(ctx)["stored"].stored_tokens <= 0:
+        raise Unavailable("the stack stored nothing to find (server.lmcache-hit says why)")
     item = deep_result(ctx, shared[0])
+    if item["first"].stored_tokens + item["second"].stored_tokens <= 0 and not item["first"].lookups:
+        raise Unavailable("the second server's LMCache did nothing (no lookup, no store): see its log")
     hits = item["first"].hit_tokens
     running = stack_env(ctx.container()).get("PYTHONHASHSEED")
     wanted = stackspec.hash_seed(ctx.recipe)

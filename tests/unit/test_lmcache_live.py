@@ -201,3 +201,11 @@ def test_the_second_server_searches_only_its_tier_and_keeps_the_stack_untouched(
     assert (second.stack.name, second.serve.port) == ("cpu-lmcache-second-disk", 18123)
     assert second.serve.env["LMCACHE_RETRIEVE_LOCATIONS"] == "LocalDiskBackend"
     assert (stack.stack.name, stack.serve.port, stack.serve.env) == ("cpu-lmcache", 8020, {})
+
+
+def test_hash_seed_proof_does_not_blame_the_seed_when_the_stack_stored_nothing():
+    """A degraded stack stores nothing: 0 hits in a new process then say nothing about the seed."""
+    nothing = served(stored_log=lines((LOOKUP, {"id": 1, "total": 1000, "hit": 0})))
+    result = run("server.hash-seed-proof", Context(recipe(), {"lmcache_served": nothing, **deep()}, deep=True))
+    assert (result.status, result.message) == ("skip", "the stack stored nothing to find (server.lmcache-hit says "
+                                                       "why)")
