@@ -106,7 +106,8 @@ def atom_activated(ctx):
 
 
 @check("server.lmcache-initialised", "server", "error", "LMCache's engine initialised its storage (not degraded mode)",
-       "LMCache could not attach to the device: on ROCm rebuild it for HIP; on platform cpu turn cache.enabled off")
+       "LMCache could not attach to the device: on ROCm rebuild it for HIP; on platform cpu keep "
+       "cache.cpu_connector on (stackctl's connector for vLLM-CPU), or turn cache.enabled off")
 def lmcache_initialised(ctx):
     """Passes only on LMCache's own positive marker: after the KV caches are registered, a working engine logs
     `Post initializing LMCacheEngine` and `Initialize storage manager on rank N, ...` (LMCache 0.5.6
@@ -120,7 +121,7 @@ def lmcache_initialised(ctx):
     lines = [ANSI.sub("", line).strip() for line in ctx.server_log().splitlines()]
     degraded = [line for line in lines if DEGRADED in line or "No supported" in line]
     if degraded:
-        return failed(f"LMCache in degraded mode: {degraded[-1][-160:]}", lines=degraded[-5:])
+        return failed(f"LMCache in degraded mode: {_from_message(degraded[-1])}", lines=degraded[-5:])
     errors = [line for line in lines if LMCACHE_ERROR.search(line)]
     if errors:
         return failed(f"{len(errors)} LMCache ERROR line(s): {errors[0][-160:]}", lines=errors[:5])
@@ -131,6 +132,15 @@ def lmcache_initialised(ctx):
         return failed("no LMCache line in the log: the connector did not load")
     return failed(f"no `{LMCACHE_READY}` line: LMCache's engine never initialised its storage (still starting, or "
                   "post_init was skipped)")
+
+
+def _from_message(line: str) -> str:
+    """A log line from its message on (logging's prefix and LMCache's leading punctuation dropped), at most 160
+    characters."""
+    for marker in ("No supported", "System will operate", "Failed to"):
+        if marker in line:
+            return line[line.index(marker):][:160]
+    return line[-160:]
 
 
 @check("server.lmcache-native", "server", "error", "LMCache runs its native kernels, not the slow fallback",
