@@ -15,6 +15,7 @@ from factgen.pysource import SourceTree, literal_string
 CONFIG = "lmcache.v1.config"
 CONNECTORS = "lmcache/v1/storage_backend/connector"
 SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://")
+ENV_NAME = re.compile(r"^LMCACHE_[A-Z0-9_]+$")
 
 
 def extract(tree: SourceTree) -> dict:
@@ -24,6 +25,7 @@ def extract(tree: SourceTree) -> dict:
         "deprecated": _string_dict(tree, "_DEPRECATED_CONFIGS"),
         "env_prefix": env_prefix(tree),
         "remote_url_schemes": remote_url_schemes(tree),
+        "env_read": env_read(tree),
     }
 
 
@@ -103,3 +105,16 @@ def remote_url_schemes(tree: SourceTree) -> dict:
                     if match and match.group(1) not in schemes:
                         schemes[match.group(1)] = tree.where(module, value)
     return dict(sorted(schemes.items()))
+
+
+def env_read(tree: SourceTree) -> dict:
+    """Variables LMCache reads by their own name (LMCACHE_CONFIG_FILE, LMCACHE_LOG_LEVEL, ...) besides the
+    LMCACHE_<KEY> of each config key: every LMCACHE_* string literal of its code, with its first file:line."""
+    found: dict[str, str] = {}
+    for path in sorted((tree.root / "lmcache").rglob("*.py")):
+        module = ".".join(path.relative_to(tree.root).with_suffix("").parts)
+        parsed = tree.module(module)
+        for node in ast.walk(parsed) if parsed else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ENV_NAME.match(node.value):
+                found.setdefault(node.value, tree.where(module, node))
+    return dict(sorted(found.items()))
