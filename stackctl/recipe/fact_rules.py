@@ -253,7 +253,7 @@ def _json_problem(value, entry: dict) -> str | None:
       "remove the key, or use the one the message names", "vllm")
 def _compilation_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """`--compilation-config` is validated into `CompilationConfig` and its `pass_config` into `PassConfig`
-    (vLLM 0.33.0 vllm/config/compilation.py), pydantic dataclasses made by vLLM's `@config`, which forbids extra
+    (vLLM 0.33.0 vllm/config/compilation.py:692 for the `pass_config` field), pydantic dataclasses made by vLLM's `@config`, which forbids extra
     keys (vllm/config/utils.py:71 `ConfigDict(extra="forbid")`): an unknown key stops `vllm serve` with
     `Unexpected keyword argument`. The keys of each release are read from that release's compilation.py
     (stackctl/knowledge/facts/vllm-VERSION.json); the message says when a key was removed and what its last
@@ -270,7 +270,7 @@ def _compilation_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterato
       "give the key a value of the type the message names", "vllm")
 def _compilation_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """pydantic validates each compilation_config / pass_config value against the field's type (vLLM 0.33.0
-    vllm/config/compilation.py; e.g. `pass_config.eliminate_noops` is a bool, `cudagraph_capture_sizes` a list of
+    vllm/config/compilation.py:651 `cudagraph_capture_sizes: list[int]`; e.g. `pass_config.eliminate_noops` is a bool, `cudagraph_capture_sizes` a list of
     ints). Only clear mismatches are reported: a list or object where a scalar is expected, a word where a number
     is, a value outside a Literal's choices; numeric strings pass, as pydantic's lax mode reads them.
     """
@@ -325,8 +325,8 @@ def _vllm_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
       "a --kv-transfer-config naming a KV connector the pinned vLLM has not registered: the server exits",
       "use a connector the message lists, or give kv_connector_module_path", "vllm")
 def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
-    """vLLM builds the connector named by `kv_connector` from its registry (vLLM 0.33.0
-    vllm/distributed/kv_transfer/kv_connector/factory.py: `register_connector` calls), unless
+    """vLLM builds the connector named by `kv_connector` from its registry (`register_connector` calls; the
+    lookup is vLLM 0.33.0 vllm/distributed/kv_transfer/kv_connector/factory.py:93), unless
     `kv_connector_module_path` names a module to load it from; any other name raises `Connector '...' is not
     registered` / `Unsupported connector type` (factory.py:93, :128) and the server does not start. The names each
     release registers are in stackctl/knowledge/facts/vllm-VERSION.json.
