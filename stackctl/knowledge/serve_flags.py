@@ -213,3 +213,21 @@ def _replacement(flag: str, entry: dict, release: factdb.Release) -> str:
     if entry.get("deprecated"):
         return f" (its deprecation notice said: {entry['deprecated']})"
     return ""
+
+
+def json_flag_values(args: list[str], names: tuple[str, ...]) -> list[tuple[int, dict]]:
+    """(index, object) of every JSON-object value given to one of the flags NAMES (`--flag VALUE`, `--flag=VALUE`,
+    underscores read as dashes); values that are not a JSON object are left to the rules that judge them."""
+    found = []
+    for index, token in enumerate(args):
+        name, _, inline = token.partition("=")
+        if name.replace("_", "-") not in names:
+            continue
+        text = inline if "=" in token else (args[index + 1] if index + 1 < len(args) else "")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            found.append((index, value))
+    return found

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from stackctl.knowledge import compat
 from stackctl.knowledge import facts as factdb
+from stackctl.knowledge.serve_flags import json_flag_values
 from stackctl.recipe.model import Recipe
 from stackctl.recipe.rules import package_version, rule
 
@@ -156,17 +157,8 @@ def _compilation_configs(recipe: Recipe) -> Iterator[tuple[tuple, dict]]:
     from stackctl import stackspec
 
     yield ("serve", "compilation_config"), stackspec.compilation_config(recipe)
-    args = recipe.serve.extra_args
-    for index, token in enumerate(args):
-        name, _, inline = token.partition("=")
-        text = inline if "=" in token else (args[index + 1] if index + 1 < len(args) else "")
-        if name.replace("_", "-") in COMPILATION_FLAGS:
-            try:
-                config = json.loads(text)
-            except ValueError:
-                continue
-            if isinstance(config, dict):
-                yield ("serve", "extra_args", index), config
+    for index, config in json_flag_values(recipe.serve.extra_args, COMPILATION_FLAGS):
+        yield ("serve", "extra_args", index), config
 
 
 def _handwritten(section: str) -> set[str]:
@@ -332,17 +324,8 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
     release registers are in stackctl/knowledge/facts/vllm-VERSION.json.
     """
     registry = release.section("kv_connectors")
-    args = recipe.serve.extra_args
-    for index, token in enumerate(args):
-        name, _, inline = token.partition("=")
-        if name.replace("_", "-") != "--kv-transfer-config":
-            continue
-        text = inline if "=" in token else (args[index + 1] if index + 1 < len(args) else "")
-        try:
-            config = json.loads(text)
-        except ValueError:
-            continue  # kv-transfer-config-invalid reports it
-        connector = config.get("kv_connector") if isinstance(config, dict) else None
+    for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
+        connector = config.get("kv_connector")
         if isinstance(connector, str) and connector not in registry and not config.get("kv_connector_module_path"):
             import difflib
 

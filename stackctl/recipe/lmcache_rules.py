@@ -41,18 +41,10 @@ def truthy(value) -> bool:
 def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
     """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
     from stackctl import stackspec
+    from stackctl.knowledge.serve_flags import json_flag_values
 
     configs = [stackspec.kv_connector(recipe)] if recipe.cache.enabled else []
-    args = recipe.serve.extra_args
-    for index, token in enumerate(args):
-        name, _, inline = token.partition("=")
-        if name.replace("_", "-") == "--kv-transfer-config":
-            try:
-                config = json.loads(inline if "=" in token else (args[index + 1] if index + 1 < len(args) else ""))
-            except ValueError:
-                continue
-            if isinstance(config, dict):
-                configs.append(config)
+    configs += [config for _, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))]
     return configs
 
 
