@@ -23,9 +23,9 @@ def rendered(recipe_path: Path) -> dict[str, bytes]:
     """The bundle minus the files copied verbatim from checks/ and templates/files/ (tests compare those with
     their sources directly)."""
     from stackctl.recipe.loader import load_recipe
-    from stackctl.render import render_files, verbatim_sources
+    from stackctl.render import copied_sources, render_files
 
-    copied = verbatim_sources()
+    copied = copied_sources()
     return {name: content for name, content in render_files(load_recipe(recipe_path)).items() if name not in copied}
 
 

@@ -23,7 +23,7 @@ from stackctl.resources import shipped
 
 MANIFEST = "manifest.json"
 # Files of the bundle that go into the image build; everything else is runtime (mounted or passed as env).
-BUILD_INPUTS = ("Dockerfile", "build", "probes", "wheelhouse", "ca")
+BUILD_INPUTS = ("Dockerfile", "build", "probes", "wheelhouse", "ca", "connector")
 DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n"
 
 
@@ -217,6 +217,9 @@ def _template_context(recipe: Recipe) -> dict:
         "s3_ca": stackspec.S3_CA_ENV in environment,
         "s3_ca_bundle": stackspec.S3_CA_BUNDLE,
         "lmcache": recipe.cache.enabled,
+        "cpu_connector": stackspec.cpu_connector_shipped(recipe),
+        "cpu_connector_package": stackspec.CPU_CONNECTOR_PACKAGE,
+        "cpu_connector_env": stackspec.CPU_CONNECTOR_ENV,
     }
 
 
@@ -241,8 +244,27 @@ def verbatim_sources() -> dict[str, Path]:
     return sources
 
 
+def connector_sources() -> dict[str, Path]:
+    """stackctl's LMCache connector for vLLM-CPU, copied unchanged into the images that carry it
+    (stackspec.cpu_connector_shipped): the package and the .pth that loads its import hook."""
+    files_dir = shipped("templates") / "files"
+    package = stackspec.CPU_CONNECTOR_PACKAGE
+    sources = {f"connector/{package}/{module.name}": module
+               for module in sorted((files_dir / package).glob("*.py"))}
+    sources[f"connector/{package}.pth"] = files_dir / f"{package}.pth"
+    return sources
+
+
+def copied_sources() -> dict[str, Path]:
+    """Every bundle file that is a verbatim copy of one of stackctl's own files (golden bundles leave them out)."""
+    return {**verbatim_sources(), **connector_sources()}
+
+
 def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
-    files = {name: source.read_bytes() for name, source in verbatim_sources().items()}
+    sources = verbatim_sources()
+    if stackspec.cpu_connector_shipped(recipe):
+        sources.update(connector_sources())
+    files = {name: source.read_bytes() for name, source in sources.items()}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
     return files
 

@@ -26,6 +26,11 @@ VENV = "/opt/venv"                    # the CPU image's Python environment
 
 KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
+# stackctl's LMCache connector for vLLM-CPU (templates/files/stackctl_lmcache_cpu): shipped in every cpu image with
+# LMCache, switched on in the server's environment by this variable (its import hook reads it).
+CPU_CONNECTOR_ENV = "STACKCTL_LMCACHE_CPU_CONNECTOR"
+CPU_CONNECTOR_PACKAGE = "stackctl_lmcache_cpu"
+
 
 def kv_connector(recipe: Recipe) -> dict:
     """The --kv-transfer-config. vLLM looks for `use_layerwise` in kv_connector_extra_config (not in LMCache's
@@ -89,6 +94,16 @@ def lmcache_install(recipe: Recipe) -> str | None:
     if not recipe.cache.enabled:
         return None
     return recipe.build.lmcache_from or "source"
+
+
+def cpu_connector_shipped(recipe: Recipe) -> bool:
+    """Whether the image carries stackctl's CPU connector: platform cpu with LMCache (never a ROCm image)."""
+    return recipe.stack.platform == "cpu" and recipe.cache.enabled
+
+
+def cpu_connector_enabled(recipe: Recipe) -> bool:
+    """Whether the server runs with it: shipped, and `cache.cpu_connector` not set to false."""
+    return cpu_connector_shipped(recipe) and recipe.cache.cpu_connector is not False
 
 
 def hash_seed(recipe: Recipe) -> str | None:
@@ -197,6 +212,8 @@ def environment(recipe: Recipe) -> dict[str, str]:
         env["PYTHONHASHSEED"] = seed
     if recipe.cache.enabled:
         env["LMCACHE_CONFIG_FILE"] = LMCACHE_CONFIG_PATH
+    if cpu_connector_shipped(recipe):
+        env[CPU_CONNECTOR_ENV] = "1" if cpu_connector_enabled(recipe) else "0"
     if recipe.serve.dev_endpoints:
         env["VLLM_SERVER_DEV_MODE"] = "1"
     if recipe.stack.engine == "vllm" and recipe.stack.platform == "rocm":
@@ -284,9 +301,18 @@ def container_name(recipe: Recipe) -> str:
     return f"stackctl-{recipe.stack.name}"
 
 
+# Keys added to the recipe after its hash was first published: left out of the hash while unset, so a recipe that does
+# not use them keeps its hash (and `up` does not replace its running container for nothing).
+KEYS_HASHED_ONLY_WHEN_SET = (("cache", "cpu_connector"),)
+
+
 def recipe_hash(recipe: Recipe) -> str:
     """Hash of everything the recipe says: a changed recipe means a replaced container."""
-    return _digest(recipe.to_dict())
+    data = recipe.to_dict()
+    for section, key in KEYS_HASHED_ONLY_WHEN_SET:
+        if data[section][key] is None:
+            del data[section][key]
+    return _digest(data)
 
 
 def _digest(value) -> str:

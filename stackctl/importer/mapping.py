@@ -77,6 +77,9 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.serve.set("dev_endpoints", True, "from VLLM_SERVER_DEV_MODE=1")
         elif key == "ATOM_DISABLE_VLLM_PLUGIN" and value == "1" and engine == "vllm" and platform == "rocm":
             pass  # stackctl sets it for every plain-vLLM stack on rocm
+        elif key == stackspec.CPU_CONNECTOR_ENV and value in ("0", "1") and platform == "cpu":
+            if value == "0":  # "1" is what an unset cache.cpu_connector means on platform cpu
+                draft.cache.set("cpu_connector", False, f"from {key}=0")
         elif key == "AWS_SHARED_CREDENTIALS_FILE":
             lmcache["__credentials_file__"] = launch.host_path(value)[0]
         elif key == stackspec.S3_CA_ENV:
@@ -156,6 +159,8 @@ def platform_and_engine(draft: Draft, launch: Launch) -> tuple[str, str]:
         platform, why = "rocm", "docker --device /dev/kfd"
     elif any(k.startswith("VLLM_CPU_") for k in env) or env.get("VLLM_TARGET_DEVICE") == "cpu" or "cpu" in image:
         platform, why = "cpu", "the launch sets up vLLM's CPU backend"
+    elif stackspec.CPU_CONNECTOR_ENV in env:
+        platform, why = "cpu", f"{stackspec.CPU_CONNECTOR_ENV} (stackctl's LMCache connector for vLLM-CPU)"
     elif "rocm" in image or any(k.startswith(_ROCM_PREFIXES) for k in env):
         named = sorted(k for k in env if k.startswith(_ROCM_PREFIXES))
         platform, why = "rocm", f"ROCm variables ({', '.join(named[:3])})" if named else "a ROCm image"

@@ -204,6 +204,9 @@ class Cache(Section):
     save_decode_cache: bool = option(False, "Offload KV of decode steps too (causes long stalls).", "bool")
     use_layerwise: bool = option(False, "LMCache layer-wise transfer (requires PIECEWISE graphs).", "bool")
     async_loading: bool = option(False, "LMCache enable_async_loading.", "bool")
+    cpu_connector: bool | None = option(None, "stackctl's LMCache connector for vLLM-CPU's KV cache (platform cpu "
+                                        "only; unset: on). LMCache has none for the CPU device: off, it runs "
+                                        "degraded and stores nothing.", "bool")
     extra: dict[str, Any] = option({}, "Extra LMCache config keys written to lmcache.yaml as given.", "table")
     tiers: list[Tier] = option([], "KV tiers below GPU HBM, fastest first.", "tiers")
 

@@ -396,15 +396,44 @@ def _s3_credentials(recipe: Recipe) -> Iterator[Hit]:
 
 
 @rule("lmcache-on-cpu-platform", "warning",
-      "LMCache on platform cpu has no connector for the CPU device: it runs in degraded (recompute) mode",
-      "set cache.enabled = false on platform cpu, or run on rocm")
+      "LMCache on platform cpu without stackctl's CPU connector: it runs in degraded (recompute) mode",
+      "leave cache.cpu_connector unset (or true) with cache.use_layerwise = false and an unquantised "
+      "model.kv_cache_dtype, or set cache.enabled = false")
 def _lmcache_on_cpu(recipe: Recipe) -> Iterator[Hit]:
-    """vLLM's CPU build with LMCache logs `No supported cpu connector found.` and then `System will operate in
-    degraded mode (recompute)`: the server is healthy, but nothing is stored or loaded. `stackctl doctor` catches it
-    at run time; this rule says so before anything is built.
+    """LMCache 0.5.6 has no connector for vLLM-CPU's KV cache: `CreateGPUConnector`
+    (lmcache/v1/gpu_connector/__init__.py:247) raises `No supported cpu connector found.` and `LMCacheManager`
+    (lmcache/v1/manager.py:104-110) logs `System will operate in degraded mode (recompute)`. The server is healthy,
+    but nothing is stored or loaded, and every request waits out the scheduler's lookup timeout (3 s).
+
+    stackctl's images for platform cpu carry their own connector (`stackctl_lmcache_cpu`, switched on by
+    `cache.cpu_connector`, on unless set to false), which stores and loads LMCache's standard KV_2LTD chunks from
+    vLLM-CPU's paged cache. This rule fires where that connector cannot serve: switched off, layer-wise transfer
+    (`cache.use_layerwise`: the connector moves whole chunks only) or a quantised KV cache (`model.kv_cache_dtype`
+    fp8: the connector copies the cache's values as they are and refuses a kernel that scales them). `stackctl
+    doctor` catches the degraded mode at run time; this rule says so before anything is built.
     """
-    if recipe.stack.platform == "cpu" and recipe.cache.enabled:
-        yield (("cache", "enabled"), "LMCache enabled on platform cpu")
+    if recipe.stack.platform != "cpu" or not recipe.cache.enabled:
+        return
+    if recipe.cache.cpu_connector is False:
+        yield (("cache", "cpu_connector"), "LMCache enabled on platform cpu with cache.cpu_connector = false")
+    elif recipe.cache.use_layerwise:
+        yield (("cache", "use_layerwise"), "stackctl's CPU connector does not do layer-wise transfer")
+    elif recipe.model.kv_cache_dtype.startswith("fp8"):
+        yield (("model", "kv_cache_dtype"), f"stackctl's CPU connector does not handle a {recipe.model.kv_cache_dtype} "
+               "KV cache")
+
+
+@rule("cpu-connector-on-rocm", "warning",
+      "cache.cpu_connector is set on platform rocm, where it does nothing",
+      "remove cache.cpu_connector (it applies to platform cpu only)")
+def _cpu_connector_on_rocm(recipe: Recipe) -> Iterator[Hit]:
+    """`cache.cpu_connector` switches stackctl's LMCache connector for vLLM-CPU's KV cache. ROCm images never carry
+    it: on a GPU, LMCache creates its own connector for the device. Set on platform rocm, the key is ignored; this
+    rule says so rather than leave the recipe claiming something it does not do.
+    """
+    if recipe.stack.platform == "rocm" and recipe.cache.cpu_connector is not None:
+        yield (("cache", "cpu_connector"), f"cache.cpu_connector = {str(recipe.cache.cpu_connector).lower()} on "
+               "platform rocm is ignored")
 
 
 @rule(VERSION_UNKNOWN, "warning",

@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 # LMCache's PyPI wheel (a CUDA build; the default is the sdist build): what these tests catch.
 LMCACHE_ON = {
     '[versions]\n': '[versions]\nlmcache = "0.5.6"\n',
-    "[cache]\nenabled = false": "[cache]\nenabled = true",
+    # stackctl's CPU connector switched off: LMCache has no connector of its own for the CPU device (degraded).
+    "[cache]\nenabled = false": "[cache]\nenabled = true\ncpu_connector = false",
     "[checks]": '[build]\nlmcache_from = "wheel"\n\n[checks]',
 }
 

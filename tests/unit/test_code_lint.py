@@ -10,7 +10,7 @@ from helpers import REPO, tool
 def test_ruff_finds_nothing():
     ruff = tool("ruff")
     result = subprocess.run([ruff, "check", "--select", "E,F,W,B", "--ignore", "E501", "stackctl", "checks",
-                             "scripts", "benchmarks", "tests"], cwd=REPO, capture_output=True, text=True, timeout=120)
+                             "scripts", "benchmarks", "tests", "templates/files"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

