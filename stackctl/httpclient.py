@@ -36,7 +36,7 @@ def post_json(url: str, payload: dict | None = None, timeout: float = 120.0):
         return json.loads(body) if body.strip() else None
 
 
-def stream_completion(base_url: str, model: str, prompt: str, max_tokens: int = 1, timeout: float = 300.0,
+def stream_completion(base_url: str, model: str, prompt: str | list[int], max_tokens: int = 1, timeout: float = 300.0,
                       extra: dict | None = None) -> dict:
     """POST a streaming /v1/completions request; time to first token and end to end, in seconds. `extra` adds
     request fields (e.g. cache_salt, logprobs); with logprobs the generated tokens and their log-probabilities

@@ -30,7 +30,7 @@ def tier_env(tier, run_id: str) -> dict[str, str]:
     return env
 
 
-def prove_tier(ctx, tier, prompt: str) -> dict:
+def prove_tier(ctx, tier, prompt: list[int]) -> dict:
     """Start a second server for `tier`, ask it the stack's prompt twice, and return what LMCache logged."""
     import shutil
     import uuid
@@ -97,8 +97,11 @@ def tier_served(ctx):
         stored = item["first"].stored_bytes + item["second"].stored_bytes
         stored_ms = item["first"].store_ms + item["second"].store_ms
         loaded = item["second"]
-        line = (f"{item['tier']}: stored {lmcache_log.throughput(stored, stored_ms)}, loaded "
-                f"{loaded.retrieved_tokens} tokens, {lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}")
+        # A tier the stack already filled (fs, s3) answers the second server's first ask: it stores nothing new.
+        put = (f"stored {lmcache_log.throughput(stored, stored_ms)}" if stored else
+               f"held the stack's {item['first'].hit_tokens} tokens")
+        line = (f"{item['tier']}: {put}, loaded {loaded.retrieved_tokens} tokens, "
+                f"{lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}")
         lines.append(line)
         if loaded.retrieved_tokens <= 0:
             dead.append(f"{item['tier']} (stored {item['first'].stored_tokens + item['second'].stored_tokens} "

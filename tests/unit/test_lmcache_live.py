@@ -66,8 +66,9 @@ def answer(tokens=("w5", "w9"), logprobs=(-1.2, -0.7), ttft=1.3):
             "usage": {"prompt_tokens": 1000}}
 
 
-def served(stored_log=None, loaded_log=None, external=768.0, warm=None):
-    return {"prompt": "w1 w2", "prompt_tokens": 1000, "cold": answer(), "warm": warm or answer(ttft=0.28),
+def served(stored_log=None, loaded_log=None, external=768.0, warm=None, cold=None):
+    return {"prompt": [9, 10], "prompt_tokens": 1000, "cold": cold or answer(logprobs=(-1.25, -0.7)),
+            "hbm": answer(ttft=0.1), "warm": warm or answer(ttft=0.28),
             "stored": lmcache_log.activity(stored() if stored_log is None else stored_log),
             "loaded": lmcache_log.activity(loaded() if loaded_log is None else loaded_log),
             "external_hits": external}
@@ -122,21 +123,31 @@ def test_lmcache_hit_skips_without_lmcache_or_without_the_counter():
 
 # -- server.lmcache-hit-correct -----------------------------------------------------------------------------------
 
-def test_a_loaded_answer_must_match_the_recompute_token_for_token():
+def test_a_loaded_answer_must_equal_the_answer_from_vllms_own_cache_of_the_same_prefix():
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": served()}))
-    assert (result.status, result.message) == ("pass", "2 generated tokens identical to the recompute, "
-                                                       "log-probabilities within 0.0000")
+    assert (result.status, result.message) == ("pass", "2 generated tokens identical to the HBM answer, "
+                                                       "log-probabilities within 0.0000 (same as the recompute: "
+                                                       "within 0.050)")
     wrong = served(warm=answer(tokens=("w5", "w7")))
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": wrong}))
     assert result.status == "fail"
-    assert result.message == "output differs from the recompute at generated token 1: ' w5 w9' recomputed, ' w5 w7' " \
-                             "from LMCache"
-    drifted = served(warm=answer(logprobs=(-1.2, -1.5)))
+    assert result.message == ("LMCache's answer differs from the HBM answer at generated token 1: ' w5 w9' from "
+                              "HBM, ' w5 w7' from LMCache")
+    drifted = served(warm=answer(logprobs=(-1.2, -0.71)))
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": drifted}))
-    assert result.status == "fail" and "differ by up to 0.800" in result.message
+    assert result.status == "fail" and "differ by up to 0.0100 (more than float noise" in result.message
     unloaded = served(loaded_log=lines((LOOKUP, {"id": 2, "total": 1000, "hit": 0})))
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": unloaded}))
     assert result.status == "skip"
+
+
+def test_the_hit_prompt_is_whole_blocks_and_chunks_plus_one_token():
+    from stackctl.doctor.lmcache_live import aligned_length, block_size
+
+    assert aligned_length(1000, 128, 256) == 769 and aligned_length(100, 16, 256) == 257
+    assert aligned_length(2000, 16, 256) == 1793
+    text = 'vllm:cache_config_info{_block_size_resolved="True",block_size="128",cache_dtype="auto"} 1.0\n'
+    assert block_size(text) == 128 and block_size("vllm:other 1\n") is None
 
 
 # -- --deep: server.tier-served and server.hash-seed-proof ----------------------------------------------------------
