@@ -62,6 +62,9 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
     samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
     counted: dict[str, list[float]] = {arm: [0.0, 0.0] for arm in ARMS}  # hits, queries
     prompt_tokens = None
+    # One untimed request first: a server's first prefill of a length pays one-time costs (kernel selection, JIT,
+    # allocations) that measured 10x a normal prefill here.
+    _salted(base_url, model, " ".join(f"w{pick.randrange(VOCAB_WORDS)}" for _ in range(tokens)), "bench-warm-up")
     for _ in range(runs):
         prompt = " ".join(f"w{pick.randrange(VOCAB_WORDS)}" for _ in range(tokens))
         salt = f"bench-{pick.getrandbits(64):016x}"

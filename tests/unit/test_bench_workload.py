@@ -18,8 +18,8 @@ def test_probe_asks_each_prompt_per_arm_and_reads_each_arms_hit_rate_from_the_se
     assert rates == {"recompute": 0.0, "hbm": 0.75, "lmcache": 0.75}
     assert all(len(values["ttft_s"]) == 3 for values in result["arms"].values())
     assert result["speedup"] == pytest.approx(result["cold_ttft_s"] / result["warm_ttft_s"])
-    requests = [body for path, body in server.received if path == "/v1/completions"]
-    assert len(requests) == 9
+    warm_up, *requests = [body for path, body in server.received if path == "/v1/completions"]
+    assert len(requests) == 9 and warm_up["cache_salt"] == "bench-warm-up"
     first, again, other = requests[:3]  # one prompt: recompute, HBM (same salt), LMCache (another salt)
     assert first["prompt"] == again["prompt"] == other["prompt"] and len(first["prompt"].split()) == 100
     assert first["cache_salt"] == again["cache_salt"] != other["cache_salt"]
