@@ -19,6 +19,9 @@ import click
 @click.option("--tokens", type=click.IntRange(min=16), default=1200, show_default=True, help="Probe prompt length.")
 @click.option("--runs", type=click.IntRange(min=1, max=50), default=5, show_default=True,
               help="Probe prompts (each asked once per arm); medians over these.")
+@click.option("--connector", "connector_only", is_flag=True,
+              help="Only the CPU connector's own copy throughput inside RECIPE's running container (store and load "
+                   "GB/s for the recipe's model shape) beside one core's memcpy, measured in the same run.")
 @click.option("--trace", type=click.Path(exists=True, dir_okay=False), help="kv-cache-tester style trace JSON.")
 @click.option("--users", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--turns", type=click.IntRange(min=1), default=4, show_default=True)
@@ -29,7 +32,7 @@ import click
 @click.option("--max-seconds", type=click.FloatRange(min=1), default=180, show_default=True)
 @click.option("-o", "--output", "out_dir", default="bench-results", show_default=True, type=click.Path(file_okay=False))
 @click.pass_context
-def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs, trace, users, turns, system_tokens,
+def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs, connector_only, trace, users, turns, system_tokens,
           turn_tokens, output_tokens, max_requests, max_seconds, out_dir):
     """Run a prefix-reuse workload shaped like agentic coding sessions against RECIPE's stack (and each --arms
     recipe), and report TTFT/E2E percentiles, throughput and the server's hit rate as JSON, Markdown and a PNG."""
@@ -42,6 +45,9 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
     main = load(recipe)
     if probe_only:
         _probe(main, tokens, runs, min_speedup, min_hit_rate, Path(out_dir))
+        return
+    if connector_only:
+        _connector(main, Path(out_dir))
         return
     workload.require_plotting()
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
@@ -93,6 +99,43 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
         failed.append(f"hit rate {_pct(result['hit_rate'])} < {min_hit_rate:.0%}")
     if failed:
         raise StackctlError(f"bench: {arm} misses the gate: " + "; ".join(failed))
+
+
+def _connector(recipe, out_dir) -> None:
+    """Run the connector's own benchmark module in the stack's container; print its figures, write connector.json."""
+    import json
+
+    from stackctl import stackspec
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.errors import StackctlError
+    from stackctl.knowledge.model_table import resolve_shape
+    from stackctl.state import write_atomically
+
+    if not stackspec.cpu_connector_enabled(recipe):
+        raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "
+                            "cache.enabled and cache.cpu_connector on)")
+    resolved = resolve_shape(recipe.model.path)
+    if resolved is None:
+        raise StackctlError(f"{recipe.source}: model.path: shape of {recipe.model.path} unknown (fix: a model "
+                            "stackctl's model table knows, or a local directory with config.json)")
+    shape = resolved[0]
+    container = dk.find_container(dk.client(), stackspec.container_name(recipe))
+    if container is None or container.status != "running":
+        raise StackctlError(f"{recipe.stack.name}: not running (fix: stackctl up {recipe.source})")
+    command = ["python", "-m", "stackctl_lmcache_cpu.bench", "--layers", str(shape.num_hidden_layers),
+               "--kv-heads", str(shape.num_key_value_heads), "--head-size", str(shape.head_dim),
+               "--chunk", str(recipe.cache.chunk_size)]
+    run = container.exec_run(command, demux=True)
+    out, err = (part.decode(errors="replace") if part else "" for part in run.output)
+    if run.exit_code != 0:
+        raise StackctlError(f"bench --connector: {' '.join(command)} exited {run.exit_code}: {err.strip()[-400:]}")
+    figures = json.loads(out.strip().splitlines()[-1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(out_dir / "connector.json", json.dumps(figures, indent=2))
+    click.echo(f"CPU connector ({figures['isa']}, {figures['threads']} thread, {figures['bytes'] / 1e6:.0f} MB of "
+               f"{shape.name} KV per run): store {figures['store_gb_s']:.2f} GB/s "
+               f"({figures['store_over_memcpy']:.2f}x memcpy), load {figures['load_gb_s']:.2f} GB/s "
+               f"({figures['load_over_memcpy']:.2f}x memcpy); memcpy on one core {figures['memcpy_gb_s']:.2f} GB/s")
 
 
 def _running_url(recipe) -> str:
