@@ -12,6 +12,7 @@ from stackctl.errors import StackctlError
 from stackctl.importer.draft import CONTROL, Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
 from stackctl.recipe import model
+from stackctl.unresolved import home_reference, runtime_reference
 
 # flag -> (section, key, converter): the inverse of stackspec.serve_args.
 VALUE_FLAGS = {
@@ -113,16 +114,32 @@ class ServerFlags:
         if CONTROL.search(path) or not path:
             raise StackctlError(f"model {path!r}: not a usable model path (fix: a directory or a Hugging Face id)")
         self.model_arg = path
-        host_path, mapped = self.launch.host_path(path)
+        host_path, mapped = self.launch.host_path(home_reference(path))
         self.draft.model.set("path", host_path, why or None)
         if mapped:
             self.draft.model.comment("path", f"host path of the container's {path} (docker volume): stackctl "
                                              "mounts it at the same path")
+        reference = runtime_reference(host_path)
+        if reference:
+            self.draft.model.comment("path", f"TODO: {reference} was known only when the old launch ran: write the "
+                                             "model's directory or Hugging Face id here (until then `stackctl "
+                                             "validate` reports unresolved-value and nothing renders)")
+
+    def run_time_only(self, tokens: list[str], setting: str) -> bool:
+        """Whether tokens hold a value only the old launch's run time knew; if so the setting is left to the user,
+        with a note naming it."""
+        reference = next((ref for ref in map(runtime_reference, tokens) if ref), None)
+        if reference:
+            self.draft.notes.append(f"{' '.join(tokens)}: {reference} was known only when the old launch ran; not "
+                                    f"imported: {setting}")
+        return reference is not None
 
     def read_value_flag(self, i: int, name: str) -> int:
         section, key, converter = VALUE_FLAGS[name]
         value, after = self.value_at(i)
         tokens = self.args[i:after]
+        if self.run_time_only(tokens, f"set {section}.{key} yourself"):
+            return after
         converted = convert(value, converter) if value is not None else None
         cls = model.SECTION_TYPES[section]
         if converted is None or not fits(cls, key, converted):
@@ -141,6 +158,8 @@ class ServerFlags:
             while after < len(self.args) and not self.args[after].startswith("-"):
                 names.append(self.args[after])
                 after += 1
+        if self.run_time_only(self.args[i:after], "set model.served_name yourself"):
+            return after
         if names and fits(model.Model, "served_name", names[0]):
             self.draft.model.set("served_name", names[0])
             if len(names) > 1:
@@ -200,7 +219,7 @@ class ServerFlags:
         else:
             self.extra += self.tool_choice + (self.tool_parser[0] if self.tool_parser else [])
         extra = []
-        for token in self.extra:
+        for token in self.without_run_time_values(self.extra):
             line = one_line(token)
             if line is None:
                 self.draft.notes.append("a multi-line argument that is not JSON was dropped: add it to "
@@ -209,6 +228,17 @@ class ServerFlags:
                 extra.append(line)
         if extra:
             self.draft.serve.set("extra_args", extra, "flags stackctl has no field for, kept as given")
+
+    def without_run_time_values(self, tokens: list[str]) -> list[str]:
+        """tokens without the flags (and their values) that hold a value only the old launch's run time knew."""
+        groups: list[list[str]] = []
+        for token in tokens:
+            if token.startswith("-") or not groups:
+                groups.append([token])
+            else:
+                groups[-1].append(token)
+        return [token for group in groups
+                if not self.run_time_only(group, "add it to serve.extra_args with its value") for token in group]
 
     def finish_compilation(self) -> None:
         config = merge_dict_flags(self.compilation)

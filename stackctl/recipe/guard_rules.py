@@ -43,6 +43,42 @@ def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
     yield from secrets.find_in_recipe(recipe)
 
 
+@rule("unresolved-value", "error",
+      "a recipe value holds a shell reference or a placeholder ($MODEL, ${arr[$i]}, ~/x, <your model path>): "
+      "stackctl writes values as given, so the server would receive that text",
+      "write the value itself (the path, the number, the Hugging Face id) in place of the reference")
+def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
+    """A launch script's values can come from its run time: a variable set in the user's shell, a loop counter, an
+    array element, a command substitution, `~`, or a placeholder a document asks the reader to fill in. A recipe
+    has no run time: serve.sh quotes every argument and stack.env is read by Docker without expansion, so `$MODEL`
+    or `<your model file path>` would reach vLLM as that very text (a model it cannot find, a port it cannot
+    parse). `stackctl init --from-command` leaves such settings out with a note, except the model path, which a
+    recipe needs: it keeps the reference and this rule refuses it until it is replaced. `stackctl render` refuses
+    such a recipe even when this rule is skipped.
+
+    Fix: write the value itself.
+    """
+    yield from unresolved_values(recipe)
+
+
+def unresolved_values(recipe: Recipe) -> Iterator[Hit]:
+    """(key path, message) for every value that holds a run-time reference (importer/runtime.py's definition)."""
+    from stackctl.unresolved import runtime_reference
+
+    values: list[tuple[tuple, object]] = [(("model", "path"), recipe.model.path),
+                                          (("model", "served_name"), recipe.model.served_name),
+                                          (("stack", "base_image"), recipe.stack.base_image)]
+    values += [(("serve", "env", key), value) for key, value in recipe.serve.env.items()]
+    values += [(("serve", "extra_args", index), value) for index, value in enumerate(recipe.serve.extra_args)]
+    for index, tier in enumerate(recipe.cache.tiers):
+        values += [(("cache", "tiers", index, key), getattr(tier, key)) for key in ("path", "url")]
+    for path, value in values:
+        reference = runtime_reference(value)
+        if reference:
+            yield (path, f"{value!r} holds {reference}, which only a shell at launch time would expand: stackctl "
+                         "passes values as written, so the server would receive this text")
+
+
 # -- free-form keys that would bypass the recipe -------------------------------------------------------------
 
 @rule("cache-extra-shadows-key", "error",

@@ -264,9 +264,14 @@ def test_random_hash_seed_stays_in_env():
     assert recipe.cache.hash_seed is None and recipe.serve.env == {"PYTHONHASHSEED": "random"}
 
 
-def test_unresolved_references_are_named():
-    _, text = imported("vllm serve $MODEL_DIR/m --download-dir \"$(pwd)/x\"\n")
-    assert "unresolved shell references kept as written: $( $MODEL_DIR" in text
+def test_values_known_only_at_run_time_are_left_with_a_note():
+    recipe, text = imported("vllm serve $MODEL_DIR/m --download-dir \"$(pwd)/x\" --port $((8000 + i)) "
+                            "--max-model-len 4096\n")
+    assert recipe.model.path == "$MODEL_DIR/m" and "TODO: $MODEL_DIR was known only" in text
+    assert recipe.serve.port == 8000 and recipe.model.max_model_len == 4096  # the port is left at the default
+    assert recipe.serve.extra_args == []
+    assert "--download-dir $(pwd)/x: $(pwd) was known only when the old launch ran" in text.replace("\n#   ", " ")
+    assert {f.rule_id for f in run_rules(recipe) if f.severity == "error"} == {"unresolved-value"}
 
 
 @pytest.mark.parametrize("script, engine", [
@@ -451,8 +456,8 @@ def test_round_trip_keeps_extra_settings(tmp_path):
     source = ('[stack]\nname = "rt"\n[model]\npath = "/m/x"\ntensor_parallel = 4\n'
               'dtype = "bfloat16"\nmax_model_len = 8192\n[serve]\nport = 8123\nmax_num_seqs = 32\nblock_size = 16\n'
               'prefix_caching_hash_algo = "xxhash"\nenforce_eager = true\ncompilation_config = { mode = 3 }\n'
-              'extra_args = ["--seed", "1", "--x=$y"]\nsecret_env = { HF_TOKEN = "HF_TOKEN" }\n'
-              'env = { A = "it\'s \\"quoted\\" $(x)" }\n'
+              'extra_args = ["--seed", "1", "--x=y z"]\nsecret_env = { HF_TOKEN = "HF_TOKEN" }\n'
+              'env = { A = "it\'s \\"quoted\\" (x)" }\n'
               '[cache]\nenabled = true\nchunk_size = 512\nhash_seed = 3\nuse_layerwise = true\n'
               'async_loading = true\nextra = { blocking_timeout_secs = 20, extra_config = { s3_num_io_threads = 8 } }\n'
               '[[cache.tiers]]\nkind = "cpu"\nsize_gb = 100\n[[cache.tiers]]\nkind = "s3"\n'

@@ -1,0 +1,60 @@
+"""Values known only when the old launch ran: a shell reference the script never set (`$MODEL`, `${arr[$i]}`, `$1`,
+`$((8000 + i))`, `$(seq ...)`, a backquoted command), a Kubernetes `$(VAR)`, the shell's `~`, or a placeholder a
+document asks the reader to replace (`<your model file path>`).
+
+stackctl writes recipe values into serve.sh and stack.env as given, so such a value would reach the server as its
+literal text. The importer leaves those settings to the user, each with a note naming the value, instead of copying
+them (the model path, which a recipe cannot leave out, is kept and refused by the `unresolved-value` rule, and render
+refuses it too). This module is the one detector all of them use."""
+
+from __future__ import annotations
+
+import re
+
+# A `$` followed by what the shell expands: a name, ${...}, $(...) / $((...)), a positional or special parameter.
+_SHELL = re.compile(r"\$(?:\{[^}]*\}?|\(\(?[^)]*\)?\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])")
+_BACKQUOTE = re.compile(r"`[^`]*`")
+_TILDE = re.compile(r"^~[A-Za-z0-9_.-]*(?:/|$)")
+# <your model file path>, <model_name_or_path>, <HF_MODEL>: angle brackets around words, as docs write them.
+_PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9 _./:-]*>")
+
+
+def runtime_reference(value: object) -> str | None:
+    """The first part of value that only the old launch's run time knew, or None when value is plain."""
+    if not isinstance(value, str):
+        return None
+    for pattern in (_SHELL, _BACKQUOTE, _PLACEHOLDER, _TILDE):
+        match = pattern.search(value)
+        if match:
+            return match.group(0).rstrip("/")
+    return None
+
+
+def runtime_references(values) -> list[str]:
+    """Every run-time part found in the strings of values (nested lists and dicts included), in order, once each."""
+    found: list[str] = []
+    stack = [values]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, dict):
+            stack[:0] = list(item.keys()) + list(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack[:0] = list(item)
+        else:
+            ref = runtime_reference(item)
+            if ref and ref not in found:
+                found.append(ref)
+    return found
+
+
+def home_reference(path: str) -> str:
+    """A path starting with the shell's `~` spelled with $HOME (what the shell made of it), so the value says plainly
+    that it depends on who ran the launch."""
+    if path == "~" or path.startswith("~/"):
+        return "$HOME" + path[1:]
+    return path
+
+
+def is_placeholder(value: str) -> bool:
+    """Whether value is, as a whole, a document's placeholder (`<your model file path>`)."""
+    return bool(_PLACEHOLDER.fullmatch(value.strip()))
