@@ -1,6 +1,6 @@
 """Values known only when the old launch ran: a shell reference the script never set (`$MODEL`, `${arr[$i]}`, `$1`,
 `$((8000 + i))`, `$(seq ...)`, a backquoted command), a Kubernetes `$(VAR)`, the shell's `~`, or a placeholder a
-document asks the reader to replace (`<your model file path>`).
+document asks the reader to replace (`<your model file path>`, `path-to-your-model-dir`, `/path/to/nvme`).
 
 stackctl writes recipe values into serve.sh and stack.env as given, so such a value would reach the server as its
 literal text. The importer leaves those settings to the user, each with a note naming the value, instead of copying
@@ -15,8 +15,10 @@ import re
 _SHELL = re.compile(r"\$(?:\{[^}]*\}?|\(\(?[^)]*\)?\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])")
 _BACKQUOTE = re.compile(r"`[^`]*`")
 _TILDE = re.compile(r"^~[A-Za-z0-9_.-]*(?:/|$)")
-# <your model file path>, <model_name_or_path>, <HF_MODEL>: angle brackets around words, as docs write them.
+# <your model file path>, <model_name_or_path>, <HF_MODEL>: angle brackets around words, as docs write them; and the
+# spelled-out kind: path-to-your-model-dir, /path/to/model, your_hugging_face_token.
 _PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9 _./:-]*>")
+_SPELLED_PLACEHOLDER = re.compile(r"(?i)(?:^|[/_ .-])(?:your[_ -][a-z]|path[/_-]to[/_-])")
 
 
 def runtime_reference(value: object) -> str | None:
@@ -27,6 +29,8 @@ def runtime_reference(value: object) -> str | None:
         match = pattern.search(value)
         if match:
             return match.group(0).rstrip("/")
+    if _SPELLED_PLACEHOLDER.search(value):
+        return value  # the whole value is the document's placeholder
     return None
 
 
@@ -55,6 +59,3 @@ def home_reference(path: str) -> str:
     return path
 
 
-def is_placeholder(value: str) -> bool:
-    """Whether value is, as a whole, a document's placeholder (`<your model file path>`)."""
-    return bool(_PLACEHOLDER.fullmatch(value.strip()))

@@ -116,7 +116,7 @@ def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun |
         elif name == "--env-file":
             run.env.update(env_file(value, script_dir, run.notes))
         elif name == "--device":
-            run.devices.append(value.split(":", 1)[0] if value.startswith("/") else value)
+            run.devices.append(value.split(":", 1)[0].rstrip("/") if value.startswith("/") else value)
         elif name == "--volume":
             parts = value.split(":")
             if len(parts) >= 2:
@@ -137,6 +137,7 @@ def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun |
             run.mems = run.mems or value
         elif name == "--entrypoint":
             entrypoint = value
+            run.decided.append(written)
         elif name == "--workdir":
             run.workdir = value
         if name == "--gpus":

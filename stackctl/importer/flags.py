@@ -5,6 +5,7 @@ serve.extra_args verbatim; secrets on the command line are never copied."""
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 
 from stackctl import stackspec
@@ -114,10 +115,15 @@ class ServerFlags:
         if CONTROL.search(path) or not path:
             raise StackctlError(f"model {path!r}: not a usable model path (fix: a directory or a Hugging Face id)")
         self.model_arg = path
-        host_path, mapped = self.launch.host_path(home_reference(path))
+        inside = path
+        if self.launch.workdir and not path.startswith(("/", "$", "~", "<")) and \
+                self.launch.host_path(posixpath.join(self.launch.workdir, path))[1]:
+            inside = posixpath.join(self.launch.workdir, path)  # relative to the container's working directory
+        host_path, mapped = self.launch.host_path(inside)
+        host_path = home_reference(host_path)
         self.draft.model.set("path", host_path, why or None)
         if mapped:
-            self.draft.model.comment("path", f"host path of the container's {path} (docker volume): stackctl "
+            self.draft.model.comment("path", f"host path of the container's {inside} (docker volume): stackctl "
                                              "mounts it at the same path")
         reference = runtime_reference(host_path)
         if reference:

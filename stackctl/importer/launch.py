@@ -41,6 +41,7 @@ class Launch:
     devices: list[str] = field(default_factory=list)
     volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
     container_name: str | None = None
+    workdir: str | None = None      # the container's working directory (relative paths start there)
     shm_size: str | None = None
     numa: str | None = None    # numactl --cpunodebind / --membind
     cpus: str | None = None    # taskset -c / docker --cpuset-cpus
@@ -58,7 +59,7 @@ class Launch:
             return path, False
         for host, container in sorted(self.volumes, key=lambda v: -len(v[1])):
             container = container.rstrip("/") or "/"
-            if host.startswith("/") and (path == container or path.startswith(container.rstrip("/") + "/")):
+            if host.startswith(("/", "$", "~")) and (path == container or path.startswith(container.rstrip("/") + "/")):
                 mapped = posixpath.normpath(host.rstrip("/") + path[len(container.rstrip("/")):]) \
                     if container != "/" else posixpath.normpath(host + path)
                 return mapped, mapped != path
@@ -343,7 +344,7 @@ def _in_container(run: DockerRun, server: Launch, extra_env: dict, scan: _Scan, 
     launch.secret_refs = dict(run.secret_refs)
     launch.image, launch.image_source = run.image, "docker run"
     launch.devices, launch.volumes = list(run.devices), list(run.volumes)
-    launch.container_name, launch.shm_size = run.name, run.shm_size
+    launch.container_name, launch.shm_size, launch.workdir = run.name, run.shm_size, run.workdir
     launch.numa = server.numa or run.mems
     launch.cpus = server.cpus or run.cpus
     launch.gpus = ([f"--gpus {run.gpus}"] if run.gpus else []) + list(run.gpu_resources)

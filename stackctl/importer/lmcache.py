@@ -15,6 +15,7 @@ from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
 from stackctl.importer.yaml_input import load_yaml
+from stackctl.unresolved import runtime_reference
 from stackctl.recipe import model
 
 # -- the reader ----------------------------------------------------------------------------------------------------
@@ -40,12 +41,15 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     config.update(env_config)
     config.update(overrides)
     enabled = bool(draft.cache.get("enabled"))
-    if not enabled and not config:
-        return
     if not enabled:
-        draft.notes.append("LMCache settings found but the server has no LMCacheConnectorV1 --kv-transfer-config: "
-                           "imported with cache.enabled = false")
-        draft.cache.set("enabled", False)
+        if config:
+            draft.notes.append(f"LMCache settings ({', '.join(map(str, config))}) but the server has no "
+                               "LMCacheConnectorV1 --kv-transfer-config: not imported as the recipe's cache (stackctl's "
+                               "stays off); LMCACHE_* variables stay in serve.env")
+        return
+    for key in [k for k, v in config.items() if runtime_reference(v)]:
+        draft.notes.append(f"LMCache {key}={config.pop(key)}: known only when the old launch ran; left at LMCache's "
+                           "default: set it yourself")
     tp = draft.model.get("tensor_parallel", 1)
     extra: dict = {}
     if "chunk_size" in config:
@@ -103,9 +107,11 @@ def _cpu_tier(draft: Draft, config: dict, tp: int, extra: dict) -> None:
     local_cpu = _to_bool(config.pop("local_cpu", True))
     size = config.pop("max_local_cpu_size", None)
     defaulted = size is None
-    size = 5.0 if size is None else _to_number(size)
     if not local_cpu:
+        if size is not None:  # without a CPU tier it still sizes LMCache's CPU buffer (5 GiB per rank by default)
+            extra["max_local_cpu_size"] = size
         return
+    size = 5.0 if size is None else _to_number(size)
     if size is None or size <= 0:
         extra["max_local_cpu_size"] = size
         draft.notes.append("LMCache local_cpu with no usable max_local_cpu_size: no CPU tier imported")
@@ -136,6 +142,7 @@ def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict)
     notes = [f"LMCache max_local_disk_size {number:g} GiB per rank x tensor_parallel {tp}"]
     if mapped:
         notes.append(f"host path of the container's {path} (docker volume)")
+    notes += _todo(host_path)
     draft.tiers.append(({"kind": "disk", "path": host_path, "size_gb": _total_size(number, tp)}, notes))
 
 
@@ -147,8 +154,15 @@ def _fs_tier(draft: Draft, launch: Launch, url: str) -> dict | None:
         return None
     host_path, mapped = launch.host_path(path)
     tier = {"kind": "fs", "path": host_path}
-    draft.tiers.append((tier, [f"host path of the container's {path}"] if mapped else []))
+    draft.tiers.append((tier, ([f"host path of the container's {path}"] if mapped else []) + _todo(host_path)))
     return tier
+
+
+def _todo(path: str) -> list[str]:
+    """A comment for a tier path the old launch's documentation left for the reader (`/path/to/nvme`)."""
+    reference = runtime_reference(path)
+    return [f"TODO: {reference} is a placeholder or known only at run time: write the directory (until then "
+            "`stackctl validate` reports unresolved-value and nothing renders)"] if reference else []
 
 
 def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files: dict, key_env: dict) -> None:

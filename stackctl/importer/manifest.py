@@ -18,6 +18,7 @@ from stackctl.importer.container import DockerRun, env_file
 from stackctl.importer.launch import Launch, launch_from_container
 from stackctl.importer.yaml_input import load_yaml_documents
 
+# Top-level keys (column 0) of a compose file or a manifest; a shell script has none of them.
 _TOP_LEVEL = re.compile(r"^(services|apiVersion|kind)\s*:", re.MULTILINE)
 # Compose keys stackctl decides itself when it runs the stack (named in a note, not copied).
 _COMPOSE_DECIDES = ("ports", "ipc", "network_mode", "networks", "cap_add", "group_add", "security_opt", "privileged",
@@ -30,8 +31,7 @@ _CONTAINER_DECIDES = ("ports", "securityContext", "livenessProbe", "readinessPro
 
 def looks_like_manifest(text: str) -> bool:
     """Whether a launch file is a compose file or a Kubernetes manifest rather than a shell script."""
-    return bool(_TOP_LEVEL.search(text)) and not re.search(r"^\s*(vllm|python[0-9.]*|docker|podman)\s", text,
-                                                              re.MULTILINE)
+    return bool(_TOP_LEVEL.search(text))
 
 
 def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> Launch:
@@ -66,7 +66,8 @@ def _compose_service(name: str, service: dict, script_dir: Path | None) -> Docke
     if not isinstance(image, str) or not image:
         return None
     command = _words(service.get("entrypoint")) + _words(service.get("command"))
-    run = DockerRun(image, command, name=_interpolate(service.get("container_name")) or name)
+    run = DockerRun(image, command, name=_interpolate(service.get("container_name")) or name,
+                    workdir=service.get("working_dir"))
     run.env.update(_compose_env(service.get("environment"), run))
     for path in service.get("env_file") or [] if not isinstance(service.get("env_file"), str) \
             else [service["env_file"]]:
@@ -77,7 +78,8 @@ def _compose_service(name: str, service: dict, script_dir: Path | None) -> Docke
             run.volumes.append((host, container))
         elif isinstance(volume, dict) and volume.get("source") and volume.get("target"):
             run.volumes.append((str(_interpolate(volume["source"])), str(volume["target"])))
-    run.devices += [str(d).split(":", 1)[0] if str(d).startswith("/") else str(d) for d in service.get("devices") or []]
+    run.devices += [str(d).split(":", 1)[0].rstrip("/") if str(d).startswith("/") else str(d)
+                    for d in service.get("devices") or []]
     shm = service.get("shm_size")
     run.shm_size = str(shm).lower() if shm is not None else None
     run.cpus = str(service["cpuset"]) if service.get("cpuset") is not None else None
@@ -153,7 +155,7 @@ def _k8s_container(container: dict, pod: dict, config_maps: dict) -> DockerRun |
     image = container.get("image")
     if not isinstance(image, str):
         return None
-    run = DockerRun(image, [], name=str(container.get("name") or image))
+    run = DockerRun(image, [], name=str(container.get("name") or image), workdir=container.get("workingDir"))
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         _env_from(source, config_maps, env, run)

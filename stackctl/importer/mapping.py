@@ -106,7 +106,7 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
         elif key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             lmcache[f"__{key}__"] = key
             secrets[key] = key
-        elif key.startswith("LMCACHE_") and key[8:].lower() in _LMCACHE_KEYS:
+        elif key.startswith("LMCACHE_") and key[8:].lower() in _LMCACHE_KEYS and draft.cache.get("enabled"):
             lmcache[key[8:].lower()] = value
         elif is_secret(key, value):
             secrets[key] = key

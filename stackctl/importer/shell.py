@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from stackctl.errors import StackctlError
+from stackctl.unresolved import runtime_reference
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 # Reserved words that may stand before a simple command; skipped to reach the command itself.
@@ -162,7 +163,9 @@ def expand(word: str, variables: dict, split: bool = True) -> list[str]:
         if value is None:
             pieces.append((_restore(match.group(0)), "text"))
         else:
-            pieces.append((value, "split" if split and marker == _BARE_DOLLAR else "whole"))
+            # A value only the run time knows (`$((8000 + i))`, a placeholder `<your model path>`) is one value
+            splits = split and marker == _BARE_DOLLAR and not runtime_reference(value)
+            pieces.append((value, "split" if splits else "whole"))
     pieces.append((word[pos:], "text"))
     words, current, literal = [], "", False
     for text, kind in pieces:

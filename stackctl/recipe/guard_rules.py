@@ -72,11 +72,22 @@ def unresolved_values(recipe: Recipe) -> Iterator[Hit]:
     values += [(("serve", "extra_args", index), value) for index, value in enumerate(recipe.serve.extra_args)]
     for index, tier in enumerate(recipe.cache.tiers):
         values += [(("cache", "tiers", index, key), getattr(tier, key)) for key in ("path", "url")]
+    values += _strings_in(("cache", "extra"), recipe.cache.extra)
+    values += _strings_in(("serve", "compilation_config"), recipe.serve.compilation_config)
     for path, value in values:
         reference = runtime_reference(value)
         if reference:
             yield (path, f"{value!r} holds {reference}, which only a shell at launch time would expand: stackctl "
                          "passes values as written, so the server would receive this text")
+
+
+def _strings_in(path: tuple, value) -> list[tuple[tuple, object]]:
+    """(key path, string) for every string nested in a table or array."""
+    if isinstance(value, dict):
+        return [item for key, inner in value.items() for item in _strings_in(path + (key,), inner)]
+    if isinstance(value, list):
+        return [item for index, inner in enumerate(value) for item in _strings_in(path + (index,), inner)]
+    return [(path, value)]
 
 
 # -- free-form keys that would bypass the recipe -------------------------------------------------------------
