@@ -171,3 +171,46 @@ def hash_seed(ctx):
     return passed(f"{algo}: identical block hashes in two processes (PYTHONHASHSEED "
                   f"{'unset' if seed is None else repr(seed)}, seed {probes[0].get('seed')}, "
                   f"vLLM code run by {probes[0].get('mode') or 'import'})", mode=probes[0].get("mode"))
+
+
+@check("image.parsers", "image", "error",
+       "the image's own vLLM parses the serve arguments and its own LMCache loads lmcache.yaml",
+       "fix the flag or key the package's message names (serve.extra_args, cache.extra), or the pins")
+def own_parsers(ctx):
+    """stackctl's rules judge flags and keys from facts read out of the packages' sources; this asks the packages
+    in the image itself, which also covers a custom base image or a release newer than the facts. In one container
+    run (checks/parsers/parse_config.py): vLLM's `make_arg_parser(FlexibleArgumentParser())` (vLLM 0.32.0
+    vllm/entrypoints/launchers/cli_args.py:421, the parser `vllm serve` builds) parses the model and the serve
+    arguments serve.sh passes, and LMCache's `LMCacheEngineConfig.from_file` (LMCache 0.5.6
+    lmcache/v1/config.py:1057, `_from_file` at config_base.py:318-346) loads the rendered lmcache.yaml. A parser
+    error fails the
+    check with the package's own message (e.g. `vllm serve: error: unrecognized arguments: true`); warnings
+    LMCache's loader logs (unknown keys, values it could not convert) warn. Skips, saying why, when the image has
+    no vLLM (and checks no LMCache where the image or the recipe has none)."""
+    from stackctl.doctor.own_parsers import run
+
+    report = run(ctx)
+    vllm = report.get("vllm") or {}
+    if not vllm.get("found"):
+        raise Unavailable(f"the image has no vLLM to ask ({vllm.get('error') or 'not found'})")
+    problems, notes, warnings = [], [], []
+    if vllm.get("ok"):
+        notes.append(f"vLLM {vllm.get('version')} parses the serve arguments")
+    else:
+        problems.append(f"vLLM {vllm.get('version')}: {vllm.get('error')}")
+    lmcache = report.get("lmcache")
+    if lmcache is None:
+        notes.append("LMCache off in the recipe: no lmcache.yaml to load")
+    elif not lmcache.get("found"):
+        notes.append(f"LMCache not checked: the image has none ({lmcache.get('error')})")
+    elif not lmcache.get("ok"):
+        problems.append(f"LMCache {lmcache.get('version')}: {lmcache.get('error')}")
+    else:
+        warnings = [w for w in lmcache.get("warnings") or [] if "nknown" in w or "convert" in w or "parse" in w]
+        notes.append(f"LMCache {lmcache.get('version')} loads lmcache.yaml")
+    if problems:
+        return failed("; ".join(problems), report=report)
+    if warnings:
+        return warned(f"LMCache {lmcache.get('version')} loaded lmcache.yaml with warnings: " + "; ".join(warnings),
+                      report=report)
+    return passed("; ".join(notes), report=report)

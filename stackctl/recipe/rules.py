@@ -25,12 +25,14 @@ Hit = tuple  # (key path tuple, message)
 
 class Rule:  # a plain class, not a dataclass: importing dataclasses costs `validate` more than its start-up budget
     """A registered rule: id, severity, summary, fix, doc page, the check function, and for a version-bound rule
-    the package whose version it needs plus a predicate saying whether the recipe has anything for it to judge."""
+    the package whose version it needs plus a predicate saying whether the recipe has anything for it to judge, and
+    optionally the check that still holds with that version unknown (what every release says)."""
 
     def __init__(self, id: str, severity: str, summary: str, fix: str, doc: str, check: Callable,
-                 needs_version: str | None = None, applies: Callable | None = None):
+                 needs_version: str | None = None, applies: Callable | None = None,
+                 unknown_check: Callable | None = None):
         self.id, self.severity, self.summary, self.fix, self.doc, self.check = id, severity, summary, fix, doc, check
-        self.needs_version, self.applies = needs_version, applies
+        self.needs_version, self.applies, self.unknown_check = needs_version, applies, unknown_check
 
 
 RULES: dict[str, Rule] = {}
@@ -38,14 +40,15 @@ VERSION_UNKNOWN = "version-unknown"
 
 
 def rule(rule_id: str, severity: str, summary: str, fix: str, needs_version: str | None = None,
-         applies: Callable[[Recipe], bool] | None = None):
+         applies: Callable[[Recipe], bool] | None = None, unknown_check: Callable | None = None):
     """Register a rule function under a stable id. A rule whose facts depend on a package version names the package
     (needs_version="vllm" or "lmcache"): with that version unknown the engine does not run it, and reports it under
-    `version-unknown` when `applies(recipe)` says the recipe has something it would judge."""
+    `version-unknown` when `applies(recipe)` says the recipe has something it would judge; `unknown_check(recipe)`,
+    when given, reports what holds whatever the version."""
 
     def register(check: Callable[[Recipe], Iterable[Hit]]):
         doc = clean_doc(check.__doc__ or summary)
-        RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check, needs_version, applies)
+        RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check, needs_version, applies, unknown_check)
         return check
 
     return register
@@ -66,6 +69,8 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
         if rule_.needs_version and package_version(recipe, rule_.needs_version) is None:
             if rule_.applies is None or rule_.applies(recipe):
                 unapplied.setdefault(rule_.needs_version, []).append(rule_.id)
+            if rule_.unknown_check is not None:
+                hits += [(rule_, path, message) for path, message in rule_.unknown_check(recipe)]
             continue
         hits += [(rule_, path, message) for path, message in rule_.check(recipe)]
     if unapplied and VERSION_UNKNOWN not in skipped:
@@ -93,8 +98,12 @@ def remote_tiers(recipe: Recipe) -> list[tuple[int, Tier]]:
 
 
 def package_version(recipe: Recipe, package: str) -> str | None:
-    """The version a version-bound rule judges against: a real version number, else None (unknown)."""
-    version = vllm_version(recipe) if package == "vllm" else recipe.versions.lmcache
+    """The version a version-bound rule judges against, the one the stack runs: the pin, else the platform's default
+    (stackspec: the vLLM of the CPU and ATOM images, the LMCache release stackctl builds); a real version number,
+    else None (unknown)."""
+    from stackctl.stackspec import versions
+
+    version = vllm_version(recipe) if package == "vllm" else versions(recipe)["lmcache"]
     return version if compat.parse_version(version) is not None else None
 
 
@@ -481,3 +490,6 @@ def _kv_transfer_config_invalid(recipe: Recipe) -> Iterator[Hit]:
 # Rules that guard the recipe itself (secrets, free-form keys that bypass rules, skip ids, host paths) live in
 # their own module and register in the same catalog.
 from stackctl.recipe import guard_rules  # noqa: E402,F401  (registers on import)
+# Rules judged against the facts read from the packages (stackctl/knowledge/facts/), and rules on LMCache settings
+# carried in cache.extra and serve.env, register here too.
+from stackctl.recipe import fact_rules, lmcache_rules  # noqa: E402,F401  (registers on import)

@@ -1,0 +1,120 @@
+"""Facts of one LMCache release, read from its source: the config keys of lmcache/v1/config.py (`_CONFIG_DEFINITIONS`:
+type, default, env converter; the variable LMCACHE_<KEY> that sets each), the renamed and deprecated keys
+(`_CONFIG_ALIASES`, `_DEPRECATED_CONFIGS`), and the `remote_url` schemes of the remote connector adapters
+(lmcache/v1/storage_backend/connector/*_adapter.py: the scheme each adapter's `__init__` passes up, and the prefixes
+its `can_parse` accepts).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from factgen.pysource import SourceTree, literal_string
+
+CONFIG = "lmcache.v1.config"
+CONNECTORS = "lmcache/v1/storage_backend/connector"
+SCHEME = re.compile(r"^([a-z][a-z0-9+.-]*)://")
+ENV_NAME = re.compile(r"^LMCACHE_[A-Z0-9_]+$")
+
+
+def extract(tree: SourceTree) -> dict:
+    return {
+        "config": config_keys(tree),
+        "aliases": _string_dict(tree, "_CONFIG_ALIASES"),
+        "deprecated": _string_dict(tree, "_DEPRECATED_CONFIGS"),
+        "env_prefix": env_prefix(tree),
+        "remote_url_schemes": remote_url_schemes(tree),
+        "env_read": env_read(tree),
+    }
+
+
+def config_keys(tree: SourceTree) -> dict:
+    bound = tree.top_level(CONFIG, "_CONFIG_DEFINITIONS")
+    value = getattr(bound, "value", None)
+    if not isinstance(value, ast.Dict):
+        raise SystemExit("lmcache/v1/config.py: no _CONFIG_DEFINITIONS dict")
+    keys = {}
+    for key, spec in zip(value.keys, value.values):
+        if not (isinstance(key, ast.Constant) and isinstance(spec, ast.Dict)):
+            continue
+        fields = {k.value: v for k, v in zip(spec.keys, spec.values) if isinstance(k, ast.Constant)}
+        entry = {"type": _type_text(fields.get("type"))}
+        default = fields.get("default")
+        try:
+            entry["default"] = ast.literal_eval(default) if default is not None else None
+        except ValueError:
+            entry["default"] = ast.unparse(default)
+        entry["at"] = tree.where(CONFIG, key)
+        keys[key.value] = entry
+    return dict(sorted(keys.items()))
+
+
+def _type_text(node) -> str:
+    """`Optional[str]` -> "str?", `list[str]` / `List[str]` -> "list[str]", `Optional[dict]` -> "dict?"."""
+    if node is None:
+        return "any"
+    text = ast.unparse(node).replace("typing.", "").replace("List[", "list[").replace("Dict[", "dict[")
+    optional = re.fullmatch(r"Optional\[(.*)\]", text)
+    if optional:
+        return optional.group(1) + "?"
+    union = re.fullmatch(r"Union\[(.*), None\]|(.*) \| None", text)
+    if union:
+        return (union.group(1) or union.group(2)) + "?"
+    return text
+
+
+def _string_dict(tree: SourceTree, name: str) -> dict:
+    bound = tree.top_level(CONFIG, name)
+    value = getattr(bound, "value", None)
+    if not isinstance(value, ast.Dict):
+        return {}
+    out = {}
+    for key, item in zip(value.keys, value.values):
+        if isinstance(key, ast.Constant):
+            out[key.value] = {"value": literal_string(item, tree, CONFIG), "at": tree.where(CONFIG, key)}
+    return dict(sorted(out.items()))
+
+
+def env_prefix(tree: SourceTree) -> dict:
+    """Where LMCache names a key's variable (`f"LMCACHE_{attr_name.upper()}"`)."""
+    module = tree.module(CONFIG)
+    for node in ast.walk(module) if module else ():
+        if isinstance(node, ast.JoinedStr) and literal_string(node, tree, CONFIG) == "LMCACHE_{…}":
+            return {"prefix": "LMCACHE_", "case": "upper", "at": tree.where(CONFIG, node)}
+    raise SystemExit("lmcache/v1/config.py: the LMCACHE_<KEY> naming was not found")
+
+
+def remote_url_schemes(tree: SourceTree) -> dict:
+    schemes: dict[str, str] = {}
+    folder = tree.root / CONNECTORS
+    for path in sorted(folder.glob("*_adapter.py")) if folder.is_dir() else ():
+        module = f"{CONNECTORS.replace('/', '.')}.{path.stem}"
+        parsed = tree.module(module)
+        for node in ast.walk(parsed) if parsed else ():
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            if name not in ("__init__", "startswith"):
+                continue
+            for argument in node.args:
+                values = argument.elts if isinstance(argument, ast.Tuple) else [argument]
+                for value in values:
+                    text = literal_string(value)
+                    match = SCHEME.match(text or "")
+                    if match and match.group(1) not in schemes:
+                        schemes[match.group(1)] = tree.where(module, value)
+    return dict(sorted(schemes.items()))
+
+
+def env_read(tree: SourceTree) -> dict:
+    """Variables LMCache reads by their own name (LMCACHE_CONFIG_FILE, LMCACHE_LOG_LEVEL, ...) besides the
+    LMCACHE_<KEY> of each config key: every LMCACHE_* string literal of its code, with its first file:line."""
+    found: dict[str, str] = {}
+    for path in sorted((tree.root / "lmcache").rglob("*.py")):
+        module = ".".join(path.relative_to(tree.root).with_suffix("").parts)
+        parsed = tree.module(module)
+        for node in ast.walk(parsed) if parsed else ():
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and ENV_NAME.match(node.value):
+                found.setdefault(node.value, tree.where(module, node))
+    return dict(sorted(found.items()))

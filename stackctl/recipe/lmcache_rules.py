@@ -1,0 +1,169 @@
+"""Rules on LMCache settings a recipe carries past its typed keys (cache.extra, LMCACHE_* in serve.env), mostly from
+imported launches: layer-wise mode vLLM was not told about, a GDS tier LMCache cannot create, a shared remote store
+without a fixed hash seed. They are reported, never corrected behind the user's back.
+
+They register in the same catalog as stackctl/recipe/rules.py, with fixtures in tests/fixtures/rules/<id>/.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from stackctl.recipe.model import Recipe
+from stackctl.recipe.rules import rule
+
+if TYPE_CHECKING:  # annotations only
+    from typing import Iterator
+
+    from stackctl.recipe.rules import Hit
+
+# Remote connector schemes that store nothing another process could read (LMCache 0.5.6
+# lmcache/v1/storage_backend/connector/mock_adapter.py, blackhole_adapter.py).
+NOT_SHARED = ("mock", "blackhole")
+
+
+def lmcache_setting(recipe: Recipe, key: str) -> tuple[tuple, object] | None:
+    """(key path, value) where the recipe gives LMCache KEY itself: cache.extra, else serve.env LMCACHE_<KEY>."""
+    if key in recipe.cache.extra:
+        return ("cache", "extra", key), recipe.cache.extra[key]
+    env = f"LMCACHE_{key.upper()}"
+    if env in recipe.serve.env:
+        return ("serve", "env", env), recipe.serve.env[env]
+    return None
+
+
+def truthy(value) -> bool:
+    """LMCache's `_to_bool` (LMCache 0.5.6 lmcache/v1/config_base.py:128-134): true/1 only."""
+    return value is True or str(value).strip().lower() in ("true", "1")
+
+
+def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
+    """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
+    from stackctl import stackspec
+    from stackctl.knowledge.serve_flags import json_flag_values
+
+    configs = [stackspec.kv_connector(recipe)] if recipe.cache.enabled else []
+    configs += [config for _, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))]
+    return configs
+
+
+@rule("layerwise-not-told-to-vllm", "error",
+      "LMCache is set to layer-wise transfer in its own config, but vLLM's connector config does not say so: vLLM "
+      "keeps full CUDA/HIP graphs around layer-wise loads",
+      "set cache.use_layerwise = true (stackctl then tells LMCache and vLLM) and remove the LMCache-side setting")
+def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache reads `use_layerwise` from its YAML or LMCACHE_USE_LAYERWISE (LMCache 0.5.6 lmcache/v1/config.py:121)
+    and then loads and saves KV layer by layer inside the forward pass (lmcache/integration/vllm/
+    vllm_v1_adapter.py:531, :826, :1126). vLLM decides whether the forward pass may be a full CUDA/HIP graph by
+    asking the connector, which looks only at `kv_connector_extra_config.use_layerwise` of --kv-transfer-config
+    (vLLM 0.33.0 vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py:70-76; vllm/config/vllm.py:
+    1976-2002 then switches to PIECEWISE). Set on the LMCache side only, vLLM captures full graphs around
+    synchronisation they cannot contain. Importers used to fix this silently; it is reported instead.
+
+    Fix: `cache.use_layerwise = true`, which writes `use_layerwise` into both LMCache's config and the connector's
+    extra config, and drop `use_layerwise` from cache.extra / LMCACHE_USE_LAYERWISE.
+    """
+    setting = lmcache_setting(recipe, "use_layerwise")
+    if setting is None or not truthy(setting[1]) or recipe.cache.use_layerwise:
+        return
+    configs = _kv_transfer_configs(recipe)
+    lmcache = [c for c in configs if str(c.get("kv_connector", "")).startswith("LMCache")]
+    if not lmcache:
+        return  # no LMCache connector: LMCache does not run (other rules say so)
+    told = any(isinstance(c.get("kv_connector_extra_config"), dict)
+               and truthy(c["kv_connector_extra_config"].get("use_layerwise")) for c in lmcache)
+    if not told:
+        yield (setting[0], f"{'.'.join(map(str, setting[0]))} turns LMCache layer-wise on, but the "
+                           "--kv-transfer-config has no kv_connector_extra_config.use_layerwise: vLLM keeps its "
+                           "full CUDA/HIP graphs")
+
+
+def _gds(recipe: Recipe) -> tuple[tuple, object] | None:
+    setting = lmcache_setting(recipe, "gds_path")
+    return setting if setting is not None and setting[1] not in (None, "") else None
+
+
+@rule("gds-buffer-size-missing", "error",
+      "an LMCache GDS tier (gds_path) without gds_buffer_size: the GDS backend fails an assertion at start",
+      "set gds_buffer_size (MiB) next to gds_path")
+def _gds_buffer_size(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache creates its GDS backend whenever `gds_path` is set (LMCache 0.5.6
+    lmcache/v1/storage_backend/__init__.py:235). Its buffer is `gds_buffer_size` MiB, which defaults to None
+    (lmcache/v1/config.py:342-346), and the allocator starts with `assert config.gds_buffer_size is not None`
+    (lmcache/v1/storage_backend/gds_backend.py:1168-1174): without it the engine's storage init fails and LMCache
+    runs without cache.
+    """
+    gds = _gds(recipe)
+    if gds is None:
+        return
+    size = lmcache_setting(recipe, "gds_buffer_size")
+    try:
+        usable = size is not None and float(size[1]) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        usable = False
+    if not usable:
+        shown = "unset" if size is None else repr(size[1])
+        yield (gds[0], f"gds_path {gds[1]!r} with gds_buffer_size {shown}: LMCache's GDS allocator asserts it is set")
+
+
+@rule("gds-cufile-on-rocm", "error",
+      "an LMCache GDS tier using the cuFile backend on ROCm: `import cufile` (NVIDIA GPUDirect Storage) fails",
+      'set gds_backend = "hipfile" (ROCm), or use_gds = false for plain POSIX I/O')
+def _gds_cufile_on_rocm(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache's GDS backend picks its library from `gds_backend`, default "cufile" (LMCache 0.5.6
+    lmcache/v1/config.py:360-363), with `use_gds` on by default (:355-358). "cufile" imports NVIDIA's cuFile
+    bindings (lmcache/v1/storage_backend/gds_backend.py:318-325), which do not exist on ROCm (and stackctl purges
+    cufile-python from ROCm images); "hipfile" uses the ROCm shim (:327-334), and `use_gds: false` falls back to
+    POSIX I/O through the GPU runtime (:338-341).
+    """
+    gds = _gds(recipe)
+    if gds is None or recipe.stack.platform != "rocm":
+        return
+    use_gds = lmcache_setting(recipe, "use_gds")
+    if use_gds is not None and not truthy(use_gds[1]):
+        return
+    backend = lmcache_setting(recipe, "gds_backend")
+    name = str(backend[1]) if backend is not None else "cufile"
+    if name == "cufile":
+        where = backend[0] if backend is not None else gds[0]
+        said = "gds_backend cufile" if backend is not None else "gds_backend unset (LMCache's default: cufile)"
+        yield (where, f"GDS tier on platform rocm with {said}: cuFile is NVIDIA-only")
+
+
+def shared_stores(recipe: Recipe) -> list[tuple[tuple, str]]:
+    """(key path, what) of every store other servers can read that the recipe names outside its tiers: a
+    remote_url (redis://, lm://, s3://, fs://, ...) or remote_storage_plugins in cache.extra, LMCACHE_REMOTE_URL."""
+    stores = []
+    for key in ("remote_url", "remote_storage_plugins"):
+        setting = lmcache_setting(recipe, key)
+        if setting is None or setting[1] in (None, "", []):
+            continue
+        text = json.dumps(setting[1]) if not isinstance(setting[1], str) else setting[1]
+        if key == "remote_url" and text.split("://", 1)[0] in NOT_SHARED:
+            continue
+        stores.append((setting[0], text))
+    return stores
+
+
+@rule("shared-store-hash-seed", "error",
+      "a shared remote store (redis, lm://, S3, fs, ...) named in LMCache's config without a fixed hash seed: no "
+      "server ever finds another's entries",
+      "set cache.hash_seed to one value on every server that shares the store")
+def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
+    """Cache keys chain from vLLM's NONE_HASH, random per process unless PYTHONHASHSEED is fixed (LMCache 0.5.6
+    lmcache/v1/token_database.py:90-101 seeds from it; its chunk hash is Python's builtin hash, :269-296). A
+    store that many servers read (a remote_url of any scheme but mock/blackhole, remote_storage_plugins, or
+    LMCACHE_REMOTE_URL) then fills with entries nobody else can address.
+
+    This rule covers the store where the recipe does not turn LMCache on (`cache.enabled = false`: a launch whose
+    LMCache config names a store but whose vLLM has no LMCache connector yet): the store says what the stack is
+    meant to do, and the seed must be fixed before the connector is added. With the cache on, lmcache-hash-seed
+    reports the missing seed, and remote-tier-hash-seed the recipe's own S3 and fs tiers.
+    """
+    from stackctl.stackspec import hash_seed
+
+    if hash_seed(recipe) is not None or recipe.cache.enabled:
+        return
+    for path, store in shared_stores(recipe):
+        yield (path, f"shared store {store} without a fixed hash seed (PYTHONHASHSEED)")
