@@ -58,16 +58,22 @@ def to_vllm(args: list[str]) -> tuple[list[str], list[str]]:
             out.append(token)
         elif flag == "--server-port" and value is not None:
             out += ["--port", value]
+            notes.append(f"ATOM's --server-port {value} is vLLM's --port")
         elif flag == "--port":
             notes.append(f"ATOM's {' '.join(written)} is its engine's internal port, not the HTTP port: dropped")
         elif flag == "--kv-cache-dtype" and value is not None:
             out += ["--kv-cache-dtype", {"bf16": "bfloat16"}.get(value, value)]
+            if value == "bf16":
+                notes.append("ATOM's --kv_cache_dtype bf16 is vLLM's bfloat16")
         elif flag in _COMPILATION and value is not None:
             compilation[_COMPILATION[flag]] = _json_or(value)
+            notes.append(f"ATOM's {flag} {value} is compilation_config.{_COMPILATION[flag]} in vLLM")
         elif flag in _SPECULATIVE and value is not None:
             speculative[_SPECULATIVE[flag]] = _json_or(value)
+            notes.append(f"ATOM's {flag} {value} is speculative_config.{_SPECULATIVE[flag]} in vLLM")
         elif flag == "--online-quant-config" and value is not None:
             out += ["--additional-config", json.dumps({"online_quant_config": _json_or(value)})]
+            notes.append("ATOM's --online_quant_config goes through vLLM's --additional-config in plugin mode")
         elif flag in SAME_FLAGS:
             out += [flag] + ([value] if value is not None else [])
         else:

@@ -78,6 +78,12 @@ class ServerFlags:
         if not token.startswith("-"):
             self.extra.append(token)
             return i + 1
+        full = abbreviated_flag(name)
+        if full:
+            self.draft.notes.append(f"{name} is argparse's abbreviation of {full} (vLLM accepts a unique prefix): read "
+                                    f"as {full}")
+            token = self.args[i] = full + token[len(token.split("=", 1)[0]):]
+            name = full
         if name == "--model":
             value, after = self.value_at(i)
             if value is not None:
@@ -298,6 +304,24 @@ class ServerFlags:
 # -- how vLLM reads a flag and its value ---------------------------------------------------------------------------
 
 INVALID = object()  # a config flag's value that is neither JSON nor a dotted key's plain value
+
+
+def abbreviated_flag(name: str) -> str | None:
+    """The recipe flag a unique prefix stands for, as argparse reads it (`--tensor-parallel` is
+    `--tensor-parallel-size`); None for a full flag name or a prefix of several flags. The flag names are the newest
+    release's (stackctl/knowledge/facts/)."""
+    from stackctl.knowledge import facts
+
+    mapped = set(VALUE_FLAGS) | set(BOOL_FLAGS) | {"--model", "--served-model-name", "--compilation-config",
+                                                    "--kv-transfer-config", "--tool-call-parser"}
+    if not name.startswith("--") or name in mapped:
+        return None
+    known = facts.versions("vllm")
+    flags = facts.load("vllm", known[-1]).get("flags") or {} if known else {}
+    if name in flags:
+        return None
+    candidates = [flag for flag in flags if flag.startswith(name)]
+    return candidates[0] if len(candidates) == 1 and candidates[0] in mapped else None
 
 
 def flag_name(token: str) -> str:

@@ -41,13 +41,16 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     config.update(env_config)
     config.update(overrides)
     enabled = bool(draft.cache.get("enabled"))
-    if not enabled:
-        if config:
-            draft.notes.append(f"LMCache settings ({', '.join(map(str, config))}) but the server has no "
-                               "LMCacheConnectorV1 --kv-transfer-config: not imported as the recipe's cache (stackctl's "
-                               "stays off); LMCACHE_* variables stay in serve.env")
+    if not enabled and not config:
         return
-    for key in [k for k, v in config.items() if runtime_reference(v)]:
+    if not enabled:
+        draft.notes.append("LMCache settings found but the server has no LMCacheConnectorV1 --kv-transfer-config: "
+                           "imported with cache.enabled = false")
+        draft.cache.set("enabled", False)
+    # Where the tiers are (remote_url, local_disk, gds_path) stays, with its placeholder, for validate to report
+    # (unresolved-value) and the user to fill in; any other run-time value is left at LMCache's default.
+    for key in [k for k, v in config.items() if runtime_reference(v) and k not in ("remote_url", "local_disk",
+                                                                                    "gds_path")]:
         draft.notes.append(f"LMCache {key}={config.pop(key)}: known only when the old launch ran; left at LMCache's "
                            "default: set it yourself")
     tp = draft.model.get("tensor_parallel", 1)
@@ -67,7 +70,9 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
                        ("enable_async_loading", "async_loading")):
         if key in config:
             value = _to_bool(config.pop(key))
-            if value:
+            if value and key == "use_layerwise" and not draft.cache.get("use_layerwise"):
+                _layerwise_untold(draft)
+            elif value:
                 draft.cache.set(field, True)
     for key, value in config.items():
         if value is not None:
@@ -81,6 +86,15 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     if not yaml_given and enabled and not env_config and not overrides:
         draft.cache.comment("", "No LMCache config was given (--lmcache-config): LMCache's defaults are imported "
                                 "(CPU tier of 5 GiB per rank, chunk 256).")
+
+
+def _layerwise_untold(draft: Draft) -> None:
+    """LMCache set to layer-wise without vLLM being told (no use_layerwise in kv_connector_extra_config): kept as
+    the launch had it, for `stackctl validate` to report (cache.use_layerwise would tell vLLM, and so would correct
+    the old launch without a word)."""
+    draft.serve.setdefault("env", {})["LMCACHE_USE_LAYERWISE"] = "True"
+    draft.notes.append("LMCache use_layerwise is on but vLLM's --kv-transfer-config does not say so: kept as "
+                       "LMCACHE_USE_LAYERWISE=True, as the old launch ran it (cache.use_layerwise = true tells both)")
 
 
 def _to_bool(value) -> bool:
@@ -104,6 +118,8 @@ def _total_size(per_rank: float, tp: int) -> float:
 
 
 def _cpu_tier(draft: Draft, config: dict, tp: int, extra: dict) -> None:
+    if not draft.cache.get("enabled") and "local_cpu" not in config and "max_local_cpu_size" not in config:
+        return  # LMCache is not attached: its default CPU tier is no setting of the old launch
     local_cpu = _to_bool(config.pop("local_cpu", True))
     size = config.pop("max_local_cpu_size", None)
     defaulted = size is None
@@ -132,11 +148,15 @@ def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict)
     path = path.removeprefix("file://")
     path = path.rstrip("/") or "/"
     number = _to_number(size) if size is not None else 0.0
-    if not path.startswith("/") or not number or number <= 0:
+    if not path.startswith("/"):
+        draft.notes.append(f"LMCache local_disk {disk!r} (max_local_disk_size {size}) is not an absolute path: LMCache "
+                           "wrote it inside the container, relative to the server's working directory, and lost it "
+                           "with the container; not imported: add a disk tier (kind = \"disk\", path, size_gb)")
+        return
+    if not number or number <= 0:
         extra["local_disk"], extra["max_local_disk_size"] = disk, size
-        if path.startswith("/"):
-            draft.notes.append("LMCache local_disk with max_local_disk_size 0: LMCache never used that disk; kept in "
-                               "cache.extra")
+        draft.notes.append("LMCache local_disk with max_local_disk_size 0: LMCache never used that disk; kept in "
+                           "cache.extra")
         return
     host_path, mapped = launch.host_path(path)
     notes = [f"LMCache max_local_disk_size {number:g} GiB per rank x tensor_parallel {tp}"]

@@ -55,6 +55,11 @@ def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> La
     run, launch = launches[0]
     if len(launches) > 1:
         launch.notes.append(f"the file describes {len(launches)} servers; imported the first one ({run.name})")
+    servers = {id(r) for r, _ in launches}
+    for other in runs:
+        if other is not None and id(other) not in servers:
+            command = " ".join(other.command) or "its image's default command"
+            launch.notes.append(f"{shape} {other.name} ({other.image}) is not part of the recipe: it runs {command}")
     launch.image_source = "compose" if shape == "compose service" else "kubernetes"
     return launch
 

@@ -89,8 +89,9 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
         reference = runtime_reference(value)
         if reference:
             _run_time_variable(draft, key, value, reference, secrets)
-        elif key == "LMCACHE_CONFIG_FILE":
-            pass  # stackctl writes lmcache.yaml from the recipe; the importer follows the file (importer/__init__)
+        elif key == "LMCACHE_CONFIG_FILE":  # the importer reads the file it names (importer/__init__)
+            draft.notes.append(f"LMCACHE_CONFIG_FILE={value}: its settings are the recipe's cache section; stackctl "
+                               "writes them to its own lmcache.yaml and points LMCACHE_CONFIG_FILE there")
         elif key == "PYTHONHASHSEED" and re.fullmatch(r"\d+", value) and fits(model.Cache, "hash_seed", int(value)):
             draft.cache.set("hash_seed", int(value), "from PYTHONHASHSEED")
         elif key == "VLLM_SERVER_DEV_MODE" and value == "1":
@@ -106,7 +107,7 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
         elif key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             lmcache[f"__{key}__"] = key
             secrets[key] = key
-        elif key.startswith("LMCACHE_") and key[8:].lower() in _LMCACHE_KEYS and draft.cache.get("enabled"):
+        elif key.startswith("LMCACHE_") and key[8:].lower() in _LMCACHE_KEYS:
             lmcache[key[8:].lower()] = value
         elif is_secret(key, value):
             secrets[key] = key
@@ -131,8 +132,8 @@ def _run_time_variable(draft: Draft, key: str, value: str, reference: str, secre
     secret passed from a host variable, which a recipe names (serve.secret_env); anything else is left for the
     user, with a note."""
     source = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", value)
-    if source and (is_secret_name(key) or is_secret_name(source.group(1))):
-        secrets[key] = source.group(1)
+    if is_secret(key, value) or (source and is_secret_name(source.group(1))):
+        secrets[key] = source.group(1) if source else key  # a placeholder token: the host's own variable
         return
     draft.notes.append(f"{key}={value}: {reference} was known only when the old launch ran; not imported: set it in "
                        f"serve.env{' (or serve.secret_env)' if source else ''} yourself")

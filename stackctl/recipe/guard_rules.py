@@ -65,9 +65,9 @@ def unresolved_values(recipe: Recipe) -> Iterator[Hit]:
     """(key path, message) for every value that holds a run-time reference (importer/runtime.py's definition)."""
     from stackctl.unresolved import runtime_reference
 
-    values: list[tuple[tuple, object]] = [(("model", "path"), recipe.model.path),
-                                          (("model", "served_name"), recipe.model.served_name),
-                                          (("stack", "base_image"), recipe.stack.base_image)]
+    values: list[tuple[tuple, object]] = [(("model", key), getattr(recipe.model, key))
+                                          for key in ("path", "served_name", "tool_call_parser", "reasoning_parser")]
+    values.append((("stack", "base_image"), recipe.stack.base_image))
     values += [(("serve", "env", key), value) for key, value in recipe.serve.env.items()]
     values += [(("serve", "extra_args", index), value) for index, value in enumerate(recipe.serve.extra_args)]
     for index, tier in enumerate(recipe.cache.tiers):
@@ -104,7 +104,8 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
 
     The list of keys is the one stackctl writes (`stackspec.LMCACHE_KEYS`, and `s3_region`, `disable_tls`,
     `remote_storage_plugin.fs.base_path` under `extra_config`). A `remote_url` for a backend the recipe has no tier
-    kind for (lm://, redis://, ...) and `remote_serde` stay allowed.
+    kind for (lm://, redis://, ...), `remote_serde`, and a `local_disk` LMCache never uses (no
+    `max_local_disk_size` above 0, which `disk-tier-without-size` reports) stay allowed.
 
     Fix: delete the key from cache.extra and set the recipe key named in the message.
     """
@@ -137,9 +138,17 @@ def _recipe_expresses(recipe: Recipe, key: str, value) -> bool:
         return bool(value) or cpu_tier
     if key == "max_local_cpu_size":  # without a CPU tier it sizes LMCache's CPU buffer, which no recipe key does
         return cpu_tier or bool(extra.get("local_cpu"))
-    if key == "max_local_disk_size":  # without a disk it sizes nothing
-        return bool(recipe.tiers_of("disk")) or "local_disk" in extra
+    if key in ("local_disk", "max_local_disk_size") and not _disk_used(extra) and not recipe.tiers_of("disk"):
+        return False  # a disk LMCache never uses has no tier to express it (disk-tier-without-size reports it)
     return True
+
+
+def _disk_used(extra: dict) -> bool:
+    """Whether cache.extra names a local_disk with a max_local_disk_size above 0 (LMCache uses only such a disk)."""
+    try:
+        return bool(extra.get("local_disk")) and float(extra.get("max_local_disk_size") or 0) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 @rule("extra-args-shadow-flag", "error",

@@ -300,8 +300,11 @@ def test_lmcache_yaml_to_tiers():
     assert tiers == [("cpu", 100.0, None), ("disk", 30.0, "/nvme/kv"), ("fs", None, "/pnfs/kv")]
     cache = recipe.cache
     assert (cache.chunk_size, cache.save_decode_cache, cache.use_layerwise, cache.async_loading) == (
-        128, True, True, False)
+        128, True, False, False)
     assert cache.extra == {"blocking_timeout_secs": 20}
+    # layer-wise in LMCache's config only: kept as the launch ran it, for validate to report (not corrected)
+    assert recipe.serve.env["LMCACHE_USE_LAYERWISE"] == "True"
+    assert "layerwise-not-told-to-vllm" in {f.rule_id for f in run_rules(recipe)}
     recipe, _ = imported(script, "local_cpu: false\nremote_url: fs://localhost:0/pnfs/kv\nremote_serde: cachegen\n")
     assert [(t.kind, t.path) for t in recipe.cache.tiers] == [("fs", "/pnfs/kv")]
     assert recipe.cache.extra == {"remote_serde": "cachegen"}

@@ -176,7 +176,8 @@ def hostile_text(marker: Path) -> str:
 
 
 # Quotes, separators and globs, without the shell references render refuses outright (unresolved-value): the
-# text the values that reach the server as given (model path and name, env, extra args) carry below.
+# text the values that reach the server (model, parsers, env, extra args, compilation config) carry below; the
+# build-time values (pip index, LMCache git ref) keep the command substitutions.
 PLAIN_HOSTILE = "it's \"q\" a  b;c|d&e \\ #x * ! >o <i"
 
 
@@ -188,11 +189,11 @@ def hostile_recipe(tmp_path: Path, platform: str):
         "[stack]", 'name = "hostile"', f'platform = "{platform}"',
         "[versions]", f"lmcache_git = {toml_value(git)}",
         "[model]", f"path = {toml_value('/models/' + PLAIN_HOSTILE)}", f"served_name = {toml_value(PLAIN_HOSTILE)}",
-        f"reasoning_parser = {toml_value(evil)}",
+        f"reasoning_parser = {toml_value(PLAIN_HOSTILE)}",
         # cpu: the model is generated in the image (its path in a RUN line); rocm: mounted (its path in compose)
         'generate = "tiny-random-llama"' if platform == "cpu" else "",
         "[serve]", f"env = {toml_value({'EVIL': PLAIN_HOSTILE})}", f"extra_args = {toml_value(['--x', PLAIN_HOSTILE])}",
-        f"compilation_config = {toml_value({'k': evil})}",
+        f"compilation_config = {toml_value({'k': PLAIN_HOSTILE})}",
         "[cache]", "enabled = true", "hash_seed = 0",
         "[build]", f"pip_index = {toml_value('https://pypi.example.com/simple/' + evil)}", ""])
     return load_recipe_text(text), marker, evil
@@ -223,7 +224,7 @@ def test_hostile_values_cannot_inject_shell_into_serve_sh(tmp_path, platform):
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)
     assert argv == stackspec.server_command(recipe) + stackspec.serve_args(recipe)
-    assert evil in argv and PLAIN_HOSTILE in argv and "/models/" + PLAIN_HOSTILE in argv
+    assert PLAIN_HOSTILE in argv and "/models/" + PLAIN_HOSTILE in argv
     assert not marker.exists() and list(work.iterdir()) == []
 
 
