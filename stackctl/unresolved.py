@@ -34,23 +34,6 @@ def runtime_reference(value: object) -> str | None:
     return None
 
 
-def runtime_references(values) -> list[str]:
-    """Every run-time part found in the strings of values (nested lists and dicts included), in order, once each."""
-    found: list[str] = []
-    stack = [values]
-    while stack:
-        item = stack.pop(0)
-        if isinstance(item, dict):
-            stack[:0] = list(item.keys()) + list(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack[:0] = list(item)
-        else:
-            ref = runtime_reference(item)
-            if ref and ref not in found:
-                found.append(ref)
-    return found
-
-
 def home_reference(path: str) -> str:
     """A path starting with the shell's `~` spelled with $HOME (what the shell made of it), so the value says plainly
     that it depends on who ran the launch."""

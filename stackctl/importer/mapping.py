@@ -163,8 +163,13 @@ def import_host(draft: Draft, launch: Launch) -> None:
             draft.host.set("isolcpus", launch.cpus, "the CPUs the old launch was pinned to")
         else:
             draft.notes.append(f"CPU pinning {launch.cpus!r} not imported (not a CPU list): set host.isolcpus")
-    if launch.shm_size and fits(model.Host, "shm_size", launch.shm_size):
-        draft.host.set("shm_size", launch.shm_size)
+    if launch.shm_size:
+        size = re.sub(r"^(\d+)\s*([bkmg])(i?b)?$", r"\1\2", launch.shm_size.strip().lower())  # 16GB, 16Gi -> 16g
+        if fits(model.Host, "shm_size", size):
+            draft.host.set("shm_size", size, None if size == launch.shm_size else f"from {launch.shm_size}")
+        else:
+            draft.notes.append(f"shared memory size {launch.shm_size!r} not imported (Docker's form is a number with "
+                               "b, k, m or g): set host.shm_size")
     if launch.kind and draft.serve.get("host") is None:
         draft.serve.set("host", "0.0.0.0", "vLLM binds all interfaces without --host; stackctl's default is "
                                            "127.0.0.1")
