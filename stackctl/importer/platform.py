@@ -165,7 +165,8 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
     if ref:
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "
                            f"default ({default}): set it")
-    elif platform == "rocm" and is_cuda_image(image):
+    elif platform == "rocm" and (is_cuda_image(image) or "cuda" in image.lower() or
+                                 nvidia_evidence(launch) and not rocm_evidence(launch)):
         draft.notes.append(f"the launch ran {image}, a CUDA build: stack.base_image left to stackctl's ROCm default "
                            f"({default}); choose the ROCm image of the same vLLM release")
     elif engine == "atom-vllm" and repo.startswith("rocm/atom") and "vllm" not in image.split(":")[-1]:
