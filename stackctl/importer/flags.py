@@ -92,9 +92,13 @@ class ServerFlags:
         if name in VALUE_FLAGS:
             return self.read_value_flag(i, name)
         bare = name[5:] if name.startswith("--no-") else name[2:]
-        if "--" + bare in BOOL_FLAGS and "=" not in token:
+        if "--" + bare in BOOL_FLAGS:
             section, key = BOOL_FLAGS["--" + bare]
-            self.draft.section(section).set(key, not name.startswith("--no-"))
+            if "=" in token:  # argparse refuses a value on a BooleanOptionalAction flag ("ignored explicit argument")
+                self.draft.notes.append(f"{token}: vLLM takes no value after {name} (its parser stops); not imported: "
+                                        f"set {section}.{key} yourself")
+            else:
+                self.draft.section(section).set(key, not name.startswith("--no-"))
             return i + 1
         if name == "--served-model-name":
             return self.read_served_names(i)
@@ -127,6 +131,8 @@ class ServerFlags:
             inside = posixpath.join(self.launch.workdir, path)  # relative to the container's working directory
         host_path, mapped = self.launch.host_path(inside)
         host_path = home_reference(host_path)
+        if host_path == "." or host_path.startswith(("./", "../")) or host_path == "..":
+            host_path = "$PWD/" + host_path.removeprefix("./")  # relative to where the old launch ran
         self.draft.model.set("path", host_path, why or None)
         if mapped:
             self.draft.model.comment("path", f"host path of the container's {inside} (docker volume): stackctl "
@@ -155,9 +161,9 @@ class ServerFlags:
         converted = convert(value, converter) if value is not None else None
         cls = model.SECTION_TYPES[section]
         if converted is None or not fits(cls, key, converted):
-            self.extra += tokens
-            if value is not None:
-                self.draft.notes.append(f"{name} {value}: not a valid {section}.{key}; kept in serve.extra_args")
+            # serve.extra_args would repeat a flag stackctl writes from the key (extra-args-shadow-flag): named here
+            self.draft.notes.append(f"{' '.join(tokens)}: not a value {section}.{key} can hold; not imported: set "
+                                    f"{section}.{key} yourself (vLLM would have to accept it too)")
             return after
         self.draft.section(section).set(key, converted)
         return after
@@ -228,8 +234,10 @@ class ServerFlags:
         self.finish_kv_transfer()
         if self.tool_choice and self.tool_parser and fits(model.Model, "tool_call_parser", self.tool_parser[1]):
             self.draft.model.set("tool_call_parser", self.tool_parser[1])
-        else:
-            self.extra += self.tool_choice + (self.tool_parser[0] if self.tool_parser else [])
+        elif self.tool_choice or self.tool_parser:  # model.tool_call_parser writes both flags: one alone has no key
+            self.draft.notes.append(f"{' '.join(self.tool_choice + (self.tool_parser[0] if self.tool_parser else []))}"
+                                    ": model.tool_call_parser stands for --enable-auto-tool-choice with "
+                                    "--tool-call-parser together; not imported")
         extra = []
         for token in self.without_run_time_values(self.extra):
             line = one_line(token)

@@ -49,10 +49,14 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
         draft.cache.set("enabled", False)
     # Where the tiers are (remote_url, local_disk, gds_path) stays, with its placeholder, for validate to report
     # (unresolved-value) and the user to fill in; any other run-time value is left at LMCache's default.
-    for key in [k for k, v in config.items() if runtime_reference(v) and k not in ("remote_url", "local_disk",
-                                                                                    "gds_path")]:
+    run_time = [k for k, v in config.items() if runtime_reference(v) and k not in ("remote_url", "local_disk",
+                                                                                    "gds_path")]
+    for key in run_time:
         draft.notes.append(f"LMCache {key}={config.pop(key)}: known only when the old launch ran; left at LMCache's "
                            "default: set it yourself")
+    if "max_local_disk_size" in run_time and "local_disk" in config:
+        draft.notes.append(f"LMCache local_disk {config.pop('local_disk')} has no size the import can know: not "
+                           "imported: add a disk tier (kind = \"disk\", path, size_gb)")
     tp = draft.model.get("tensor_parallel", 1)
     extra: dict = {}
     if "chunk_size" in config:
@@ -148,7 +152,7 @@ def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict)
     path = path.removeprefix("file://")
     path = path.rstrip("/") or "/"
     number = _to_number(size) if size is not None else 0.0
-    if not path.startswith("/"):
+    if not path.startswith("/") and not runtime_reference(path):
         draft.notes.append(f"LMCache local_disk {disk!r} (max_local_disk_size {size}) is not an absolute path: LMCache "
                            "wrote it inside the container, relative to the server's working directory, and lost it "
                            "with the container; not imported: add a disk tier (kind = \"disk\", path, size_gb)")

@@ -370,3 +370,33 @@ def test_init_from_command_reads_a_manifest_through_the_cli(tmp_path):
     assert run_cli("validate", str(out)).returncode == 0
     assert run_cli("render", str(out), "-o", str(tmp_path / "bundle")).returncode == 0
     assert "PYTHONHASHSEED=0" in (tmp_path / "bundle" / "stack.env").read_text()
+
+
+# -- no self-contradiction -------------------------------------------------------------------------------------------
+
+OWN_KEY_RULES = {"secret-in-recipe", "cache-extra-shadows-key", "extra-args-shadow-flag", "host-path-unsafe"}
+
+
+@pytest.mark.parametrize("script", [
+    f"PYTHONHASHSEED=0 vllm serve /m --kv-transfer-config {LMCACHE}\n",
+    "vllm serve ../m --gpu-memory-utilization 1.5 --kv-cache-dtype fp8_ds_mla --max-model-len auto\n",
+    "vllm serve ./m --enable-prefix-caching=false --trust-remote-code=True --tool-call-parser hermes --port\n",
+])
+@pytest.mark.parametrize("lmcache_yaml", [
+    None, "chunk_size: 0\n", "chunk_size: abc\n", "remote_url: s3://\n", "remote_url: fs://\n",
+    "remote_storage_plugins: [fs]\n", "local_disk: file:///etc\nmax_local_disk_size: 5\n",
+    "extra_config: {s3_region: us, remote_storage_plugin.fs.base_path: /x}\n", "local_disk: /nvme\nmax_local_disk_size: 0\n",
+    "local_disk: /nvme\nmax_local_disk_size: $SIZE\n", "local_cpu: false\nmax_local_cpu_size: 2\n",
+])
+def test_init_never_writes_a_recipe_its_own_key_rules_refuse(script, lmcache_yaml):
+    recipe, text = imported(script, lmcache_yaml)
+    assert not {f.rule_id for f in run_rules(recipe)} & OWN_KEY_RULES, text
+
+
+def test_what_the_own_key_rules_would_refuse_is_named_in_a_note():
+    recipe, text = imported(f"PYTHONHASHSEED=0 vllm serve ./m --gpu-memory-utilization 1.5 --kv-transfer-config {LMCACHE}\n",
+                            "chunk_size: 0\nremote_url: fs://\nextra_config: {s3_region: eu}\n")
+    notes = flat(text)
+    assert recipe.model.path == "$PWD/m" and "--gpu-memory-utilization 1.5: not a value" in notes
+    assert "extra_config.s3_region" in notes and "chunk_size" in notes
+    assert recipe.cache.tiers and all(t.path != "/" for t in recipe.cache.tiers)
