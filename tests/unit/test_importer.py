@@ -284,6 +284,14 @@ def test_values_known_only_at_run_time_are_left_with_a_note():
     ("docker run -e ATOM_DISABLE_VLLM_PLUGIN=1 rocm/atom-dev:vllm-latest vllm serve /m\n", "vllm"),
     ("VLLM_CPU_KVCACHE_SPACE=4 ATOM_X=1 vllm serve /m\n", "vllm"),
     ("vllm serve /m\n", "vllm"),
+    # the other forms ATOM's repository documents: its own server, a hand install, --model-impl, its own-server image
+    ("python -m atom.entrypoints.openai_server --model m\n", "atom-vllm"),
+    ("pip install amd-aiter\ngit clone https://github.com/ROCm/ATOM.git\nvllm serve m\n", "atom-vllm"),
+    ("pip install ./ATOM\nvllm serve m\n", "atom-vllm"),
+    ("vllm serve m --model-impl atom\n", "atom-vllm"),
+    ("docker run --device /dev/kfd rocm/atom-dev:latest vllm serve m\n", "atom-vllm"),
+    ("ATOM_DISABLE_VLLM_PLUGIN=1 ATOM_X=1 vllm serve m\n", "vllm"),
+    ("docker run -e VLLM_CPU_KVCACHE_SPACE=8 vllm-cpu:latest --model m\n", "vllm"),
 ])
 def test_engine_detection(script, engine):
     recipe, _ = imported(script)

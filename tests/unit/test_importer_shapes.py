@@ -330,21 +330,6 @@ def test_gds_settings_are_named_and_kept_for_validate():
     assert "gds-cufile-on-rocm" in errors(recipe)
 
 
-@pytest.mark.parametrize("script,engine", [
-    ("python -m atom.entrypoints.openai_server --model m\n", "atom-vllm"),
-    ("pip install amd-aiter\ngit clone https://github.com/ROCm/ATOM.git\nvllm serve m\n", "atom-vllm"),
-    ("pip install ./ATOM\nvllm serve m\n", "atom-vllm"),
-    ("vllm serve m --model-impl atom\n", "atom-vllm"),
-    ("docker run --device /dev/kfd rocm/atom-dev:latest vllm serve m\n", "atom-vllm"),
-    ("ATOM_DISABLE_VLLM_PLUGIN=1 ATOM_X=1 vllm serve m\n", "vllm"),
-    ("docker run -e VLLM_CPU_KVCACHE_SPACE=8 vllm-cpu:latest --model m\n", "vllm"),
-])
-def test_atom_is_recognised_in_its_documented_forms(script, engine):
-    recipe, _ = imported(script)
-    assert recipe.stack.engine == engine
-    assert "ATOM_DISABLE_VLLM_PLUGIN" not in recipe.serve.env  # stackctl sets it itself for plain vLLM on rocm
-
-
 def test_atoms_own_server_flags_become_vllms():
     args, notes = atom_server.to_vllm([
         "--model", "m", "--server-port", "8001", "--port", "8006", "--kv_cache_dtype", "bf16", "-tp", "8",
