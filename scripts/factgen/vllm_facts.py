@@ -71,7 +71,7 @@ class _ParserWalker:
         if (module, func.lineno) in self.seen and bound is None:
             return
         self.seen.add((module, func.lineno))
-        state = {"kwargs": {}, "overrides": {}}
+        state: dict = {"kwargs": {}, "overrides": {}, "removed_choices": {}}
         for statement in _in_order(func.body):
             self._statement(module, statement, bound, state)
 
@@ -85,7 +85,9 @@ class _ParserWalker:
             return
         for call in _calls(node):
             name = _attr(call.func)
-            if name == "add_argument":
+            if name == "remove" and isinstance(call.func, ast.Attribute) and call.args:
+                self._remove_choice(module, call, state)
+            elif name == "add_argument":
                 self._add_argument(module, call, state)
             elif name == "add_cli_args" and isinstance(call.func, ast.Attribute):
                 self._nested_cli_args(module, call.func.value, bound)
@@ -103,6 +105,16 @@ class _ParserWalker:
             var, field_name, key = _name_of(target.value.value), _const(target.value.slice), _const(target.slice)
             if var and field_name and key:
                 state["overrides"].setdefault((var, field_name), {})[key] = (module, value)
+
+    def _remove_choice(self, module, call: ast.Call, state) -> None:
+        """`X_kwargs["field"]["choices"].remove(VALUE)` (e.g. --all2all-backend loses `passthrough`)."""
+        target = call.func.value
+        if isinstance(target, ast.Subscript) and _const(target.slice) == "choices" \
+                and isinstance(target.value, ast.Subscript):
+            var, field_name = _name_of(target.value.value), _const(target.value.slice)
+            value = literal_string(call.args[0], self.tree, module)
+            if var and field_name and value is not None:
+                state["removed_choices"].setdefault((var, field_name), set()).add(value)
 
     def _customize(self, found, var: str, state) -> None:
         """Apply the _customize_cli_kwargs of the class and its bases (they modify the get_kwargs result)."""
@@ -199,6 +211,9 @@ class _ParserWalker:
         if isinstance(node, ast.Subscript):
             facts, var = self._field(module, node.value, _const(node.slice), state)
             if facts is not None:
+                removed = state["removed_choices"].get((var, _const(node.slice)), set())
+                if removed and "choices" in facts:
+                    facts["choices"] = [c for c in facts["choices"] if c not in removed]
                 return self._apply(facts, state["overrides"].get((var, _const(node.slice)), {}))
         return None
 

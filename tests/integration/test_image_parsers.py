@@ -49,3 +49,35 @@ def test_tiers_image_loads_lmcache_yaml_with_its_own_lmcache(tiers_image, stack_
     result = results["image.parsers"]
     assert result["status"] == "warn"
     assert "Unknown configuration key: local_cpu_sizee" in result["message"]  # LMCache's own warning
+
+
+# Every option string of vLLM's serve parser, as the package builds it, with its boolean form and choices.
+REAL_OPTIONS = """
+import argparse, json
+from vllm.entrypoints.launchers.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = make_arg_parser(FlexibleArgumentParser())
+print(json.dumps({option: {"bool": isinstance(action, argparse.BooleanOptionalAction),
+                           "choices": sorted(map(str, action.choices)) if action.choices else None}
+                  for action in parser._actions for option in action.option_strings}))
+"""
+
+
+def test_the_facts_read_from_source_match_the_parser_the_package_builds(smoke_image, docker_engine):
+    """The facts for vLLM 0.32.0 were read from its source without importing it (scripts/extract-facts.py); the
+    cpu-smoke image imports the same release: both must know the same options, --x/--no-x forms and choices."""
+    import json
+
+    from stackctl.knowledge import facts
+    from stackctl.knowledge.serve_flags import flag_table
+
+    output = docker_engine.containers.run(smoke_image, ["python", "-c", REAL_OPTIONS], entrypoint="", remove=True,
+                                          stdout=True, stderr=False).decode()
+    real = json.loads(output.strip().splitlines()[-1])
+    real.pop("-h"), real.pop("--help")
+    table = flag_table(facts.release("vllm", "0.32.0"))
+    assert set(real) == set(table)
+    for option, (_flag, entry) in table.items():
+        assert real[option]["bool"] == (entry["kind"] == "bool"), option
+        if real[option]["choices"] and entry.get("choices"):
+            assert set(real[option]["choices"]) - {"None"} == set(entry["choices"]) - {"None"}, option
