@@ -47,6 +47,11 @@ _STACKCTL_DECIDES = {
 }
 
 
+# Options whose value the import carries into the recipe (environment, devices, mounts, pinning, shared memory).
+_IMPORTED = {"--env", "--env-file", "--device", "--volume", "--mount", "--name", "--shm-size", "--cpuset-cpus",
+             "--cpuset-mems", "--entrypoint", "--workdir"}
+
+
 @dataclass
 class DockerRun:
     """The container a `docker run` (or podman) starts: image, command (entrypoint first) and its options."""
@@ -114,7 +119,10 @@ def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun |
             else:
                 run.passthrough.append(key)
         elif name == "--env-file":
-            run.env.update(env_file(value, script_dir, run.notes))
+            variables = env_file(value, script_dir, run.notes)
+            run.env.update(variables)
+            if variables:
+                run.notes.append(f"--env-file {value}: its variables were read ({', '.join(variables)})")
         elif name == "--device":
             run.devices.append(value.split(":", 1)[0].rstrip("/") if value.startswith("/") else value)
         elif name == "--volume":
@@ -144,7 +152,7 @@ def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun |
             run.gpus = value
         elif name == "--runtime":
             run.runtime = value
-        if name in _STACKCTL_DECIDES:
+        if name in _STACKCTL_DECIDES or name not in _IMPORTED:
             run.decided.append(written)
     if entrypoint:
         run.command = entrypoint.split() + run.command

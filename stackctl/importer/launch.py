@@ -283,13 +283,16 @@ def _docker_launch(run: DockerRun, host_env: dict, scan: _Scan) -> Launch | None
     """The server a `docker run` starts; a container started without one (a shell, `sleep infinity`) is where the
     script's later commands run. host_env is what the script exported (docker -e NAME copies from it)."""
     command = run.command
-    if not command and not runs_server(run.image) or command and posixpath.basename(command[0]) in _SHELLS \
-            and "-c" not in command or command[:1] == ["sleep"]:
-        scan.containers[run.name or run.image] = run
-        scan.inside = run
+    scan.containers[run.name or run.image] = run  # `docker exec NAME ...` may run the server in it later
+    interactive = any(option in ("-i", "-t", "--interactive", "--tty") for option in run.decided)
+    shell = bool(command) and posixpath.basename(command[0]) in _SHELLS and "-c" not in command
+    if shell or command[:1] == ["sleep"] or not command and interactive and not runs_server(run.image):
+        scan.inside = run  # a container to work in: the commands that follow are typed inside it
         return None
-    server = server_in_container(run, scan)
+    server = server_in_container(run, scan) if command or runs_server(run.image) else None
     if server is None:
+        scan.notes.append(f"the script also starts a container of {run.image} that runs no vLLM server "
+                          f"({' '.join(run.decided + run.command) or 'its default command'}): not part of the recipe")
         return None
     launch = _in_container(run, server, {}, scan, entered=False)
     if "PYTHONHASHSEED" in host_env and "PYTHONHASHSEED" not in launch.env:

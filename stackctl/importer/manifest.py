@@ -59,7 +59,10 @@ def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> La
     for other in runs:
         if other is not None and id(other) not in servers:
             command = " ".join(other.command) or "its image's default command"
-            launch.notes.append(f"{shape} {other.name} ({other.image}) is not part of the recipe: it runs {command}")
+            env = f" (environment: {', '.join(sorted(other.env) + other.passthrough)})" if other.env or \
+                other.passthrough else ""
+            launch.notes.append(f"{shape} {other.name} ({other.image}) is not part of the recipe: it runs "
+                                f"{command}{env}")
     launch.image_source = "compose" if shape == "compose service" else "kubernetes"
     return launch
 

@@ -160,7 +160,8 @@ def import_host(draft: Draft, launch: Launch) -> None:
             draft.notes.append(f"NUMA nodes {launch.numa!r} not imported (not a node list): set host.numa")
     if launch.cpus:
         if _cpulist_or_none(launch.cpus):
-            draft.host.set("isolcpus", launch.cpus, "the CPUs the old launch was pinned to")
+            draft.host.set("isolcpus", launch.cpus, "the CPUs the old launch was pinned to (taskset -c / "
+                                                    "--cpuset-cpus)")
         else:
             draft.notes.append(f"CPU pinning {launch.cpus!r} not imported (not a CPU list): set host.isolcpus")
     if launch.shm_size:

@@ -46,9 +46,9 @@ def platform_and_engine(draft: Draft, launch: Launch) -> tuple[str, str]:
     if cpu and not strong_rocm and not nvidia:
         platform, why = "cpu", "the launch sets up vLLM's CPU backend"
     elif rocm:
-        platform, why = "rocm", f"ROCm: {', '.join(rocm[:3])}"
+        platform, why = "rocm", f"ROCm: {', '.join(rocm)}"
     elif nvidia:
-        platform, why = "rocm", f"translated from an NVIDIA launch ({', '.join(nvidia[:3])})"
+        platform, why = "rocm", f"translated from an NVIDIA launch ({', '.join(nvidia)})"
     else:
         platform, why = "rocm", "assumed: nothing in the launch names the platform"
     draft.stack.set("platform", platform, why)

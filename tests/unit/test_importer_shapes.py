@@ -146,6 +146,12 @@ def test_a_set_up_container_then_the_server_typed_inside_it():
     assert recipe.model.path == "/data/m" and "runs inside the container started first" in flat(text)
 
 
+def test_a_service_container_started_beside_the_server_is_not_where_it_runs():
+    recipe, text = imported("docker run -d --name redis -p 6379:6379 redis:7\nvllm serve /m\n")
+    assert recipe.stack.base_image is None and recipe.model.path == "/m"
+    assert "a container of redis:7 that runs no vLLM server (-d -p 6379:6379)" in flat(text)
+
+
 def test_docker_exec_into_a_container_started_with_sleep():
     script = ("docker run -d --name atomesh --device /dev/kfd rocm/atom-dev:vllm-v0.17.0-nightly_20260315 sleep "
               "infinity\ndocker exec -e VLLM_RPC_TIMEOUT=1 atomesh vllm serve /m --port 8010\n")
