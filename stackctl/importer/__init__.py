@@ -15,6 +15,7 @@ The way through, one stage per module:
   manifest       compose services and Kubernetes containers, read as YAML (yaml_input: the limits)
   platform       platform and engine (ROCm, NVIDIA translated, CPU; vLLM or ATOM), the base image
   atom_server    ATOM's own server command translated to `vllm serve` with the ATOM plugin
+  flag_values    how vLLM spells and reads a flag and its value (flags.py maps them to recipe keys)
   lmcache        the LMCache config: its YAML (and the limits on what is read), its settings as cache and tiers
   mapping        fills the draft: flags (flags.py), environment, LMCache settings (lmcache.py), host, stack
   credentials    what is a secret; secrets become references to host variables

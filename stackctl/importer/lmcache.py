@@ -15,8 +15,8 @@ from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
 from stackctl.importer.yaml_input import load_yaml
-from stackctl.unresolved import runtime_reference
 from stackctl.recipe import model
+from stackctl.unresolved import runtime_reference
 
 # -- the reader ----------------------------------------------------------------------------------------------------
 
