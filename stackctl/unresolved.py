@@ -9,27 +9,36 @@ refuses it too). This module is the one detector all of them use."""
 
 from __future__ import annotations
 
+import functools
 import re
 
-# A `$` followed by what the shell expands: a name, ${...}, $(...) / $((...)), a positional or special parameter.
-_SHELL = re.compile(r"\$(?:\{[^}]*\}?|\(\(?[^)]*\)?\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])")
-_BACKQUOTE = re.compile(r"`[^`]*`")
-_TILDE = re.compile(r"^~[A-Za-z0-9_.-]*(?:/|$)")
-# <your model file path>, <model_name_or_path>, <HF_MODEL>: angle brackets around words, as docs write them; and the
-# spelled-out kind: path-to-your-model-dir, /path/to/model, your_hugging_face_token.
-_PLACEHOLDER = re.compile(r"<[A-Za-z][A-Za-z0-9 _./:-]*>")
-_SPELLED_PLACEHOLDER = re.compile(r"(?i)(?:^|[/_ .-])(?:your[_ -][a-z]|path[/_-]to[/_-])")
+# A `$` followed by what the shell expands: a name, ${...}, $(...) / $((...)), a positional or special parameter;
+# a backquoted command; the shell's `~`; <your model file path>, <model_name_or_path>: angle brackets around words, as
+# docs write them; and the spelled-out kind: path-to-your-model-dir, /path/to/model, your_hugging_face_token.
+_SOURCES = (r"\$(?:\{[^}]*\}?|\(\(?[^)]*\)?\)?|[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?!$-])", r"`[^`]*`",
+            r"<[A-Za-z][A-Za-z0-9 _./:-]*>", r"^~[A-Za-z0-9_.-]*(?:/|$)")
+_SPELLED = r"(?i)(?:^|[/_ .-])(?:your[_ -][a-z]|path[/_-]to[/_-])"
+
+
+@functools.lru_cache(maxsize=1)
+def _patterns() -> tuple[list[re.Pattern], re.Pattern]:
+    """Compiled on first use: `stackctl validate` asks about every value, and most hold none of these characters."""
+    return [re.compile(source) for source in _SOURCES], re.compile(_SPELLED)
 
 
 def runtime_reference(value: object) -> str | None:
     """The first part of value that only the old launch's run time knew, or None when value is plain."""
     if not isinstance(value, str):
         return None
-    for pattern in (_SHELL, _BACKQUOTE, _PLACEHOLDER, _TILDE):
+    lower = value.lower()
+    if not any(mark in value for mark in "$`<~") and "your" not in lower and "to" not in lower:
+        return None  # none of the marks below: the common case, without compiling anything
+    patterns, spelled = _patterns()
+    for pattern in patterns:
         match = pattern.search(value)
         if match:
             return match.group(0).rstrip("/")
-    if _SPELLED_PLACEHOLDER.search(value):
+    if spelled.search(value):
         return value  # the whole value is the document's placeholder
     return None
 
