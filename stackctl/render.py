@@ -33,6 +33,7 @@ def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
     if guard:
         refuse_secrets(recipe)
         refuse_unsafe_mounts(recipe)
+        refuse_unresolved(recipe)
     env = _jinja_env()
     context = _template_context(recipe)
     dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
@@ -82,6 +83,16 @@ def refuse_unsafe_mounts(recipe: Recipe) -> None:
         if problem:
             raise StackctlError(f"{recipe.source}: host path {mount['host']!r} {problem}; it is never mounted "
                                 "(fix: see `stackctl explain host-path-unsafe`)")
+
+
+def refuse_unresolved(recipe: Recipe) -> None:
+    """No bundle passes a shell reference or placeholder to the server as text, whatever was skipped or ignored."""
+    from stackctl.findings import key_path_text
+    from stackctl.recipe.guard_rules import unresolved_values
+
+    for path, message in unresolved_values(recipe):
+        raise StackctlError(f"{recipe.source}: {key_path_text(path)}: {message} (fix: write the value itself; see "
+                            "`stackctl explain unresolved-value`)")
 
 
 def image_hash(files: dict[str, bytes]) -> str:

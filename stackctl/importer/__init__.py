@@ -2,20 +2,27 @@
 stackspec.lmcache_config.
 
 A launch is a shell script (env assignments, then `vllm serve MODEL ...`, `python -m
-vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... IMAGE vllm serve ...`, possibly behind
-numactl/taskset/exec), plus optionally the LMCache YAML it used. Nothing is dropped silently: vLLM flags without a
+vllm.entrypoints.openai.api_server --model MODEL ...`, `docker run ... IMAGE [vllm serve] MODEL ...`, ATOM's own
+server, possibly behind numactl/taskset/exec or inside a container started first), a compose file or a Kubernetes
+manifest, plus optionally the LMCache YAML it used. Nothing is dropped silently: vLLM flags without a
 recipe field go to serve.extra_args verbatim, LMCache keys without one go to cache.extra, and whatever could not be
 carried over is named in a comment. Secret values are never copied: the recipe names the variable instead.
 
 The way through, one stage per module:
   shell          the script's commands and words, heredocs and functions
-  launch         the server command, its wrappers, environment and `docker run` container
+  launch         the server command, its wrappers, environment and the container it runs in
+  container      `docker run` / `podman run` options, and what images run without a command
+  manifest       compose services and Kubernetes containers, read as YAML (yaml_input: the limits)
+  platform       platform and engine (ROCm, NVIDIA translated, CPU; vLLM or ATOM), the base image
+  atom_server    ATOM's own server command translated to `vllm serve` with the ATOM plugin
+  flag_values    how vLLM spells and reads a flag and its value (flags.py maps them to recipe keys)
   lmcache        the LMCache config: its YAML (and the limits on what is read), its settings as cache and tiers
   mapping        fills the draft: flags (flags.py), environment, LMCache settings (lmcache.py), host, stack
   credentials    what is a secret; secrets become references to host variables
   writer         the draft as commented TOML, checked by the recipe loader
 The draft itself (draft.py) is a typed record: one section of values per recipe section, keyed by the recipe model's
-field names.
+field names. Values only the old launch's run time knew (shell references, placeholders) are found by
+stackctl.unresolved, the one detector the importer, the `unresolved-value` rule and render share.
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ from pathlib import Path
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import CONTROL, Draft
 from stackctl.importer.launch import Launch, parse_launch
-from stackctl.importer.lmcache import MAX_INPUT_BYTES, read_lmcache_yaml
+from stackctl.importer.lmcache import read_lmcache_yaml
+from stackctl.importer.manifest import looks_like_manifest, parse_manifest
 from stackctl.importer.mapping import build_draft
 from stackctl.importer.writer import render_loadable
+from stackctl.importer.yaml_input import MAX_INPUT_BYTES
 from stackctl.recipe import model
 from stackctl.secrets import redact
 
@@ -60,7 +69,8 @@ def import_launch_text(text: str, lmcache_yaml: str | None = None, name: str | N
         raise StackctlError(f"{lmcache_name or 'LMCache config'}: values nested too deeply to be a config "
                             "(fix: check the file)") from None
     try:
-        launch = parse_launch(text, script_dir)
+        launch = parse_manifest(text, script_name, script_dir) if looks_like_manifest(text) \
+            else parse_launch(text, script_dir)
         if lmcache_yaml is None:
             lmcache_yaml, lmcache_name = _followed_config(launch, script_dir)
             if lmcache_yaml is not None:

@@ -111,6 +111,61 @@ class Draft:
                 return True
         return False
 
+    def drop_inner(self, key_path: str) -> bool:
+        """Remove the innermost value at a rule's key path: a nested key of a table (`cache.extra.extra_config.x`,
+        the table itself when nothing is left in it), a flag of serve.extra_args with the value after it
+        (`serve.extra_args[3]`), else what drop() removes. False if there is none."""
+        flag = re.fullmatch(r"serve\.extra_args\[(\d+)\]", key_path)
+        if flag:
+            args, index = self.serve.get("extra_args") or [], int(flag.group(1))
+            if index >= len(args):
+                return False
+            end = index + 1
+            if "=" not in args[index] and end < len(args) and not args[end].startswith("-"):
+                end += 1  # the flag's value
+            del args[index:end]
+            if not args:
+                del self.serve["extra_args"]
+            return True
+        section_name, _, rest = key_path.partition(".")
+        key, _, inner = rest.partition(".")
+        if not inner or section_name not in model.SECTION_TYPES:
+            return self.drop(key_path)
+        table = self.section(section_name).get(key) if key in self.section(section_name).fields else None
+        if not isinstance(table, dict):
+            return self.drop(key_path)
+        parents, node = [], table
+        names = _dotted_keys(node, inner)
+        for name in names[:-1]:
+            parents.append((node, name))
+            node = node[name]
+        if not isinstance(node, dict) or names[-1] not in node:
+            return False
+        del node[names[-1]]
+        for parent, name in reversed(parents):
+            if not parent[name]:
+                del parent[name]
+        if not table:
+            del self.section(section_name)[key]
+        return True
+
+
+def _dotted_keys(table: dict, dotted: str) -> list[str]:
+    """The keys of a nested table a dotted path names, where keys may hold dots themselves
+    (`extra_config.remote_storage_plugin.fs.base_path` is two keys)."""
+    names: list[str] = []
+    node: Any = table
+    rest = dotted
+    while rest:
+        keys = sorted((key for key in node if isinstance(key, str)), key=len, reverse=True) \
+            if isinstance(node, dict) else []
+        match = next((key for key in keys if rest == key or rest.startswith(key + ".")), None)
+        if match is None:
+            return names + [rest]
+        names.append(match)
+        node, rest = node[match], rest[len(match) + 1:]
+    return names
+
 
 def clean(text: str) -> str:
     """Text on one line: control characters (newlines) would end a TOML comment or an error line."""

@@ -5,13 +5,23 @@ serve.extra_args verbatim; secrets on the command line are never copied."""
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 
 from stackctl import stackspec
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import CONTROL, Draft, drop_nulls, fits
+from stackctl.importer.flag_values import (
+    INVALID,
+    convert,
+    flag_name,
+    has_control,
+    merge_dict_flags,
+    one_line,
+)
 from stackctl.importer.launch import Launch
 from stackctl.recipe import model
+from stackctl.unresolved import home_reference, runtime_reference
 
 # flag -> (section, key, converter): the inverse of stackspec.serve_args.
 VALUE_FLAGS = {
@@ -76,6 +86,12 @@ class ServerFlags:
         if not token.startswith("-"):
             self.extra.append(token)
             return i + 1
+        full = abbreviated_flag(name)
+        if full:
+            self.draft.notes.append(f"{name} is argparse's abbreviation of {full} (vLLM accepts a unique prefix): read "
+                                    f"as {full}")
+            token = self.args[i] = full + token[len(token.split("=", 1)[0]):]
+            name = full
         if name == "--model":
             value, after = self.value_at(i)
             if value is not None:
@@ -84,9 +100,13 @@ class ServerFlags:
         if name in VALUE_FLAGS:
             return self.read_value_flag(i, name)
         bare = name[5:] if name.startswith("--no-") else name[2:]
-        if "--" + bare in BOOL_FLAGS and "=" not in token:
+        if "--" + bare in BOOL_FLAGS:
             section, key = BOOL_FLAGS["--" + bare]
-            self.draft.section(section).set(key, not name.startswith("--no-"))
+            if "=" in token:  # argparse refuses a value on a BooleanOptionalAction flag ("ignored explicit argument")
+                self.draft.notes.append(f"{token}: vLLM takes no value after {name} (its parser stops); not imported: "
+                                        f"set {section}.{key} yourself")
+            else:
+                self.draft.section(section).set(key, not name.startswith("--no-"))
             return i + 1
         if name == "--served-model-name":
             return self.read_served_names(i)
@@ -113,22 +133,45 @@ class ServerFlags:
         if CONTROL.search(path) or not path:
             raise StackctlError(f"model {path!r}: not a usable model path (fix: a directory or a Hugging Face id)")
         self.model_arg = path
-        host_path, mapped = self.launch.host_path(path)
+        inside = path
+        if self.launch.workdir and not path.startswith(("/", "$", "~", "<")) and \
+                self.launch.host_path(posixpath.join(self.launch.workdir, path))[1]:
+            inside = posixpath.join(self.launch.workdir, path)  # relative to the container's working directory
+        host_path, mapped = self.launch.host_path(inside)
+        host_path = home_reference(host_path)
+        if host_path == "." or host_path.startswith(("./", "../")) or host_path == "..":
+            host_path = "$PWD/" + host_path.removeprefix("./")  # relative to where the old launch ran
         self.draft.model.set("path", host_path, why or None)
         if mapped:
-            self.draft.model.comment("path", f"host path of the container's {path} (docker volume): stackctl "
+            self.draft.model.comment("path", f"host path of the container's {inside} (docker volume): stackctl "
                                              "mounts it at the same path")
+        reference = runtime_reference(host_path)
+        if reference:
+            self.draft.model.comment("path", f"TODO: {reference} was known only when the old launch ran: write the "
+                                             "model's directory or Hugging Face id here (until then `stackctl "
+                                             "validate` reports unresolved-value and nothing renders)")
+
+    def run_time_only(self, tokens: list[str], setting: str) -> bool:
+        """Whether tokens hold a value only the old launch's run time knew; if so the setting is left to the user,
+        with a note naming it."""
+        reference = next((ref for ref in map(runtime_reference, tokens) if ref), None)
+        if reference:
+            self.draft.notes.append(f"{' '.join(tokens)}: {reference} was known only when the old launch ran; not "
+                                    f"imported: {setting}")
+        return reference is not None
 
     def read_value_flag(self, i: int, name: str) -> int:
         section, key, converter = VALUE_FLAGS[name]
         value, after = self.value_at(i)
         tokens = self.args[i:after]
+        if self.run_time_only(tokens, f"set {section}.{key} yourself"):
+            return after
         converted = convert(value, converter) if value is not None else None
         cls = model.SECTION_TYPES[section]
         if converted is None or not fits(cls, key, converted):
-            self.extra += tokens
-            if value is not None:
-                self.draft.notes.append(f"{name} {value}: not a valid {section}.{key}; kept in serve.extra_args")
+            # serve.extra_args would repeat a flag stackctl writes from the key (extra-args-shadow-flag): named here
+            self.draft.notes.append(f"{' '.join(tokens)}: not a value {section}.{key} can hold; not imported: set "
+                                    f"{section}.{key} yourself (vLLM would have to accept it too)")
             return after
         self.draft.section(section).set(key, converted)
         return after
@@ -141,6 +184,8 @@ class ServerFlags:
             while after < len(self.args) and not self.args[after].startswith("-"):
                 names.append(self.args[after])
                 after += 1
+        if self.run_time_only(self.args[i:after], "set model.served_name yourself"):
+            return after
         if names and fits(model.Model, "served_name", names[0]):
             self.draft.model.set("served_name", names[0])
             if len(names) > 1:
@@ -197,10 +242,12 @@ class ServerFlags:
         self.finish_kv_transfer()
         if self.tool_choice and self.tool_parser and fits(model.Model, "tool_call_parser", self.tool_parser[1]):
             self.draft.model.set("tool_call_parser", self.tool_parser[1])
-        else:
-            self.extra += self.tool_choice + (self.tool_parser[0] if self.tool_parser else [])
+        elif self.tool_choice or self.tool_parser:  # model.tool_call_parser writes both flags: one alone has no key
+            self.draft.notes.append(f"{' '.join(self.tool_choice + (self.tool_parser[0] if self.tool_parser else []))}"
+                                    ": model.tool_call_parser stands for --enable-auto-tool-choice with "
+                                    "--tool-call-parser together; not imported")
         extra = []
-        for token in self.extra:
+        for token in self.without_run_time_values(self.extra):
             line = one_line(token)
             if line is None:
                 self.draft.notes.append("a multi-line argument that is not JSON was dropped: add it to "
@@ -209,6 +256,17 @@ class ServerFlags:
                 extra.append(line)
         if extra:
             self.draft.serve.set("extra_args", extra, "flags stackctl has no field for, kept as given")
+
+    def without_run_time_values(self, tokens: list[str]) -> list[str]:
+        """tokens without the flags (and their values) that hold a value only the old launch's run time knew."""
+        groups: list[list[str]] = []
+        for token in tokens:
+            if token.startswith("-") or not groups:
+                groups.append([token])
+            else:
+                groups[-1].append(token)
+        return [token for group in groups
+                if not self.run_time_only(group, "add it to serve.extra_args with its value") for token in group]
 
     def finish_compilation(self) -> None:
         config = merge_dict_flags(self.compilation)
@@ -259,80 +317,19 @@ class ServerFlags:
                                     "serve.extra_args, where it overrides the one stackctl writes")
 
 
-# -- how vLLM reads a flag and its value ---------------------------------------------------------------------------
+def abbreviated_flag(name: str) -> str | None:
+    """The recipe flag a unique prefix stands for, as argparse reads it (`--tensor-parallel` is
+    `--tensor-parallel-size`); None for a full flag name or a prefix of several flags. The flag names are the newest
+    release's (stackctl/knowledge/facts/)."""
+    from stackctl.knowledge import facts
 
-INVALID = object()  # a config flag's value that is neither JSON nor a dotted key's plain value
-
-
-def flag_name(token: str) -> str:
-    """vLLM's spelling of a flag: underscores become dashes in the name (before any `.` or `=`)."""
-    if not token.startswith("--"):
-        return token.split("=", 1)[0]
-    name = token.split("=", 1)[0]
-    head, dot, tail = name.partition(".")
-    return head.replace("_", "-") + dot + tail
-
-
-def convert(value: str, converter):
-    """value through converter (a type, or "human_int"); None when it does not convert."""
-    try:
-        if converter == "human_int":
-            return _human_int(value)
-        if converter is float:
-            return float(value)
-        return converter(value)
-    except ValueError:
+    mapped = set(VALUE_FLAGS) | set(BOOL_FLAGS) | {"--model", "--served-model-name", "--compilation-config",
+                                                    "--kv-transfer-config", "--tool-call-parser"}
+    if not name.startswith("--") or name in mapped:
         return None
-
-
-def _human_int(value: str) -> int:
-    """vLLM's human-readable integers: 32k = 32000, 32K = 32768."""
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", value.strip())
-    if not match:
-        return int(value)
-    number, suffix = match.groups()
-    if suffix.islower():
-        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
-    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
-
-
-def merge_dict_flags(entries: list) -> dict | None:
-    """Merge JSON / dotted forms of a config flag the way vLLM does; None when one is not a JSON object."""
-    merged: dict = {}
-    for _, dotted, value in entries:
-        if value is INVALID:
-            return None
-        if dotted:
-            target = merged
-            keys = dotted.split(".")
-            for key in keys[:-1]:
-                target = target.setdefault(key, {})
-                if not isinstance(target, dict):
-                    return None
-            target[keys[-1]] = value
-        elif isinstance(value, dict):
-            merged.update(value)
-        else:
-            return None
-    return merged
-
-
-def has_control(value) -> bool:
-    """Whether a string, or any key or value nested in a dict or list, holds a control character."""
-    if isinstance(value, str):
-        return bool(CONTROL.search(value))
-    if isinstance(value, dict):
-        return any(has_control(k) or has_control(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_control(item) for item in value)
-    return False
-
-
-def one_line(token: str) -> str | None:
-    """A token without control characters (the loader refuses them): multi-line JSON is compacted."""
-    if not CONTROL.search(token):
-        return token
-    try:
-        return json.dumps(json.loads(token), separators=(",", ":"))
-    except ValueError:
+    known = facts.versions("vllm")
+    flags = facts.load("vllm", known[-1]).get("flags") or {} if known else {}
+    if name in flags:
         return None
+    candidates = [flag for flag in flags if flag.startswith(name)]
+    return candidates[0] if len(candidates) == 1 and candidates[0] in mapped else None

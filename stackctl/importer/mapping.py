@@ -10,16 +10,25 @@ import re
 
 from stackctl import stackspec
 from stackctl.errors import StackctlError
-from stackctl.importer.credentials import is_secret
+from stackctl.importer import atom_server
+from stackctl.importer.credentials import is_secret, is_secret_name
 from stackctl.importer.draft import CONTROL, Draft, fits
 from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
 from stackctl.importer.lmcache import import_cache
+from stackctl.importer.platform import gds_note, import_image, platform_and_engine
 from stackctl.recipe import model
+from stackctl.unresolved import runtime_reference
 
 
 def build_draft(draft: Draft, launch: Launch, lmcache: dict | None, name: str | None, lmcache_given: bool) -> None:
     """Fill draft from the launch and its LMCache config (a StackctlError when the server names no model)."""
+    if launch.kind == "atom server":
+        launch.args, notes = atom_server.to_vllm(launch.args)
+        launch.notes += notes
+    elif launch.kind == "demo api_server":
+        launch.notes.append("vllm.entrypoints.api_server is vLLM's demo server (one /generate route); stackctl runs "
+                            "the OpenAI server with the same engine flags")
     draft.notes += launch.notes
     flags = ServerFlags(draft, launch)
     flags.read()
@@ -29,31 +38,35 @@ def build_draft(draft: Draft, launch: Launch, lmcache: dict | None, name: str | 
     platform, engine = platform_and_engine(draft, launch)
     env_cache = import_env(draft, launch, platform, engine)
     import_cache(draft, launch, lmcache, env_cache, flags.lmcache_overrides, lmcache_given)
+    gds_note(draft)
     import_host(draft, launch)
-    import_stack(draft, launch, name)
+    import_stack(draft, launch, name, platform, engine)
+    _container_notes(draft, launch)
     secret_comment(draft)
-    _note_unresolved(draft)
 
 
 def _served_name(draft: Draft, model_arg: str) -> None:
     """Without --served-model-name vLLM serves the model argument as given; stackctl's default is its basename."""
     default = posixpath.basename(draft.model.get("path").rstrip("/"))
     served = draft.model.get("served_name")
-    if served is None and model_arg != default:
+    if served is None and model_arg != default and not runtime_reference(model_arg):
         draft.model.set("served_name", model_arg, "vLLM's default: the model argument as given")
     elif served == default:
         del draft.model["served_name"]
 
 
-def _note_unresolved(draft: Draft) -> None:
-    """Values that still hold a shell reference the script did not set (the user's environment had it)."""
-    texts = [draft.model.get("path") or ""] + list(draft.serve.get("env", {}).values()) \
-        + list(draft.serve.get("extra_args", []))
-    found = sorted({m.group(0) for text in texts for m in re.finditer(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*|\()",
-                                                                      text)})
-    if found:
-        draft.notes.append(f"unresolved shell references kept as written: {' '.join(found)} (replace them with "
-                           "their values)")
+def _container_notes(draft: Draft, launch: Launch) -> None:
+    """What the container around the old server set that the recipe does not carry, said once each."""
+    if launch.decided:
+        draft.notes.append(f"container settings stackctl makes its own way (host network, IPC, devices, groups), not "
+                           f"copied: {'; '.join(dict.fromkeys(launch.decided))}")
+    mounts = [f"{host}:{container}" for host, container in launch.volumes]
+    if mounts:
+        draft.notes.append(f"mounts of the old launch: {', '.join(mounts)}; stackctl mounts the model, tier and "
+                           "credential paths of the recipe itself (at the same path inside)")
+    others = [d for d in launch.devices if d not in ("/dev/kfd", "/dev/dri") and not d.startswith("nvidia.com/")]
+    if others:
+        draft.notes.append(f"devices {', '.join(others)} not passed: stackctl gives the container /dev/kfd and /dev/dri")
 
 
 # -- the server's environment --------------------------------------------------------------------------------------
@@ -66,11 +79,19 @@ _LMCACHE_KEYS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", 
 
 def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict:
     """Split the server environment into recipe keys, serve.env and secret references; return LMCACHE_* overrides
-    (plus `__credentials_file__`, `__ca_file__` and `__AWS_..._KEY__` markers for the S3 tier)."""
-    env, secrets, lmcache = {}, {}, {}
+    (plus `__credentials_file__`, `__ca_file__` and `__AWS_..._KEY__` markers for the S3 tier). A value known only
+    at run time is never copied: a secret read from a host variable becomes a reference to it, anything else a
+    note."""
+    env: dict[str, str] = {}
+    secrets: dict[str, str] = {}
+    lmcache: dict = {}
     for key, value in launch.env.items():
-        if key == "LMCACHE_CONFIG_FILE":
-            pass  # stackctl writes lmcache.yaml from the recipe; the importer follows the file (importer/__init__)
+        reference = runtime_reference(value)
+        if reference:
+            _run_time_variable(draft, key, value, reference, secrets)
+        elif key == "LMCACHE_CONFIG_FILE":  # the importer reads the file it names (importer/__init__)
+            draft.notes.append(f"LMCACHE_CONFIG_FILE={value}: its settings are the recipe's cache section; stackctl "
+                               "writes them to its own lmcache.yaml and points LMCACHE_CONFIG_FILE there")
         elif key == "PYTHONHASHSEED" and re.fullmatch(r"\d+", value) and fits(model.Cache, "hash_seed", int(value)):
             draft.cache.set("hash_seed", int(value), "from PYTHONHASHSEED")
         elif key == "VLLM_SERVER_DEV_MODE" and value == "1":
@@ -99,11 +120,26 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             env[key] = value
     for key in launch.passthrough:
         secrets[key] = key
+    for key, origin in launch.secret_refs.items():
+        secrets[key] = key
+        draft.notes.append(f"{key} came from the cluster's {origin}: export {key} on the host (serve.secret_env)")
     if env:
         draft.serve.set("env", env)
     if secrets:
         draft.add_secret_env(secrets)
     return lmcache
+
+
+def _run_time_variable(draft: Draft, key: str, value: str, reference: str, secrets: dict) -> None:
+    """A variable whose value the old launch took at run time: `HF_TOKEN=$HF_TOKEN` or `-e TOKEN=${HF_TOKEN}` is a
+    secret passed from a host variable, which a recipe names (serve.secret_env); anything else is left for the
+    user, with a note."""
+    source = re.fullmatch(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", value)
+    if is_secret(key, value) or (source and is_secret_name(source.group(1))):
+        secrets[key] = source.group(1) if source else key  # a placeholder token: the host's own variable
+        return
+    draft.notes.append(f"{key}={value}: {reference} was known only when the old launch ran; not imported: set it in "
+                       f"serve.env{' (or serve.secret_env)' if source else ''} yourself")
 
 
 def secret_comment(draft: Draft) -> None:
@@ -127,11 +163,17 @@ def import_host(draft: Draft, launch: Launch) -> None:
             draft.notes.append(f"NUMA nodes {launch.numa!r} not imported (not a node list): set host.numa")
     if launch.cpus:
         if _cpulist_or_none(launch.cpus):
-            draft.host.set("isolcpus", launch.cpus, "the CPUs the old launch was pinned to")
+            draft.host.set("isolcpus", launch.cpus, "the CPUs the old launch was pinned to (taskset -c / "
+                                                    "--cpuset-cpus)")
         else:
             draft.notes.append(f"CPU pinning {launch.cpus!r} not imported (not a CPU list): set host.isolcpus")
-    if launch.shm_size and fits(model.Host, "shm_size", launch.shm_size):
-        draft.host.set("shm_size", launch.shm_size)
+    if launch.shm_size:
+        size = re.sub(r"^(\d+)\s*([bkmg])(i?b)?$", r"\1\2", launch.shm_size.strip().lower())  # 16GB, 16Gi -> 16g
+        if fits(model.Host, "shm_size", size):
+            draft.host.set("shm_size", size, None if size == launch.shm_size else f"from {launch.shm_size}")
+        else:
+            draft.notes.append(f"shared memory size {launch.shm_size!r} not imported (Docker's form is a number with "
+                               "b, k, m or g): set host.shm_size")
     if launch.kind and draft.serve.get("host") is None:
         draft.serve.set("host", "0.0.0.0", "vLLM binds all interfaces without --host; stackctl's default is "
                                            "127.0.0.1")
@@ -147,46 +189,16 @@ def _cpulist_or_none(text: str) -> list[int] | None:
         return None
 
 
-# -- stack: name, platform and engine, image -----------------------------------------------------------------------
+# -- stack: name, image and versions --------------------------------------------------------------------------------
 
-_ROCM_PREFIXES = ("HIP_", "ROCR_", "VLLM_ROCM_", "AITER_", "ATOM_")
-
-
-def platform_and_engine(draft: Draft, launch: Launch) -> tuple[str, str]:
-    """Set stack.platform and stack.engine from the devices, environment and image; return both."""
-    env, image = launch.env, (launch.image or "").lower()
-    if "/dev/kfd" in launch.devices:
-        platform, why = "rocm", "docker --device /dev/kfd"
-    elif any(k.startswith("VLLM_CPU_") for k in env) or env.get("VLLM_TARGET_DEVICE") == "cpu" or "cpu" in image:
-        platform, why = "cpu", "the launch sets up vLLM's CPU backend"
-    elif stackspec.CPU_CONNECTOR_ENV in env:
-        platform, why = "cpu", f"{stackspec.CPU_CONNECTOR_ENV} (stackctl's LMCache connector for vLLM-CPU)"
-    elif "rocm" in image or any(k.startswith(_ROCM_PREFIXES) for k in env):
-        named = sorted(k for k in env if k.startswith(_ROCM_PREFIXES))
-        platform, why = "rocm", f"ROCm variables ({', '.join(named[:3])})" if named else "a ROCm image"
-    else:
-        platform, why = "rocm", "assumed: nothing in the launch names the platform"
-    draft.stack.set("platform", platform, why)
-    if platform == "cpu" or env.get("ATOM_DISABLE_VLLM_PLUGIN") == "1":
-        engine, why = "vllm", ("ATOM_DISABLE_VLLM_PLUGIN=1" if platform != "cpu" else "")
-    elif "atom" in image:
-        engine, why = "atom-vllm", 'the image name contains "atom"'
-    elif any(k.startswith("ATOM_") for k in env):
-        engine, why = "atom-vllm", "ATOM_* variables are set"
-    else:
-        engine, why = "vllm", ""
-    draft.stack.set("engine", engine, why or None)
-    return platform, engine
-
-
-def import_stack(draft: Draft, launch: Launch, name: str | None) -> None:
-    """stack.name (given, else derived from the launch) first in its section, then the image and its vLLM version."""
+def import_stack(draft: Draft, launch: Launch, name: str | None, platform: str, engine: str) -> None:
+    """stack.name (given, else derived from the launch) first in its section, then the image and the versions."""
     path = draft.model.get("path")
     served = draft.model.get("served_name") or ""
     candidates = [name, launch.container_name, posixpath.basename(served.rstrip("/")),
                   posixpath.basename(path.rstrip("/"))]
     for candidate in candidates:
-        slug = _slug(candidate or "")
+        slug = _slug(candidate or "") if not runtime_reference(candidate or "") else ""
         if slug:
             break
     else:
@@ -194,14 +206,7 @@ def import_stack(draft: Draft, launch: Launch, name: str | None) -> None:
     draft.stack.put_first("name", slug)
     if not name:
         draft.stack.comment("name", "derived from the launch; choose your own (image tag, container name)")
-    if launch.image:
-        if fits(model.Stack, "base_image", launch.image):
-            draft.stack.set("base_image", launch.image, "the image the old launch ran")
-        else:
-            draft.notes.append(f"image {launch.image!r} is not a valid stack.base_image: set it by hand")
-        version = _vllm_version_from_image(launch.image)
-        if version:
-            draft.versions.set("vllm", version, "from the image tag")
+    import_image(draft, launch, platform, engine)
     for package, version in sorted(launch.pins.items()):
         if fits(model.Versions, package, version) and not draft.versions.get(package):
             draft.versions.set(package, version, f"from the script's pip install {package}=={version}")
@@ -213,11 +218,3 @@ def import_stack(draft: Draft, launch: Launch, name: str | None) -> None:
 def _slug(text: str) -> str:
     slug = re.sub(r"[^a-z0-9_.-]+", "-", text.lower()).strip("-_.")[:63].rstrip("-_.")
     return slug if re.match(model.NAME_PATTERN, slug) else ""
-
-
-def _vllm_version_from_image(image: str) -> str | None:
-    repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
-    match = re.search(r"vllm[_-]?v?(\d+\.\d+\.\d+)", tag, re.IGNORECASE)
-    if not match and "vllm" in repo.lower():
-        match = re.fullmatch(r"v?(\d+\.\d+\.\d+)(?:[-+._][A-Za-z0-9._-]*)?", tag)
-    return match.group(1) if match and fits(model.Versions, "vllm", match.group(1)) else None

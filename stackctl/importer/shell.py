@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from stackctl.errors import StackctlError
+from stackctl.unresolved import runtime_reference
 
 ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 # Reserved words that may stand before a simple command; skipped to reach the command itself.
@@ -25,9 +26,16 @@ _BARE_DOLLAR = "\x01"
 _VARIABLE = re.compile(r"([\x01$])(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}]*))?\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
+# A document's placeholder where a word belongs (`vllm serve <model_name_or_path>`, `model_path=<your model path>`):
+# to the shell a redirection, to the reader a value to fill in. Quoted, it stays one word the importer can name.
+_PLACEHOLDER = re.compile(r"(?<=[=\s])<([A-Za-z][A-Za-z0-9 _./:-]*)>(?=[\s;]|$)", re.MULTILINE)
+_PLACEHOLDER_WORD = re.compile(r"<[A-Za-z][A-Za-z0-9 _./:-]*>")
+
+
 def split_commands(text: str) -> list[str]:
     """Simple commands of a shell text (separators: newline ; & && || |), continuations joined, comments dropped."""
     text = text.replace(_LITERAL_DOLLAR, "").replace(_BARE_DOLLAR, "")  # the scanner's own markers
+    text = _PLACEHOLDER.sub(lambda m: "'<" + m.group(1) + ">'", text)
     commands: list[str] = []
     buf: list[str] = []
     quote = ""
@@ -92,20 +100,48 @@ def split_commands(text: str) -> list[str]:
 
 
 def command_words(command: str) -> list[str]:
-    """shlex words of one command, `$` markers kept for expand()."""
+    """shlex words of one command, `$` markers kept for expand(). A command substitution or arithmetic expansion
+    (`$(seq 1 8)`, `$((8000 + i))`) is one word, as the shell has it, whatever its spaces."""
+    command, substitutions = _hold_substitutions(command)
     try:
         words = shlex.split(command, posix=True)
     except ValueError as exc:
         raise StackctlError(f"cannot read the launch script near {_show(command)}: {exc}") from None
+    words = [re.sub(r"\x02(\d+)\x02", lambda m: substitutions[int(m.group(1))], word) for word in words]
     kept, skip = [], False
     for word in words:
         if skip:
             skip = False
         elif re.fullmatch(r"\d*(>>?|<|&>>?|>\|)", word):
             skip = True  # the redirection's target is the next word
-        elif not re.fullmatch(r"\d*(>>?|<|&>>?)\S+", word):
-            kept.append(word)
+        elif _PLACEHOLDER_WORD.fullmatch(word) or not re.fullmatch(r"\d*(>>?|<|&>>?)\S+", word):
+            kept.append(word)  # a placeholder (<model_path>) is a word, not a redirection
     return kept
+
+
+def _hold_substitutions(command: str) -> tuple[str, list[str]]:
+    """command with each unquoted `$( ... )` replaced by a marker shlex keeps whole, and the texts replaced."""
+    out, held, quote, i = [], [], "", 0
+    while i < len(command):
+        c = command[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif command.startswith("$(", i):
+            depth, j = 0, i + 1
+            while j < len(command):
+                depth += {"(": 1, ")": -1}.get(command[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            held.append(command[i:j + 1])
+            out.append(f"\x02{len(held) - 1}\x02")
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out), held
 
 
 def expand(word: str, variables: dict, split: bool = True) -> list[str]:
@@ -127,7 +163,9 @@ def expand(word: str, variables: dict, split: bool = True) -> list[str]:
         if value is None:
             pieces.append((_restore(match.group(0)), "text"))
         else:
-            pieces.append((value, "split" if split and marker == _BARE_DOLLAR else "whole"))
+            # A value only the run time knows (`$((8000 + i))`, a placeholder `<your model path>`) is one value
+            splits = split and marker == _BARE_DOLLAR and not runtime_reference(value)
+            pieces.append((value, "split" if splits else "whole"))
     pieces.append((word[pos:], "text"))
     words, current, literal = [], "", False
     for text, kind in pieces:

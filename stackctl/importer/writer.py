@@ -29,18 +29,54 @@ def render_loadable(draft: Draft, sources: str) -> str:
                 del section[key]
                 draft.notes.append(f"{section.name}.{key} dropped: nested more than a recipe allows ({MAX_DEPTH} "
                                    "levels); set it by hand")
-    for _ in range(8):
+    for _ in range(64):  # each pass removes one refused value; a recipe has far fewer
         text = render(draft, sources)
         try:
-            load_recipe_text(text, "<imported recipe>")
-            return text
+            recipe = load_recipe_text(text, "<imported recipe>")
         except RecipeError as exc:
             for finding in exc.findings:
                 if not draft.drop(finding.key):
                     raise RuntimeError(f"stackctl import produced a recipe that does not load:\n{exc}\n---\n"
                                        f"{text}") from None
                 draft.notes.append(f"{finding.key} dropped: {finding.message}; set it by hand")
+            continue
+        contradictions = own_key_errors(recipe)
+        if not contradictions:
+            return text
+        finding = contradictions[0]
+        if not draft.drop_inner(finding.key):
+            raise RuntimeError(f"stackctl import produced a recipe its own rules refuse:\n{finding}\n---\n{text}")
+        draft.notes.append(f"{finding.key} not imported: {finding.message} ({finding.rule_id}); set it by hand")
     raise RuntimeError("stackctl import could not produce a recipe that loads")  # pragma: no cover
+
+
+# Rules that guard stackctl's own keys: what init writes never trips them (the value is left out with a note instead).
+OWN_KEY_RULES = ("secret-in-recipe", "cache-extra-shadows-key", "extra-args-shadow-flag", "host-path-unsafe")
+
+
+def own_key_errors(recipe) -> list:
+    """Errors of the rules guarding stackctl's own keys on a recipe, innermost (longest key path) first."""
+    from stackctl.recipe.rules import RULES
+
+    findings = [RULES[rule_id] for rule_id in OWN_KEY_RULES]
+    found = []
+    for rule_ in findings:
+        for path, message in rule_.check(recipe):
+            found.append(_OwnKeyFinding(rule_.id, path, message))
+    return sorted(found, key=lambda f: (len(f.key), f.key), reverse=True)  # innermost, then the last flag first
+
+
+class _OwnKeyFinding:
+    """A guard rule's hit, with the key path as text (what Draft.drop_inner reads)."""
+
+    def __init__(self, rule_id: str, path, message: str):
+        from stackctl.findings import key_path_text
+
+        self.rule_id, self.message = rule_id, message
+        self.key = key_path_text((path,) if isinstance(path, str) else tuple(path))
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.message} ({self.rule_id})"
 
 
 def render(draft: Draft, sources: str) -> str:

@@ -43,6 +43,53 @@ def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
     yield from secrets.find_in_recipe(recipe)
 
 
+@rule("unresolved-value", "error",
+      "a recipe value holds a shell reference or a placeholder ($MODEL, ${arr[$i]}, ~/x, <your model path>): "
+      "stackctl writes values as given, so the server would receive that text",
+      "write the value itself (the path, the number, the Hugging Face id) in place of the reference")
+def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
+    """A launch script's values can come from its run time: a variable set in the user's shell, a loop counter, an
+    array element, a command substitution, `~`, or a placeholder a document asks the reader to fill in. A recipe
+    has no run time: serve.sh quotes every argument and stack.env is read by Docker without expansion, so `$MODEL`
+    or `<your model file path>` would reach vLLM as that very text (a model it cannot find, a port it cannot
+    parse). `stackctl init --from-command` leaves such settings out with a note, except the model path, which a
+    recipe needs: it keeps the reference and this rule refuses it until it is replaced. `stackctl render` refuses
+    such a recipe even when this rule is skipped.
+
+    Fix: write the value itself.
+    """
+    yield from unresolved_values(recipe)
+
+
+def unresolved_values(recipe: Recipe) -> Iterator[Hit]:
+    """(key path, message) for every value that holds a run-time reference (importer/runtime.py's definition)."""
+    from stackctl.unresolved import runtime_reference
+
+    values: list[tuple[tuple, object]] = [(("model", key), getattr(recipe.model, key))
+                                          for key in ("path", "served_name", "tool_call_parser", "reasoning_parser")]
+    values.append((("stack", "base_image"), recipe.stack.base_image))
+    values += [(("serve", "env", key), value) for key, value in recipe.serve.env.items()]
+    values += [(("serve", "extra_args", index), value) for index, value in enumerate(recipe.serve.extra_args)]
+    for index, tier in enumerate(recipe.cache.tiers):
+        values += [(("cache", "tiers", index, key), getattr(tier, key)) for key in ("path", "url")]
+    values += _strings_in(("cache", "extra"), recipe.cache.extra)
+    values += _strings_in(("serve", "compilation_config"), recipe.serve.compilation_config)
+    for path, value in values:
+        reference = runtime_reference(value)
+        if reference:
+            yield (path, f"{value!r} holds {reference}, which only a shell at launch time would expand: stackctl "
+                         "passes values as written, so the server would receive this text")
+
+
+def _strings_in(path: tuple, value) -> list[tuple[tuple, object]]:
+    """(key path, string) for every string nested in a table or array."""
+    if isinstance(value, dict):
+        return [item for key, inner in value.items() for item in _strings_in(path + (key,), inner)]
+    if isinstance(value, list):
+        return [item for index, inner in enumerate(value) for item in _strings_in(path + (index,), inner)]
+    return [(path, value)]
+
+
 # -- free-form keys that would bypass the recipe -------------------------------------------------------------
 
 @rule("cache-extra-shadows-key", "error",
@@ -57,7 +104,8 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
 
     The list of keys is the one stackctl writes (`stackspec.LMCACHE_KEYS`, and `s3_region`, `disable_tls`,
     `remote_storage_plugin.fs.base_path` under `extra_config`). A `remote_url` for a backend the recipe has no tier
-    kind for (lm://, redis://, ...) and `remote_serde` stay allowed.
+    kind for (lm://, redis://, ...), `remote_serde`, and a `local_disk` LMCache never uses (no
+    `max_local_disk_size` above 0, which `disk-tier-without-size` reports) stay allowed.
 
     Fix: delete the key from cache.extra and set the recipe key named in the message.
     """
@@ -90,9 +138,17 @@ def _recipe_expresses(recipe: Recipe, key: str, value) -> bool:
         return bool(value) or cpu_tier
     if key == "max_local_cpu_size":  # without a CPU tier it sizes LMCache's CPU buffer, which no recipe key does
         return cpu_tier or bool(extra.get("local_cpu"))
-    if key == "max_local_disk_size":  # without a disk it sizes nothing
-        return bool(recipe.tiers_of("disk")) or "local_disk" in extra
+    if key in ("local_disk", "max_local_disk_size") and not _disk_used(extra) and not recipe.tiers_of("disk"):
+        return False  # a disk LMCache never uses has no tier to express it (disk-tier-without-size reports it)
     return True
+
+
+def _disk_used(extra: dict) -> bool:
+    """Whether cache.extra names a local_disk with a max_local_disk_size above 0 (LMCache uses only such a disk)."""
+    try:
+        return bool(extra.get("local_disk")) and float(extra.get("max_local_disk_size") or 0) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 @rule("extra-args-shadow-flag", "error",

@@ -205,8 +205,9 @@ def test_compilation_config_forms():
     recipe, text = imported("vllm serve /m -O3 --optimization-level=2 -O 1\n")
     assert recipe.serve.extra_args == ["-O3", "--optimization-level=2", "-O", "1"]
     assert "optimization-level is kept as given" in text
-    recipe, _ = imported("vllm serve /m --compilation-config 3\n")  # the old integer level: kept verbatim
-    assert recipe.serve.extra_args == ["--compilation-config", "3"] and recipe.serve.compilation_config == {}
+    recipe, text = imported("vllm serve /m --compilation-config 3\n")  # the old integer level: no recipe key
+    assert recipe.serve.extra_args == [] and recipe.serve.compilation_config == {}
+    assert "serve.extra_args[0] not imported: --compilation-config repeats a flag" in text.replace("\n#   ", " ")
 
 
 def test_kv_transfer_config():
@@ -229,11 +230,14 @@ def test_kv_transfer_config():
 def test_unknown_and_unfit_flags_are_kept_verbatim_in_order():
     recipe, text = imported("vllm serve /m --seed -1 --speculative-config '{\"method\":\n \"ngram\"}' "
                             "--kv-cache-dtype fp8_inc --tool-call-parser hermes --enable-chunked-prefill\n")
+    # a flag stackctl writes from a recipe key is never repeated in serve.extra_args (extra-args-shadow-flag): a
+    # value its key cannot hold, or half of a pair the key stands for, is named in a note instead
     assert recipe.serve.extra_args == ["--seed", "-1", "--speculative-config", '{"method":"ngram"}',
-                                       "--kv-cache-dtype", "fp8_inc", "--enable-chunked-prefill",
-                                       "--tool-call-parser", "hermes"]
+                                       "--enable-chunked-prefill"]
     assert recipe.model.kv_cache_dtype == "auto" and recipe.model.tool_call_parser is None
-    assert "--kv-cache-dtype fp8_inc: not a valid model.kv_cache_dtype" in text
+    notes = text.replace("\n#   ", " ")
+    assert "--kv-cache-dtype fp8_inc: not a value model.kv_cache_dtype can hold" in notes
+    assert "--tool-call-parser hermes: model.tool_call_parser stands for" in notes
 
 
 def test_secret_flags_are_not_copied():
@@ -264,9 +268,14 @@ def test_random_hash_seed_stays_in_env():
     assert recipe.cache.hash_seed is None and recipe.serve.env == {"PYTHONHASHSEED": "random"}
 
 
-def test_unresolved_references_are_named():
-    _, text = imported("vllm serve $MODEL_DIR/m --download-dir \"$(pwd)/x\"\n")
-    assert "unresolved shell references kept as written: $( $MODEL_DIR" in text
+def test_values_known_only_at_run_time_are_left_with_a_note():
+    recipe, text = imported("vllm serve $MODEL_DIR/m --download-dir \"$(pwd)/x\" --port $((8000 + i)) "
+                            "--max-model-len 4096\n")
+    assert recipe.model.path == "$MODEL_DIR/m" and "TODO: $MODEL_DIR was known only" in text
+    assert recipe.serve.port == 8000 and recipe.model.max_model_len == 4096  # the port is left at the default
+    assert recipe.serve.extra_args == []
+    assert "--download-dir $(pwd)/x: $(pwd) was known only when the old launch ran" in text.replace("\n#   ", " ")
+    assert {f.rule_id for f in run_rules(recipe) if f.severity == "error"} == {"unresolved-value"}
 
 
 @pytest.mark.parametrize("script, engine", [
@@ -275,6 +284,14 @@ def test_unresolved_references_are_named():
     ("docker run -e ATOM_DISABLE_VLLM_PLUGIN=1 rocm/atom-dev:vllm-latest vllm serve /m\n", "vllm"),
     ("VLLM_CPU_KVCACHE_SPACE=4 ATOM_X=1 vllm serve /m\n", "vllm"),
     ("vllm serve /m\n", "vllm"),
+    # the other forms ATOM's repository documents: its own server, a hand install, --model-impl, its own-server image
+    ("python -m atom.entrypoints.openai_server --model m\n", "atom-vllm"),
+    ("pip install amd-aiter\ngit clone https://github.com/ROCm/ATOM.git\nvllm serve m\n", "atom-vllm"),
+    ("pip install ./ATOM\nvllm serve m\n", "atom-vllm"),
+    ("vllm serve m --model-impl atom\n", "atom-vllm"),
+    ("docker run --device /dev/kfd rocm/atom-dev:latest vllm serve m\n", "atom-vllm"),
+    ("ATOM_DISABLE_VLLM_PLUGIN=1 ATOM_X=1 vllm serve m\n", "vllm"),
+    ("docker run -e VLLM_CPU_KVCACHE_SPACE=8 vllm-cpu:latest --model m\n", "vllm"),
 ])
 def test_engine_detection(script, engine):
     recipe, _ = imported(script)
@@ -295,8 +312,11 @@ def test_lmcache_yaml_to_tiers():
     assert tiers == [("cpu", 100.0, None), ("disk", 30.0, "/nvme/kv"), ("fs", None, "/pnfs/kv")]
     cache = recipe.cache
     assert (cache.chunk_size, cache.save_decode_cache, cache.use_layerwise, cache.async_loading) == (
-        128, True, True, False)
+        128, True, False, False)
     assert cache.extra == {"blocking_timeout_secs": 20}
+    # layer-wise in LMCache's config only: kept as the launch ran it, for validate to report (not corrected)
+    assert recipe.serve.env["LMCACHE_USE_LAYERWISE"] == "True"
+    assert "layerwise-not-told-to-vllm" in {f.rule_id for f in run_rules(recipe)}
     recipe, _ = imported(script, "local_cpu: false\nremote_url: fs://localhost:0/pnfs/kv\nremote_serde: cachegen\n")
     assert [(t.kind, t.path) for t in recipe.cache.tiers] == [("fs", "/pnfs/kv")]
     assert recipe.cache.extra == {"remote_serde": "cachegen"}
@@ -451,8 +471,8 @@ def test_round_trip_keeps_extra_settings(tmp_path):
     source = ('[stack]\nname = "rt"\n[model]\npath = "/m/x"\ntensor_parallel = 4\n'
               'dtype = "bfloat16"\nmax_model_len = 8192\n[serve]\nport = 8123\nmax_num_seqs = 32\nblock_size = 16\n'
               'prefix_caching_hash_algo = "xxhash"\nenforce_eager = true\ncompilation_config = { mode = 3 }\n'
-              'extra_args = ["--seed", "1", "--x=$y"]\nsecret_env = { HF_TOKEN = "HF_TOKEN" }\n'
-              'env = { A = "it\'s \\"quoted\\" $(x)" }\n'
+              'extra_args = ["--seed", "1", "--x=y z"]\nsecret_env = { HF_TOKEN = "HF_TOKEN" }\n'
+              'env = { A = "it\'s \\"quoted\\" (x)" }\n'
               '[cache]\nenabled = true\nchunk_size = 512\nhash_seed = 3\nuse_layerwise = true\n'
               'async_loading = true\nextra = { blocking_timeout_secs = 20, extra_config = { s3_num_io_threads = 8 } }\n'
               '[[cache.tiers]]\nkind = "cpu"\nsize_gb = 100\n[[cache.tiers]]\nkind = "s3"\n'

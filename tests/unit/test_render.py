@@ -175,6 +175,12 @@ def hostile_text(marker: Path) -> str:
     return f"it's \"q\" $(touch {marker}) `touch {marker}` ${{HOME}} a  b;c|d&e \\ #x * ~"
 
 
+# Quotes, separators and globs, without the shell references render refuses outright (unresolved-value): the
+# text the values that reach the server (model, parsers, env, extra args, compilation config) carry below; the
+# build-time values (pip index, LMCache git ref) keep the command substitutions.
+PLAIN_HOSTILE = "it's \"q\" a  b;c|d&e \\ #x * ! >o <i"
+
+
 def hostile_recipe(tmp_path: Path, platform: str):
     marker = tmp_path / "pwned"
     evil = hostile_text(marker)
@@ -182,12 +188,12 @@ def hostile_recipe(tmp_path: Path, platform: str):
     text = "\n".join([
         "[stack]", 'name = "hostile"', f'platform = "{platform}"',
         "[versions]", f"lmcache_git = {toml_value(git)}",
-        "[model]", f"path = {toml_value('/models/' + evil)}", f"served_name = {toml_value(evil)}",
-        f"reasoning_parser = {toml_value(evil)}",
+        "[model]", f"path = {toml_value('/models/' + PLAIN_HOSTILE)}", f"served_name = {toml_value(PLAIN_HOSTILE)}",
+        f"reasoning_parser = {toml_value(PLAIN_HOSTILE)}",
         # cpu: the model is generated in the image (its path in a RUN line); rocm: mounted (its path in compose)
         'generate = "tiny-random-llama"' if platform == "cpu" else "",
-        "[serve]", f"env = {toml_value({'EVIL': evil})}", f"extra_args = {toml_value(['--x', evil])}",
-        f"compilation_config = {toml_value({'k': evil})}",
+        "[serve]", f"env = {toml_value({'EVIL': PLAIN_HOSTILE})}", f"extra_args = {toml_value(['--x', PLAIN_HOSTILE])}",
+        f"compilation_config = {toml_value({'k': PLAIN_HOSTILE})}",
         "[cache]", "enabled = true", "hash_seed = 0",
         "[build]", f"pip_index = {toml_value('https://pypi.example.com/simple/' + evil)}", ""])
     return load_recipe_text(text), marker, evil
@@ -218,8 +224,25 @@ def test_hostile_values_cannot_inject_shell_into_serve_sh(tmp_path, platform):
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)
     assert argv == stackspec.server_command(recipe) + stackspec.serve_args(recipe)
-    assert evil in argv and "/models/" + evil in argv
+    assert PLAIN_HOSTILE in argv and "/models/" + PLAIN_HOSTILE in argv
     assert not marker.exists() and list(work.iterdir()) == []
+
+
+@pytest.mark.parametrize("key,value", [("model.path", "$MODEL_DIR/m"), ("model.served_name", "${NAMES[$i]}"),
+                                       ("serve.env.X", "$(hostname)"), ("serve.extra_args", "`id`"),
+                                       ("model.path", "<your model file path>")])
+def test_render_refuses_values_a_shell_would_have_expanded(key, value):
+    section, name, *rest = key.split(".")
+    if rest:
+        table = f"[{section}]\n{name} = {{ {rest[0]} = {toml_value(value)} }}\n"
+    elif name == "extra_args":
+        table = f"[{section}]\nextra_args = [{toml_value(value)}]\n"
+    else:
+        table = f"[{section}]\n{name} = {toml_value(value)}\n"
+    text = '[stack]\nname = "r"\n' + ("" if key == "model.path" else '[model]\npath = "/m"\n') + table
+    recipe = load_recipe_text(text.replace("[model]\npath = \"/m\"\n[model]\n", "[model]\npath = \"/m\"\n"))
+    with pytest.raises(StackctlError, match="unresolved-value"):
+        render.render_files(recipe)
 
 
 @pytest.mark.parametrize("platform", ["cpu", "rocm"])
@@ -233,17 +256,17 @@ def test_hostile_values_stay_quoted_in_the_other_bundle_files(tmp_path, platform
         subprocess.run(["bash", "-n", "-c", body], check=True, timeout=30)
         words += shlex.split(body)
     if platform == "cpu":
-        assert "/models/" + evil in words  # the generated model's path: exactly one word
+        assert "/models/" + PLAIN_HOSTILE in words  # the generated model's path: exactly one word
     else:
         assert "git+" + recipe.versions.lmcache_git in words
     for keyword, body in dockerfile_instructions(dockerfile):
         if keyword in ("ENV", "LABEL"):
             assert not re.search(r"(?<!\\)\$(?!PATH\b)", body), f"unescaped $ in {keyword} {body}"
-    assert f"EVIL={evil}\n" in files["stack.env"].decode()  # docker --env-file takes the line literally
+    assert f"EVIL={PLAIN_HOSTILE}\n" in files["stack.env"].decode()  # docker --env-file takes the line literally
     yaml = pytest.importorskip("yaml")
     service = yaml.safe_load(files["compose.yaml"])["services"]["hostile"]
     volumes = [v.replace("$$", "$") for v in service["volumes"]]  # `$$` is compose's escaped `$`
-    path = "/models/" + evil
+    path = "/models/" + PLAIN_HOSTILE
     assert (f"{path}:{path}:ro" in volumes) == (platform == "rocm")  # cpu generates the model in the image
     assert json.loads(files["manifest.json"])["stack"] == "hostile"
     assert not marker.exists()

