@@ -40,7 +40,9 @@ def test_doctor_deep_proves_lmcache_serves_from_every_tier_and_across_processes(
     assert hit["details"]["external_hits"] >= hit["details"]["loaded"]["retrieved_tokens"]
     assert hit["details"]["stored"]["stored_bytes"] > 0
     correct = results["server.lmcache-hit-correct"]
-    assert correct["status"] == "pass" and correct["details"]["recomputed"] == correct["details"]["from_lmcache"]
+    # Equal to vLLM's own cached answer of the same prefix; a full recompute may differ (bf16 summation order).
+    assert correct["status"] == "pass" and correct["details"]["from_hbm"] == correct["details"]["from_lmcache"]
+    assert correct["details"]["max_logprob_delta"] <= 0.001
     served = results["server.tier-served"]
     assert served["status"] == "pass", served
     assert set(served["details"]) == {"disk", "fs", "s3"}
