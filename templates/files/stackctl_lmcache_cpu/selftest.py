@@ -2,7 +2,7 @@
 for on this CPU; prints one JSON object (`python -m stackctl_lmcache_cpu.selftest`).
 
 Per ISA (`vec`, `vec16`, and `amx` where torch reports AMX tiles, the test vLLM itself makes at
-vllm/v1/attention/backends/cpu_attn.py:531) and per case (whole blocks, partly covered blocks, blocks out of order,
+vllm/v1/attention/backends/cpu_attn.py:533) and per case (whole blocks, partly covered blocks, blocks out of order,
 a load that skips the tokens vLLM already holds), with random K/V in three layers:
 1. the kernel writes K/V at the case's slots into a zeroed cache (exactly as vLLM's attention does);
 2. the connector's from_gpu copies them into a KV_2LTD memory object from LMCache's own allocator;

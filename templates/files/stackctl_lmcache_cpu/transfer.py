@@ -66,34 +66,32 @@ class PagedKV:
 
     def gather(self, out: torch.Tensor, slots: torch.Tensor) -> None:
         """Cache -> `out` ([2, layers, tokens, hidden], token-major), for the tokens at `slots`."""
-        self._check(out, slots)
-        for piece in pieces(slots, self.layout.block_size):
-            if piece.whole and self.strided:
-                for kv in (0, 1):
-                    for layer_index, layer in enumerate(self.layers):
-                        rows, blocks = self._block_views(layer, out, layer_index, kv, piece)
-                        rows.copy_(blocks)
-            else:
-                index = self._piece_index(piece).view(-1)
-                rows = slice(piece.row, piece.row + piece.tokens)
-                for layer_index, layer in enumerate(self.layers):
-                    values = self._flat(layer).index_select(0, index)
-                    out[:, layer_index, rows, :].copy_(values.view(2, piece.tokens, self.hidden))
+        self._move(out, slots, to_chunk=True)
 
     def scatter(self, source: torch.Tensor, slots: torch.Tensor) -> None:
         """`source` ([2, layers, tokens, hidden]) -> cache, for the tokens at `slots`."""
-        self._check(source, slots)
+        self._move(source, slots, to_chunk=False)
+
+    def _move(self, chunk: torch.Tensor, slots: torch.Tensor, to_chunk: bool) -> None:
+        self._check(chunk, slots)
         for piece in pieces(slots, self.layout.block_size):
             if piece.whole and self.strided:
                 for kv in (0, 1):
                     for layer_index, layer in enumerate(self.layers):
-                        rows, blocks = self._block_views(layer, source, layer_index, kv, piece)
-                        blocks.copy_(rows)
-            else:
-                index = self._piece_index(piece).view(-1)
-                rows = slice(piece.row, piece.row + piece.tokens)
-                for layer_index, layer in enumerate(self.layers):
-                    self._flat(layer).index_copy_(0, index, source[:, layer_index, rows, :].reshape(-1))
+                        rows, blocks = self._block_views(layer, chunk, layer_index, kv, piece)
+                        if to_chunk:
+                            rows.copy_(blocks)
+                        else:
+                            blocks.copy_(rows)
+                continue
+            index = self._piece_index(piece).view(-1)
+            rows = slice(piece.row, piece.row + piece.tokens)
+            for layer_index, layer in enumerate(self.layers):
+                flat = self._flat(layer)
+                if to_chunk:
+                    chunk[:, layer_index, rows, :].copy_(flat.index_select(0, index).view(2, piece.tokens, -1))
+                else:
+                    flat.index_copy_(0, index, chunk[:, layer_index, rows, :].reshape(-1))
 
     def scatter_with_kernel(self, source: torch.Tensor, slots: torch.Tensor, write: WriteKernel) -> None:
         """`source` -> cache through vLLM's write kernel: per layer, LMCache's K and V rows as the kernel's input."""
