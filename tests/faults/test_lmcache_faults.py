@@ -9,7 +9,7 @@ import json
 import subprocess
 
 import pytest
-from helpers import RECIPES, run_cli
+from helpers import run_cli
 from stacks import Stack, variant
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
