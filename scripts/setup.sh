@@ -1,39 +1,65 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine (as root) for stackctl: the Docker engine, debootstrap, a venv with stackctl
-# and its test tools, and the local base image. Sourced by .ci/run and scripts/smoke.sh; exports PATH (the venv) and,
-# where this machine keeps a local CPU torch wheel, STACKCTL_WHEELHOUSE. Safe to run again.
+# and its test tools, the local base image, the Ceph packages of the S3 tier's test server, and `stackctl` on PATH.
+# Sourced by scripts/smoke.sh and .ci/run; exports PATH (the venv) and, where this machine keeps a local CPU torch
+# wheel, STACKCTL_WHEELHOUSE. One line per phase with its time; the installers' output goes to $STACKCTL_JOB_LOG
+# (scripts/phases.sh). Safe to run again: a phase with nothing to do says so.
+#
+# STACKCTL_VENV: the venv (default: .venv in the repository). STACKCTL_BIN_LINK: the `stackctl` put on PATH
+# (default /usr/local/bin/stackctl, a symlink into the venv; "none" leaves PATH alone).
 set -euo pipefail
 _repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=scripts/phases.sh
+source "$_repo/scripts/phases.sh"
 
-_log() { printf '\n==> %s\n' "$*"; }
+_apt_install() {  # apt-get install, quietly (its output goes to the job's log)
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+}
 
 _need_apt=()
 command -v dockerd >/dev/null 2>&1 || _need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || _need_apt+=(debootstrap)
-command -v ssh >/dev/null 2>&1 || _need_apt+=(openssh-client)
 command -v git >/dev/null 2>&1 || _need_apt+=(git)  # ansible-lint needs git
 command -v gcc >/dev/null 2>&1 || _need_apt+=(gcc)
+# The S3 tier's test server: a single-node Ceph RADOS Gateway on 127.0.0.1 (scripts/start-ceph-rgw.sh). Each of
+# these tools is its own Debian package.
+for _tool in radosgw ceph-mon ceph-osd curl openssl; do
+    command -v "$_tool" >/dev/null 2>&1 || _need_apt+=("$_tool")
+done
 if [ "${#_need_apt[@]}" -gt 0 ]; then
-    _log "apt-get install ${_need_apt[*]}"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${_need_apt[@]}"
+    quiet_phase "setup: apt-get install ${_need_apt[*]}" _apt_install "${_need_apt[@]}"
+else
+    skip_phase "setup: apt packages" "docker.io, debootstrap, git, gcc, radosgw, ceph-mon, ceph-osd present"
 fi
 
-bash "$_repo/scripts/start-docker.sh"
+quiet_phase "setup: Docker engine (dockerd --bridge=none)" bash "$_repo/scripts/start-docker.sh"
 
 VENV="${STACKCTL_VENV:-$_repo/.venv}"
-if [ ! -x "$VENV/bin/python" ]; then
-    _log "creating $VENV"
-    python3 -m venv "$VENV"
-fi
-_log "pip install -e .[test]"
-"$VENV/bin/pip" install -q -e "${_repo}[test]"
+_make_venv() {
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q -e "${_repo}[test]"
+}
+quiet_phase "setup: venv $VENV with stackctl and its test tools" _make_venv
 export PATH="$VENV/bin:$PATH"
 
-_log "base image debian:bookworm-slim"
-bash "$_repo/scripts/make-base-image.sh" debian:bookworm-slim
-_log "test host image (sshd) for the fleet tests"
-bash "$_repo/scripts/make-sshd-image.sh"
+if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
+    skip_phase "setup: base image debian:bookworm-slim" "present"
+else
+    quiet_phase "setup: base image debian:bookworm-slim (debootstrap + docker import)" \
+        bash "$_repo/scripts/make-base-image.sh" debian:bookworm-slim
+fi
+
+# `stackctl` for the shell that ran this (README: `stackctl down cpu-smoke`), not only inside the venv.
+STACKCTL_BIN_LINK=${STACKCTL_BIN_LINK:-/usr/local/bin/stackctl}
+if [ "$STACKCTL_BIN_LINK" = none ]; then
+    skip_phase "setup: stackctl on PATH" "STACKCTL_BIN_LINK=none: use $VENV/bin/stackctl"
+elif [ -e "$STACKCTL_BIN_LINK" ] && [ ! -L "$STACKCTL_BIN_LINK" ]; then
+    skip_phase "setup: stackctl on PATH" "$STACKCTL_BIN_LINK is another program's file, left alone"
+else
+    quiet_phase "setup: $STACKCTL_BIN_LINK -> $VENV/bin/stackctl" \
+        ln -sfn "$VENV/bin/stackctl" "$STACKCTL_BIN_LINK"
+fi
 
 # A local CPU torch wheel (this machine kind keeps one) saves downloading a CUDA torch into CPU images.
 if [ -z "${STACKCTL_WHEELHOUSE:-}" ] && ls /opt/wheels/torch-*.whl >/dev/null 2>&1; then
@@ -42,16 +68,4 @@ fi
 # pip inside image builds must trust what this machine trusts (proxies with TLS inspection).
 if [ -z "${STACKCTL_CA_BUNDLE:-}" ] && [ -s /etc/ssl/certs/ca-certificates.crt ]; then
     export STACKCTL_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt
-fi
-
-# The S3 tier's test server: a single-node Ceph RADOS Gateway on 127.0.0.1 (scripts/start-ceph-rgw.sh; the tests
-# and scripts/smoke.sh start and stop it).
-_need_ceph=()
-for _tool in radosgw ceph-mon ceph-osd curl openssl; do
-    command -v "$_tool" >/dev/null 2>&1 || _need_ceph+=("$_tool")
-done
-if [ "${#_need_ceph[@]}" -gt 0 ]; then
-    _log "apt-get install radosgw ceph-mon ceph-osd curl openssl"
-    apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends radosgw ceph-mon ceph-osd curl openssl
 fi

@@ -5,7 +5,7 @@
 #
 #   scripts/start-ceph-rgw.sh start   # idempotent: does nothing when the gateway already answers
 #   scripts/start-ceph-rgw.sh stop    # stops the daemons by PID and removes the cluster's directory
-#   scripts/start-ceph-rgw.sh status  # exit 0 when the gateway answers
+#   scripts/start-ceph-rgw.sh status  # whether it runs, where, how to stop it; exit 0 when the gateway answers
 #
 # After `start`, $STACKCTL_CEPH_DIR/s3.env holds what clients need (endpoints, CA file, test credentials).
 # A second, separate cluster (another S3 store under the same names, e.g. for a host whose /etc/hosts points the
@@ -178,9 +178,35 @@ EOF
     echo "start-ceph-rgw: Ceph RGW up in $((SECONDS - started)) s (http $ADDR:$HTTP_PORT, https $ADDR:$HTTPS_PORT, $DIR/s3.env)"
 }
 
+this_cluster() {  # the command that names this cluster again: its non-default settings, then the script
+    local prefix=""
+    [ "$DIR" = /tmp/stackctl-ceph ] || prefix+="STACKCTL_CEPH_DIR=$DIR "
+    [ "$ADDR" = 127.0.0.1 ] || prefix+="STACKCTL_CEPH_ADDR=$ADDR "
+    printf '%sbash %s' "$prefix" "$0"
+}
+
+status() {
+    if alive rgw && answers; then
+        echo "Ceph RGW: running (radosgw pid $(cat "$DIR/rgw.pid"); objects in RAM, cluster files in $DIR)"
+        echo "  S3: http://$ADDR:$HTTP_PORT and https://$ADDR:$HTTPS_PORT (CA $DIR/tls/ca.pem), bucket $BUCKET"
+        echo "  clients' settings: $DIR/s3.env"
+        echo "  stop: $(this_cluster) stop"
+        return 0
+    fi
+    local left=()
+    for name in mon osd rgw; do alive "$name" && left+=("$name"); done
+    if [ "${#left[@]}" -gt 0 ]; then
+        echo "Ceph RGW: not answering on http://$ADDR:$HTTP_PORT, but ${left[*]} still run (logs: $DIR/log)"
+        echo "  clean up: $(this_cluster) stop; then start again: $(this_cluster) start"
+    else
+        echo "Ceph RGW: not running (start: $(this_cluster) start)"
+    fi
+    return 1
+}
+
 case "${1:-start}" in
     start) start ;;
-    stop) stop ;;
-    status) alive rgw && answers ;;
+    stop) stop; echo "Ceph RGW: stopped ($DIR removed)" ;;
+    status) status ;;
     *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

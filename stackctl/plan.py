@@ -85,6 +85,7 @@ class Plan:
     recommendation: str
     warnings: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+    host_ram_source: str = ""  # "--host-ram", or "this machine" when plan measured the host it runs on
 
     def to_dict(self) -> dict:
         """JSON-ready dict, with the constants the figures depend on."""
@@ -453,9 +454,14 @@ def format_text(plan: Plan) -> str:
             plan.working_set_tokens,
         ),
     ]
-    if plan.host_ram_bytes is not None:
-        memory.append(_row("  host RAM", plan.host_ram_bytes))
-        memory.append(_row("  host RAM headroom", plan.host_ram_headroom_bytes))
+    if plan.host_ram_bytes is not None and plan.host_ram_headroom_bytes is not None:
+        source = {"this machine": "this machine's, not --host-ram"}.get(plan.host_ram_source, plan.host_ram_source)
+        available = plan.host_ram_bytes - plan.host_ram_headroom_bytes
+        memory.append(_row(f"  host RAM ({source})" if source else "  host RAM", plan.host_ram_bytes))
+        memory.append(_row(f"  - headroom kept free, max({HOST_RAM_HEADROOM_FRACTION:.0%}, "
+                           f"{HOST_RAM_HEADROOM_MIN_BYTES // GiB} GiB)", plan.host_ram_headroom_bytes))
+        memory.append(_row("  = RAM a CPU tier may use", max(available, 0),
+                           zero="0 (headroom > RAM)"))
     if plan.disk_free_bytes is not None:
         memory.append(_row("  free disk", plan.disk_free_bytes))
     table = _table(per_token + [("", "", "", "", "")] + memory)
@@ -478,11 +484,11 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] =
 
     from stackctl.errors import StackctlError
     from stackctl.knowledge.gpu_table import lookup_gpu
-    from stackctl.knowledge.model_table import lookup, resolve_shape
+    from stackctl.knowledge.model_table import lookup, recipe_shape
     from stackctl.knowledge.weights import weights_size
 
     model_dir = Path(recipe.model.path)
-    resolved = resolve_shape(recipe.model.path, model_dir if model_dir.is_dir() else None)
+    resolved = recipe_shape(recipe)
     if resolved is None:
         raise StackctlError(f"{recipe.source}: model.path {recipe.model.path!r}: no config.json there and not in the "
                             "built-in model table (fix: run plan where the model directory is readable)")
@@ -512,11 +518,11 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] =
     if disk and os.path.isdir(disk[0].path):
         stat = os.statvfs(disk[0].path)
         disk_free = stat.f_bavail * stat.f_frsize
-    ram = host_ram_bytes
+    ram, ram_source = host_ram_bytes, "--host-ram"
     if ram is not None:
         notes.append(f"host RAM {ram / GiB:,.1f} GiB from --host-ram")
     elif host is not None and host.memory.total_bytes:
-        ram = host.memory.total_bytes
+        ram, ram_source = host.memory.total_bytes, "this machine"
         notes.append(f"host RAM {ram / GiB:,.1f} GiB: this machine's; plan for the serving host with --host-ram GIB")
     remote = [t.kind for t in recipe.cache.tiers if t.kind in ("s3", "fs")] if recipe.cache.enabled else []
     plan = make_plan(
@@ -526,6 +532,7 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] =
         disk_tier_bytes=int(disk[0].size_gb * GiB) if disk else None, users=users, context_tokens=context_tokens,
         host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes,
         remote_tiers=remote)
+    plan.host_ram_source = ram_source if ram is not None else ""
     limit = recipe.model.max_model_len
     if limit and context_tokens > limit:
         plan.warnings.append(f"--context {context_tokens:,} exceeds model.max_model_len {limit:,}: vLLM refuses "

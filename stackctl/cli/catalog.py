@@ -32,8 +32,10 @@ def rules(output_format):
     from stackctl.recipe.rules import RULES
 
     if output_format == "json":
-        click.echo(json.dumps([{"id": r.id, "severity": r.severity, "summary": r.summary, "fix": r.fix}
-                               for r in RULES.values()], indent=2))
+        from stackctl.knowledge.sources import sources_of
+
+        click.echo(json.dumps([{"id": r.id, "severity": r.severity, "summary": r.summary, "fix": r.fix,
+                                "sources": sources_of(r.id)} for r in RULES.values()], indent=2))
         return
     width = max(len(rule_id) for rule_id in RULES)
     for rule in RULES.values():
@@ -43,7 +45,7 @@ def rules(output_format):
 @click.command()
 @click.argument("rule_id")
 def explain(rule_id):
-    """Show the doc page of RULE_ID (a recipe rule or a doctor check)."""
+    """Show the doc page of RULE_ID (a recipe rule or a doctor check), with the sources its facts come from."""
     entries = _all_entries()
     if rule_id not in entries:
         import difflib
@@ -58,6 +60,11 @@ def explain(rule_id):
     click.echo(entry.doc)
     if "Fix:" not in entry.doc:
         click.echo(f"\nFix: {entry.fix}")
+    from stackctl.knowledge.sources import sources_of
+
+    click.echo("\nSources:")
+    for source in sources_of(entry.id) or ["none recorded (stackctl/knowledge/sources.toml)"]:
+        click.echo(f"  - {source}")
 
 
 @click.command()

@@ -25,9 +25,11 @@ def init(preset, from_command, lmcache_config, name, output, force, list_presets
     from stackctl.resources import shipped
 
     if list_presets:
-        for preset_name in shipped_recipe_names():
-            first = (shipped("recipes") / f"{preset_name}.toml").read_text().splitlines()[0].lstrip("# ")
-            click.echo(f"{preset_name:<28} {first}")
+        rows = [(name, *preset_summary(shipped("recipes") / f"{name}.toml")) for name in shipped_recipe_names()]
+        width = max(len(name) for name, _, _ in rows)
+        for name, platform, description in rows:
+            click.echo(f"{name:<{width}}  {platform:<4}  {description}")
+        click.echo("\nstackctl init --preset NAME -o my.toml writes one, with its comments.")
         return
     if bool(preset) == bool(from_command):
         raise StackctlError("init: give exactly one of --preset NAME or --from-command FILE (see --list)")
@@ -44,6 +46,20 @@ def init(preset, from_command, lmcache_config, name, output, force, list_presets
         return
     write_new_file(Path(output), text, force)
     click.echo(f"wrote {output}; next: stackctl validate {output}", err=True)
+
+
+def preset_summary(path: Path) -> tuple[str, str]:
+    """(platform, what it is) of a shipped recipe: its stack.description, whole (else the first sentence of its
+    header comment)."""
+    from stackctl.knowledge.compat import tomllib  # tomllib, or tomli before Python 3.11
+
+    stack = tomllib.loads(path.read_text(encoding="utf-8")).get("stack", {})
+    description = stack.get("description", "")
+    if not description:
+        header = " ".join(line.lstrip("# ").strip() for line in path.read_text().splitlines()
+                          if line.startswith("#")) or "(no description)"
+        description = header.split(". ")[0].rstrip(".") + "."
+    return stack.get("platform", "rocm"), description
 
 
 def write_new_file(path: Path, text: str, force: bool) -> None:

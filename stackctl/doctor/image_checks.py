@@ -15,29 +15,40 @@ def _lmcache_on(ctx) -> None:
         raise Unavailable("LMCache is off in the recipe")
 
 
-@check("image.lmcache-backend", "image", "error", "LMCache's native module is a HIP build for the recipe's GPUs",
+CPU_SOURCE_FIX = ("build LMCache from source (build.lmcache_from = \"source\"): stackctl's cpu image compiles its "
+                  "CPU extension and leaves the GPU kernels out (NO_GPU_EXT=1)")
+
+
+@check("image.lmcache-backend", "image", "error",
+       "LMCache's native modules are the platform's build (HIP for the recipe's GPUs; on cpu its CPU extension)",
        "build LMCache from source with BUILD_WITH_HIP=1 (build.lmcache_from = \"source\"), for versions.gpu_arch")
 def lmcache_backend(ctx):
-    """Reads the ELF of LMCache's native GPU module (`cuda_ops` from 0.5.4, `c_ops` up to 0.5.3: the 0.5.3 and 0.5.4
-    PyPI wheels; a source build keeps the name, LMCache 0.5.6 setup_extensions/build_profiles/rocm.py:146) without
-    importing it: a HIP build (offload bundles for the recipe's gfx targets) is right on ROCm; a CUDA build (the PyPI
-    wheel, linked to libcudart) or no native module (the slow torch/Python fallback) is the 1.7x-slower-than-no-cache
-    failure."""
+    """Reads the ELF of LMCache's native modules without importing them.
+
+    On rocm, the GPU module (`cuda_ops` from 0.5.4, `c_ops` up to 0.5.3: the 0.5.3 and 0.5.4 PyPI wheels; a source
+    build keeps the name, LMCache 0.5.6 setup_extensions/build_profiles/rocm.py:146) must be a HIP build with
+    offload bundles for the recipe's gfx targets; a CUDA build (the PyPI wheel, linked to libcudart) or no native
+    module (the slow torch/Python fallback) is the 1.7x-slower-than-no-cache failure.
+
+    On cpu there is no GPU kernel to run: the right build is LMCache's CPU extension `lmcache_native` (from 0.5.4;
+    compiled with the common extensions even with NO_GPU_EXT=1, and imported by its platform layer on every device,
+    lmcache/v1/platform/base/device_ops.py:24) and no GPU module. Without the CPU extension LMCache cannot load its
+    platform layer; a GPU module (the PyPI CUDA wheel) is dead weight that links libraries a CPU host lacks. Releases
+    before 0.5.4 have no CPU extension and run as pure Python."""
     from stackctl.doctor.lmcache_backend import classify_backend
 
     _lmcache_on(ctx)
     probe = ctx.probe()
     lmcache = probe.get("lmcache") or {}
+    cpu = ctx.recipe.stack.platform == "cpu"
     if not lmcache.get("found"):
-        return failed("LMCache is not installed in the image")
-    archs = list(ctx.recipe.versions.gpu_arch) if ctx.recipe.stack.platform == "rocm" else []
-    verdict = classify_backend(probe, lmcache.get("version"), archs)
+        return failed("LMCache is not installed in the image", fix=CPU_SOURCE_FIX if cpu else "")
+    if cpu:
+        return _cpu_lmcache_build(probe, lmcache.get("version"))
+    verdict = classify_backend(probe, lmcache.get("version"), list(ctx.recipe.versions.gpu_arch))
     evidence = "; ".join(verdict.evidence[:3])
     details = {"kind": verdict.kind, "module": verdict.module, "targets": verdict.targets,
                "evidence": verdict.evidence}
-    if ctx.recipe.stack.platform != "rocm":
-        return warned(f"{verdict.kind} build ({verdict.module}) on platform cpu: LMCache has no CPU device "
-                      f"connector, so it can only run degraded ({evidence})", **details)
     if verdict.kind == "hip":
         if verdict.missing_archs:
             return failed(f"HIP build of {verdict.module} lacks {', '.join(verdict.missing_archs)} "
@@ -49,6 +60,31 @@ def lmcache_backend(ctx):
     if verdict.kind == "fallback":
         return failed(f"no native {verdict.module or 'GPU'} module: LMCache falls back to slow torch ops", **details)
     raise Unavailable(f"native module not classified: {evidence or 'no evidence'}")
+
+
+def _cpu_lmcache_build(probe: dict, version: str | None):
+    """image.lmcache-backend on platform cpu: the CPU extension present, no GPU module."""
+    from stackctl.doctor.lmcache_backend import classify_cpu_build
+
+    build = classify_cpu_build(probe, version)
+    release = f"LMCache {version or '(version unknown)'}"
+    details = {"kind": "cpu", "cpu_extension": build.extension, "cpu_extension_found": build.extension_found,
+               "gpu_module": build.gpu.kind, "evidence": build.gpu.evidence}
+    if build.extension and not build.extension_found:
+        return failed(f"{release}'s CPU extension lmcache.{build.extension} is missing: its platform layer imports "
+                      "it, so LMCache cannot load", fix=CPU_SOURCE_FIX, **details)
+    if build.extension is None and not build.extension_found:
+        raise Unavailable(f"{release}: cannot tell whether this release has a CPU extension (pin versions.lmcache)")
+    if build.extension_gpu_markers:
+        return warned(f"the CPU extension lmcache.{build.extension or 'lmcache_native'} carries GPU code "
+                      f"({'; '.join(build.extension_gpu_markers[:2])}): a GPU build on platform cpu",
+                      fix=CPU_SOURCE_FIX, **details)
+    have = (f"CPU extension lmcache.{build.extension or 'lmcache_native'}" if build.extension_found
+            else "no CPU extension (this release has none: pure Python)")
+    if build.gpu.kind in ("cuda", "hip"):
+        return warned(f"{release}: {have}, but also a {build.gpu.kind.upper()} build of {build.gpu.module}, which "
+                      "cannot run on platform cpu (the PyPI wheel is a CUDA build)", fix=CPU_SOURCE_FIX, **details)
+    return passed(f"{release}: {have} and no GPU module: the right build for platform cpu", **details)
 
 
 @check("image.cuda-only-packages", "image", "error", "no CUDA-only Python distribution in the image",

@@ -1,8 +1,9 @@
-"""Judge which backend LMCache's native GPU module was built for, from the image probe's ELF facts.
+"""Judge which backend LMCache's native GPU module was built for, and whether its CPU extension is there, from the
+image probe's ELF facts.
 
 The image probe (checks/probe_image.py) reads the ELF files without importing anything; this module
-only interprets its JSON. The native module's name depends on the LMCache version: that table is data
-in stackctl/knowledge/compat.toml ([[lmcache_native_module]]).
+only interprets its JSON. The native modules' names depend on the LMCache version: those tables are data
+in stackctl/knowledge/compat.toml ([[lmcache_native_module]], [[lmcache_cpu_extension]]).
 """
 
 from __future__ import annotations
@@ -129,3 +130,28 @@ def classify_backend(probe: Dict[str, Any], lmcache_version: Optional[str],
         return BackendVerdict("hip", name, targets, known, missing, evidence + target_evidence)
     evidence.append("both CUDA and HIP markers" if cuda else "no CUDA or HIP markers")
     return BackendVerdict("unknown", name, evidence=evidence)
+
+
+@dataclass(frozen=True)
+class CpuBuild:
+    """LMCache on platform cpu: its CPU extension (expected by version, found or not) beside its GPU module."""
+
+    extension: Optional[str]  # the module the version builds for any device; "" none; None: version unknown
+    extension_found: bool
+    extension_gpu_markers: List[str]  # CUDA/HIP markers in the CPU extension itself (there should be none)
+    gpu: BackendVerdict  # the GPU module: "fallback" (absent) is what a CPU image should have
+
+
+def classify_cpu_build(probe: Dict[str, Any], lmcache_version: Optional[str]) -> CpuBuild:
+    """What a cpu image holds: LMCache's CPU extension (compat.toml [[lmcache_cpu_extension]]) and its GPU module."""
+    from stackctl.knowledge import compat
+
+    lmcache = probe.get("lmcache") or {}
+    version = lmcache_version or lmcache.get("version")
+    extension = compat.lmcache_cpu_extension(version)
+    modules = lmcache.get("native_modules") or []
+    wanted = (extension,) if extension else (("lmcache_native",) if extension is None else ())
+    module = _find_module(modules, wanted) if wanted else None
+    elf = (module or {}).get("elf") or {}
+    markers = cuda_markers(elf) + hip_markers(elf)
+    return CpuBuild(extension, module is not None, markers, classify_backend(probe, version, []))

@@ -31,17 +31,19 @@ def parse_scopes(text: str, option: str = "--scope") -> list[str]:
 
 @dataclass(repr=False)
 class Result:
-    """One check's outcome. ``details`` holds the evidence (figures, log lines) for reporters and JSON."""
+    """One check's outcome. ``details`` holds the evidence (figures, log lines) for reporters and JSON. ``fix`` is
+    the check's fix unless the check gave one that fits this case better (e.g. the recipe's platform)."""
 
     status: str
     message: str
     details: dict = field(default_factory=dict)
     check_id: str = ""
+    fix: str = ""
 
     def to_dict(self) -> dict:
         check = CHECKS[self.check_id]
         return {"id": self.check_id, "scope": check.scope, "severity": check.severity, "status": self.status,
-                "message": self.message, "fix": check.fix if self.status in (FAIL, WARN) else "",
+                "message": self.message, "fix": self.fix if self.status in (FAIL, WARN) else "",
                 "details": self.details}
 
     def __repr__(self):
@@ -52,12 +54,12 @@ def passed(message: str, **details) -> Result:
     return Result(PASS, message, details)
 
 
-def failed(message: str, **details) -> Result:
-    return Result(FAIL, message, details)
+def failed(message: str, *, fix: str = "", **details) -> Result:
+    return Result(FAIL, message, details, fix=fix)
 
 
-def warned(message: str, **details) -> Result:
-    return Result(WARN, message, details)
+def warned(message: str, *, fix: str = "", **details) -> Result:
+    return Result(WARN, message, details, fix=fix)
 
 
 def skipped(reason: str, **details) -> Result:
@@ -85,6 +87,7 @@ class Check:
         if self.severity == "warning" and result.status == FAIL:
             result.status = WARN
         result.check_id = self.id
+        result.fix = result.fix or self.fix
         return result
 
 

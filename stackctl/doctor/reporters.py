@@ -28,7 +28,7 @@ def table(results, title: str) -> str:
             lines.append(f"\n{scope}")
         lines.append(f"  {_MARKS[result.status]:<4}  {result.check_id:<{width}}  {result.message}")
         if result.status in (FAIL, WARN):
-            lines.append(f"  {'':<4}  {'':<{width}}  fix: {check.fix}")
+            lines.append(f"  {'':<4}  {'':<{width}}  fix: {result.fix}")
     counts = summary(results)
     requested = skipped_by_request(results)
     lines.append(f"\n{counts[PASS]} passed, {counts[FAIL]} failed, {counts[WARN]} warnings, {counts[SKIP]} skipped "
@@ -59,7 +59,7 @@ def junit(results, suite: str) -> str:
         body = ""
         if result.status == FAIL:
             body = (f"\n      <failure message={quoteattr(result.message)} type={quoteattr(check.severity)}>"
-                    f"{escape(result.message)}\nfix: {escape(check.fix)}</failure>\n    ")
+                    f"{escape(result.message)}\nfix: {escape(result.fix)}</failure>\n    ")
         elif result.status == SKIP:
             body = f"\n      <skipped message={quoteattr(result.message)}/>\n    "
         elif result.status == WARN:

@@ -74,10 +74,12 @@ def fs_tier(ctx):
        "fix the tier the message names (its cause says what: endpoint, TLS, bucket, credentials, path, space)")
 def tiers(ctx):
     """Inside the stack's image, with the stack's LMCache config, tier mounts, environment and secrets, LMCache's
-    own storage check (`python -m lmcache.v1.basic_check`, found by LMCache version in compat.toml) puts chunks into
-    each tier, checks they exist, reads them back and compares contents. Lower tiers run with `local_cpu: false` so
-    the read cannot come from RAM; the objects are seen where the tier keeps them (files, bucket) and removed.
-    Reports put/get latency and throughput per tier, or the failing tier and its cause."""
+    own StorageManager (the API its check tool drives) puts chunks into each tier, waits until each write is done,
+    checks they exist, reads them back and compares contents. Every tier moves the same object, one real KV chunk of
+    the recipe's model (`cache.chunk_size` tokens x the KV bytes a token costs one rank), and at least 16 MiB each
+    way, so MB/s figures compare across tiers. Lower tiers run with `local_cpu: false` so the read cannot come from
+    RAM; the objects are seen where the tier keeps them (files, bucket) and removed. Reports per tier the median
+    put/get latency of one chunk and MB/s over all chunks, or the failing tier and its cause."""
     from stackctl.doctor import tier_roundtrip
     from stackctl.knowledge import compat
 
@@ -86,10 +88,9 @@ def tiers(ctx):
     lmcache = ctx.probe().get("lmcache") or {}
     if not lmcache.get("found"):
         return failed("LMCache is not installed in the image")
-    tool = compat.lmcache_storage_check(lmcache.get("version"))
-    if tool is None:
-        raise Unavailable(f"LMCache {lmcache.get('version')} has no storage check tool (compat.toml "
-                          "lmcache_storage_check)")
+    if compat.lmcache_storage_api(lmcache.get("version")) is None:
+        raise Unavailable(f"LMCache {lmcache.get('version') or '(version unknown)'} is not known to have the storage "
+                          "API the round trip drives (compat.toml lmcache_storage_api)")
     from stackctl.errors import StackctlError
     from stackctl.preflight import ensure_tier_files_readable
 
@@ -97,9 +98,11 @@ def tiers(ctx):
         ensure_tier_files_readable(ctx.recipe)
     except StackctlError as exc:
         return failed(str(exc))
-    outcomes = tier_roundtrip.run(ctx, tool)
+    chunk, outcomes = tier_roundtrip.run(ctx)
+    keys = tier_roundtrip.keys_per_tier(chunk.bytes)
     details = {o.kind: {"ok": o.ok, "message": o.message, **o.figures} for o in outcomes}
+    head = f"{keys} x {chunk.describe()} per tier: "
     bad = [o for o in outcomes if not o.ok]
     if bad:
-        return failed("; ".join(o.message for o in bad), tiers=details)
-    return passed("; ".join(o.message for o in outcomes), tiers=details)
+        return failed(head + "; ".join(o.message for o in bad), tiers=details, chunk_bytes=chunk.bytes)
+    return passed(head + "; ".join(o.message for o in outcomes), tiers=details, chunk_bytes=chunk.bytes)

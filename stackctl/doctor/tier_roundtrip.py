@@ -1,37 +1,69 @@
 """image.tiers: LMCache's storage round trip for every tier the recipe names, in the stack's image, with the stack's
 LMCache config, tier mounts, environment and secrets.
 
-One container run executes checks/tiers/roundtrip.py, which runs LMCache's check tool once per tier with a config
-holding only that tier (a lower tier with `local_cpu: false`, so reads cannot be served from RAM) and a fresh model
-name (stale objects cannot fake a pass). stackctl then sees the objects where the tier keeps them, removes them, and
-judges each tier from the EXISTS and content columns (the tool's exit code and PUT column say nothing).
+One container run executes checks/tiers/roundtrip.py, which drives LMCache's own StorageManager once per tier with a
+config holding only that tier (a lower tier with `local_cpu: false`, so reads cannot be served from RAM) and a fresh
+model name (stale objects cannot fake a pass). Every tier moves the same object: one real KV chunk of the recipe's
+model (`chunk_size` tokens x the bytes a token costs one tensor-parallel rank, stackctl/knowledge/kv_math.py), enough
+of them that the MB/s figures are rates over at least ROUND_TRIP_MIN_BYTES, not the latency of one small object.
+stackctl then sees the objects where the tier keeps them, removes them, and judges each tier from the counts (absent
+before the put, stored after it, read back equal).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackctl import stackspec
+from stackctl.knowledge.kv_math import GiB, MiB
 from stackctl.resources import shipped
 
 # Keys of LMCache's config that name a tier; each tier's config keeps everything else of the stack's config.
 TIER_KEYS = ("local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
              "remote_storage_plugins", "remote_serde")
 TIER_EXTRA_KEYS = ("s3_region", "disable_tls", "remote_storage_plugin.fs.base_path")
-CHECK_CPU_GB = 0.05      # the CPU buffer of the check: small, so the check needs ~0.4 GB of RAM, not the tier's size
-OBJ_ELEMENTS = 32768     # 64 KiB bf16 chunks: 4 KiB aligned, which the S3 connector needs
-# LMCache 0.5.6's check tool builds S3 objects for a 256-token chunk of its own synthetic layout (4 bytes a token):
-# its S3 connector accepts exactly that size, 1 KiB, and refuses any other as a partial chunk.
-S3_OBJ_ELEMENTS = 512
-NUM_KEYS = 5
-TIER_TIMEOUT_S = 60
+CHECK_CPU_GB = 0.05              # the smallest CPU buffer of the check (GiB, as LMCache reads max_local_cpu_size)
+ROUND_TRIP_MIN_BYTES = 16 * MiB  # each tier moves at least this much each way (unless MAX_KEYS chunks are fewer)
+MIN_KEYS, MAX_KEYS = 4, 64
+STAND_IN_CHUNK_BYTES = MiB       # the chunk when the model's shape is unknown
+TIER_TIMEOUT_S = 90
 DRIVER = "/opt/stackctl/doctor/roundtrip.py"
 SPEC_DIR = "/opt/stackctl/doctor/spec"
+DTYPE_NAMES = {1: "uint8", 2: "bfloat16", 4: "float32"}  # torch dtype of a chunk, by KV element size
+
+
+@dataclass(frozen=True)
+class KVChunk:
+    """One LMCache chunk of the recipe's model as one rank stores it: [kv, layers, tokens, hidden] elements."""
+
+    model: str
+    layers: int
+    kv_size: int  # 2 (K and V) or 1 (an MLA latent)
+    tokens: int
+    hidden: int   # KV heads of one rank x head_dim, or the MLA latent width
+    dtype_bytes: int
+    stand_in: str = ""  # why the shape is not the model's, when it is not
+
+    @property
+    def bytes(self) -> int:
+        return self.kv_size * self.layers * self.tokens * self.hidden * self.dtype_bytes
+
+    def spec(self) -> dict:
+        return {"layers": self.layers, "kv_size": self.kv_size, "tokens": self.tokens, "hidden": self.hidden,
+                "dtype": DTYPE_NAMES[self.dtype_bytes]}
+
+    def describe(self) -> str:
+        if self.stand_in:
+            return f"{size_text(self.bytes)} stand-in chunks ({self.stand_in})"
+        return (f"{size_text(self.bytes)} KV chunks ({self.model}: {self.tokens} tokens x "
+                f"{self.bytes // self.tokens:,} B)")
 
 
 @dataclass
@@ -42,14 +74,57 @@ class TierOutcome:
     figures: dict = field(default_factory=dict)
 
 
-def tier_configs(recipe) -> dict[str, dict]:
+def size_text(n: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
+        if n >= scale:
+            return f"{n / scale:.4g} {unit}"
+    return f"{n} B"
+
+
+def kv_chunk(recipe) -> KVChunk:
+    """The chunk the recipe's server stores: its model's shape (config.json beside the weights, else the built-in
+    table), KV dtype and tensor-parallel split, times cache.chunk_size tokens; a 1 MiB stand-in when the shape is
+    unknown."""
+    from stackctl.errors import StackctlError
+    from stackctl.knowledge.kv_math import kv_footprint
+    from stackctl.knowledge.model_table import recipe_shape
+
+    tokens = recipe.cache.chunk_size
+    try:
+        resolved = recipe_shape(recipe)
+        if resolved is None:
+            raise StackctlError(f"model {recipe.model.path} is not in the built-in table and has no config.json here")
+        shape = resolved[0]
+        footprint = kv_footprint(shape, recipe.model.kv_cache_dtype, recipe.model.tensor_parallel,
+                                 recipe.model.dtype)
+    except StackctlError as exc:
+        hidden = STAND_IN_CHUNK_BYTES // (2 * tokens * 2)
+        return KVChunk(recipe.model.path, 1, 2, tokens, hidden, 2, stand_in=f"model shape unknown: {exc}")
+    name = shape.name.rsplit("/", 1)[-1]
+    if shape.is_mla:
+        return KVChunk(name, shape.num_hidden_layers, 1, tokens, shape.mla_latent_dim or 0, footprint.dtype_bytes)
+    return KVChunk(name, shape.num_hidden_layers, 2, tokens, footprint.kv_heads_per_gpu * shape.head_dim,
+                   footprint.dtype_bytes)
+
+
+def keys_per_tier(chunk_bytes: int) -> int:
+    """Chunks each tier stores and reads back: enough for ROUND_TRIP_MIN_BYTES, within MIN_KEYS..MAX_KEYS."""
+    return max(MIN_KEYS, min(MAX_KEYS, math.ceil(ROUND_TRIP_MIN_BYTES / chunk_bytes)))
+
+
+def cpu_buffer_gib(chunk_bytes: int, keys: int) -> float:
+    """LMCache's CPU buffer for the check: the cpu tier keeps every chunk, and a get allocates one more."""
+    return max(CHECK_CPU_GB, math.ceil((keys + 2) * chunk_bytes * 1.25 / GiB * 100) / 100)
+
+
+def tier_configs(recipe, cpu_gib: float = CHECK_CPU_GB) -> dict[str, dict]:
     """One LMCache config per tier kind, derived from the stack's own config."""
     full = stackspec.lmcache_config(recipe) or {}  # empty when the cache is off: there are no tiers to check
     extra = {k: v for k, v in full.get("extra_config", {}).items() if k not in TIER_EXTRA_KEYS}
     base = {k: v for k, v in full.items() if k not in TIER_KEYS and k != "extra_config"}
     configs = {}
     for tier in recipe.cache.tiers:
-        config = dict(base, local_cpu=tier.kind == "cpu", max_local_cpu_size=CHECK_CPU_GB)
+        config = dict(base, local_cpu=tier.kind == "cpu", max_local_cpu_size=cpu_gib)
         tier_extra = dict(extra)
         if tier.kind == "disk":
             config.update(local_disk=full["local_disk"], max_local_disk_size=full["max_local_disk_size"])
@@ -61,18 +136,30 @@ def tier_configs(recipe) -> dict[str, dict]:
             tier_extra["s3_region"] = tier.region
             if tier.disable_tls:
                 tier_extra["disable_tls"] = True
-            # The 1 KiB object must not be padded to the allocator's 4 KiB: the S3 connector refuses a size other
-            # than its part size.
-            tier_extra["local_cpu.pinned_align_bytes"] = 1024
         if tier_extra:
             config["extra_config"] = tier_extra
         configs[tier.kind] = config
     return configs
 
 
-def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int = NUM_KEYS) -> list[TierOutcome]:
-    """Run the round trip of every tier in one container; returns one outcome per tier, in recipe order."""
+def tier_specs(recipe, chunk: KVChunk, keys: int, model: str, spec_dir: str, mounted_at: str = SPEC_DIR) -> list:
+    """Write one LMCache config per tier into spec_dir and return the driver's spec list (paths as mounted)."""
+    specs = []
+    for kind, config in tier_configs(recipe, cpu_buffer_gib(chunk.bytes, keys)).items():
+        Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
+        tier = recipe.tiers_of(kind)[0]
+        specs.append({"tier": kind, "config": f"{mounted_at}/{kind}.json", "model": model,
+                      "path": tier.path if kind in ("disk", "fs") else None, "chunk": chunk.spec(), "keys": keys})
+    Path(spec_dir, "specs.json").write_text(json.dumps(specs))
+    return specs
+
+
+def run(ctx, chunk: KVChunk | None = None, keys: int | None = None) -> tuple[KVChunk, list[TierOutcome]]:
+    """Run the round trip of every tier in one container; the chunk moved and one outcome per tier, in recipe
+    order."""
     recipe = ctx.recipe
+    chunk = chunk or kv_chunk(recipe)
+    keys = keys or keys_per_tier(chunk.bytes)
     engine = ctx.engine()
     environment = dict(stackspec.environment(recipe))
     for container_var, host_var in stackspec.secret_references(recipe).items():
@@ -81,19 +168,10 @@ def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int =
     model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
     volumes = {m["host"]: {"bind": m["container"], "mode": m["mode"]} for m in stackspec.volumes(recipe)}
     with tempfile.TemporaryDirectory(prefix="stackctl-tiers-") as spec_dir:
-        specs = []
-        for kind, config in tier_configs(recipe).items():
-            Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
-            tier = recipe.tiers_of(kind)[0]
-            specs.append({"tier": kind, "config": f"{SPEC_DIR}/{kind}.json", "model": model,
-                          "path": tier.path if kind in ("disk", "fs") else None,
-                          "obj_size": S3_OBJ_ELEMENTS if kind == "s3" else obj_elements})
-        Path(spec_dir, "specs.json").write_text(json.dumps(specs))
+        specs = tier_specs(recipe, chunk, keys, model, spec_dir)
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
         volumes[str(shipped("checks") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
-        command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--module", check_tool["module"],
-                   "--mode", check_tool["mode"], "--num-keys", str(num_keys), "--obj-size", str(obj_elements),
-                   "--timeout", str(TIER_TIMEOUT_S)]
+        command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--timeout", str(TIER_TIMEOUT_S)]
         container = engine.containers.run(ctx.image_tag, command, entrypoint="", detach=True, network_mode="host",
                                           environment=environment, volumes=volumes)
         try:
@@ -101,68 +179,88 @@ def run(ctx, check_tool: dict, obj_elements: int = OBJ_ELEMENTS, num_keys: int =
             output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
         finally:
             container.remove(force=True)
+    reports = read_reports(output)
+    return chunk, [judge(tier, reports.get(tier.kind), model, chunk.bytes) for tier in recipe.cache.tiers]
+
+
+def read_reports(output: str) -> dict[str, dict]:
+    """The driver's per-tier JSON lines, by tier kind."""
     reports = {}
     for line in output.splitlines():
         if line.startswith("{"):
             report = json.loads(line)
             reports[report["tier"]] = report
-    return [judge(tier, reports.get(tier.kind), model, 2 * (S3_OBJ_ELEMENTS if tier.kind == "s3" else obj_elements))
-            for tier in recipe.cache.tiers]
+    return reports
 
 
-def judge(tier, report: dict | None, model: str, chunk_bytes: int = OBJ_ELEMENTS * 2) -> TierOutcome:
-    """One tier's verdict: ok when every chunk was absent before, present after, and read back equal."""
+def judge(tier, report: dict | None, model: str, chunk_bytes: int) -> TierOutcome:
+    """One tier's verdict: ok when every chunk was absent before, stored after its put, and read back equal."""
     if report is None:
         return TierOutcome(tier.kind, False, f"{tier.kind}: no result (the check container did not finish)")
-    rows = report.get("rows", {})
-    figures = _figures(rows, chunk_bytes)
+    figures = _figures(report, chunk_bytes)
+    keys = report.get("keys", 0)
+    ok = (keys > 0 and not report.get("error") and
+          all(report.get(name) == keys for name in ("absent_before", "stored", "equal")))
+    if not ok:
+        return TierOutcome(tier.kind, False, f"{tier.kind} failed: {cause(tier, report, chunk_bytes)}", figures)
     seen = ""
     if tier.kind == "s3":
         seen = _s3_seen_and_removed(tier, model)
     elif tier.kind in ("disk", "fs"):
         seen = f"{report.get('files_seen', 0)} file(s) seen in {tier.path}, removed"
-    total = rows.get("GET", {}).get("total", 0)
-    ok = bool(rows) and all(rows.get(op, {}).get("passed") == total
-                            for op in ("EXISTS (non-exist)", "EXISTS (exist)", "GET"))
-    if ok:
-        text = (f"{tier.kind} ok: put {figures['put_ms']:.2f} ms ({figures['put_mb_s']:.1f} MB/s), get "
-                f"{figures['get_ms']:.2f} ms ({figures['get_mb_s']:.1f} MB/s)")
-        return TierOutcome(tier.kind, True, text + (f"; {seen}" if seen else ""), figures)
-    return TierOutcome(tier.kind, False, f"{tier.kind} failed: {cause(tier, report, chunk_bytes)}", figures)
+    # LMCache's CPU backend keeps the chunk object itself (0.5.6 local_cpu_backend.py:163-168): no copy, no MB/s
+    if tier.kind == "cpu":
+        text = (f"cpu ok: put {figures['put_ms']:.3g} ms, get {figures['get_ms']:.3g} ms a chunk (kept in RAM by "
+                "reference, no copy)")
+    else:
+        text = (f"{tier.kind} ok: put {figures['put_ms']:.3g} ms ({figures['put_mb_s']:,.0f} MB/s), get "
+                f"{figures['get_ms']:.3g} ms ({figures['get_mb_s']:,.0f} MB/s)")
+    return TierOutcome(tier.kind, True, text + (f"; {seen}" if seen else ""), figures)
 
 
-def _figures(rows: dict, chunk_bytes: int) -> dict:
-    figures = {"chunk_bytes": chunk_bytes}
-    for op, name in (("PUT", "put"), ("GET", "get")):
-        avg = rows.get(op, {}).get("avg_ms")
-        if avg:
-            figures[f"{name}_ms"] = avg
-            figures[f"{name}_mb_s"] = chunk_bytes / (avg / 1000) / 1e6
+def _figures(report: dict, chunk_bytes: int) -> dict:
+    """Median latency of one operation, and MB/s (10^6 bytes) over all the bytes the tier moved."""
+    figures = {"chunk_bytes": chunk_bytes, "keys": report.get("keys", 0)}
+    for name in ("put", "get"):
+        seconds = report.get(f"{name}_s") or []
+        if seconds and sum(seconds) > 0:
+            figures[f"{name}_ms"] = statistics.median(seconds) * 1000
+            figures[f"{name}_bytes"] = chunk_bytes * len(seconds)
+            figures[f"{name}_mb_s"] = chunk_bytes * len(seconds) / sum(seconds) / 1e6
     return figures
+
+
+def counts(report: dict) -> str:
+    keys = report.get("keys", 0)
+    return (f"absent before {report.get('absent_before', 0)}/{keys}, stored {report.get('stored', 0)}/{keys}, read "
+            f"back equal {report.get('equal', 0)}/{keys}")
 
 
 def cause(tier, report: dict, chunk_bytes: int) -> str:
     """The cause in words, from the tier's own facts first and LMCache's log second."""
     log = "\n".join(report.get("log_tail", []))
-    rows = report.get("rows", {})
-    counts = ", ".join(f"{op} {r['passed']}/{r['total']}" for op, r in rows.items()) or "no result table"
+    facts = counts(report) if "keys" in report else "no result"
     if tier.kind in ("disk", "fs"):
         if report.get("read_only") or "Read-only file system" in log or "Permission denied" in log:
-            return f"path not writable: {tier.path} ({counts})"
+            return f"path not writable: {tier.path} ({facts})"
         if "No space left" in log or report.get("free_bytes", 1 << 40) < chunk_bytes * 2:
-            return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({counts})"
+            return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({facts})"
     if tier.kind == "s3":
         from stackctl.doctor import s3_probe
 
         verdict = s3_probe.check_bucket(tier)
         if not verdict.ok:
-            return f"{verdict.message} ({counts})"
-    get = rows.get("GET")
-    if get and rows.get("EXISTS (exist)", {}).get("passed") == get["total"] and get["passed"] < get["total"]:
-        return f"content mismatch: chunks read back differ ({counts})"
+            return f"{verdict.message} ({facts})"
+    if report.get("error"):
+        return f"{report['error']} ({facts})"
+    keys = report.get("keys", 0)
+    if keys and report.get("stored") == keys and not report.get("get_missing") and report.get("equal", 0) < keys:
+        return f"content mismatch: chunks read back differ ({facts})"
+    if report.get("still_in_flight"):
+        return f"{report['still_in_flight']} write(s) still in flight after 30 s ({facts})"
     if report.get("timed_out"):
-        return f"timed out after {report.get('seconds')} s ({counts}); last log line: {_last(log)}"
-    return f"round trip failed ({counts}); last log line: {_last(log)}"
+        return f"timed out after {report.get('seconds')} s ({facts}); last log line: {_last(log)}"
+    return f"round trip failed ({facts}); last log line: {_last(log)}"
 
 
 def _last(log: str) -> str:

@@ -82,6 +82,12 @@ def lmcache_build_requirements(version: str | None) -> list[str]:
     return list(entry["packages"])
 
 
-def lmcache_storage_check(version: str | None) -> dict | None:
-    """LMCache's storage self-test (module, mode) for a release, or None when that release has none."""
-    return _entry_for("lmcache_storage_check", version)
+def lmcache_cpu_extension(version: str | None) -> str | None:
+    """The module of LMCache's CPU extension for a release ("" when the release has none), None when unknown."""
+    entry = _entry_for("lmcache_cpu_extension", version) if version else None
+    return None if entry is None else entry["module"]
+
+
+def lmcache_storage_api(version: str | None) -> dict | None:
+    """The entry saying a release has the StorageManager API the tier round trip drives, or None."""
+    return _entry_for("lmcache_storage_api", version)

@@ -101,3 +101,9 @@ def resolve_shape(model_ref: str, model_dir: Optional[Path] = None) -> Optional[
     if entry is not None:
         return entry.shape(), f"built-in table ({entry.name})"
     return None
+
+
+def recipe_shape(recipe) -> Optional[Tuple[ModelShape, str]]:
+    """resolve_shape for a recipe's model: its directory's config.json when the path is a directory here."""
+    model_dir = Path(recipe.model.path)
+    return resolve_shape(recipe.model.path, model_dir if model_dir.is_dir() else None)

@@ -118,10 +118,11 @@ def cudagraph_mode(recipe: Recipe) -> str | None:
       "LMCache is on but PYTHONHASHSEED is not fixed: 0% cache hits across processes and restarts",
       "set cache.hash_seed = 0 (any fixed value, the same everywhere)")
 def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
-    """Without PYTHONHASHSEED, vLLM's `init_none_hash` seeds the prefix hash chain with `os.urandom(32)` in every
-    process. LMCache chains its chunk keys from that seed, so every process, every restart and every tensor-parallel
-    rank computes different keys for the same tokens: the cache stores data nobody can find. Nothing errors; the
-    hit rate is simply 0%.
+    """Without PYTHONHASHSEED, the seed of LMCache's chunk-key chain differs in every process: LMCache's default
+    hash (`pre_caching_hash_algorithm = builtin`) is Python's own hash, randomised per interpreter, and vLLM's
+    `init_none_hash` derives the seed with it (with xxhash vLLM draws `os.urandom` instead). So every process, every
+    restart and every tensor-parallel rank computes different keys for the same tokens: the cache stores data
+    nobody can find. Nothing errors; the hit rate is simply 0%.
 
     Fix: set `cache.hash_seed` (stackctl exports it as PYTHONHASHSEED in every server process). Shared remote tiers
     have their own rule, `remote-tier-hash-seed`.

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import RECIPES, run_cli
+from helpers import RECIPES, REPO, run_cli
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -76,3 +78,29 @@ class Stack:
 
     def down(self):
         return self.cli("down", self.recipe)
+
+
+@dataclass
+class SmokeJob:
+    """One run of the main job (scripts/smoke.sh): its exit status, everything it printed, and where it wrote."""
+
+    returncode: int
+    output: str
+    seconds: float
+    folder: Path  # its log (job.log), phase outputs and bench results
+    link: Path  # where it was told to put `stackctl`
+    env: dict
+
+
+def run_smoke_job(env: dict, folder: Path) -> SmokeJob:
+    """`bash scripts/smoke.sh` as README says, with the given environment (state dir, build inputs), its output and
+    stackctl link kept in `folder`."""
+    link = folder / "bin" / "stackctl"
+    link.parent.mkdir(parents=True)
+    job_env = {k: v for k, v in env.items() if k != "STACKCTL_JOB_LOG"}
+    job_env.update(STACKCTL_BIN_LINK=str(link), STACKCTL_SMOKE_OUT=str(folder / "out"))
+    started = time.monotonic()
+    result = subprocess.run(["bash", str(REPO / "scripts" / "smoke.sh")], cwd=REPO, env=job_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=5400)
+    print(f"scripts/smoke.sh exited {result.returncode} after {time.monotonic() - started:.0f} s")
+    return SmokeJob(result.returncode, result.stdout, time.monotonic() - started, folder / "out", link, job_env)

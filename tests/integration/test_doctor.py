@@ -78,9 +78,11 @@ def test_unpurged_lmcache_image_fails_cuda_only_check_purged_passes(docker_engin
     assert "cupy-cuda13x" in check["details"]["found"]
     code, results = doctor(stack_env, lmcache_recipes["on"], "--scope", "image")
     assert results["image.cuda-only-packages"]["status"] == "pass"
-    # The PyPI wheel's native module is a CUDA build: on platform cpu that is reported, not passed.
+    # The PyPI wheel carries the CPU extension and a CUDA build of the GPU module: on platform cpu that is reported,
+    # not passed, with the CPU build as the fix.
     backend = results["image.lmcache-backend"]
-    assert backend["status"] == "warn" and backend["details"]["kind"] == "cuda"
+    assert backend["status"] == "warn" and backend["details"]["gpu_module"] == "cuda", backend
+    assert "CUDA build of cuda_ops" in backend["message"] and "NO_GPU_EXT" in backend["fix"], backend
 
 
 def test_offline_hash_check_needs_pythonhashseed(docker_engine, stack_env, lmcache_recipes):

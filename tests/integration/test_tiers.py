@@ -1,5 +1,5 @@
-"""image.tiers against real storage: the cpu-tiers image (LMCache built from its sdist, CPU extensions only) runs
-LMCache's own storage round trip for every tier: CPU, a disk directory, a shared fs directory and a bucket on a real
+"""image.tiers against real storage: the cpu-tiers image (LMCache built from its sdist, CPU extensions only) drives
+LMCache's own StorageManager through a round trip for every tier: CPU, a disk directory, a shared fs directory and a bucket on a real
 Ceph RGW over TLS. Broken tiers fail with their cause, and every run leaves nothing behind."""
 
 from __future__ import annotations
@@ -48,8 +48,11 @@ def test_every_tier_round_trips_and_leaves_nothing(tiers_image, tiers_env, ceph_
     assert result["status"] == "pass", result["message"]
     tiers = result["details"]["tiers"]
     assert set(tiers) == {"cpu", "disk", "fs", "s3"}
+    # One object size for every tier: a 256-token KV chunk of the recipe's model (1 KiB a token), 64 of them.
+    assert result["message"].startswith("64 x 256 KiB KV chunks (tiny-random-llama: 256 tokens x 1,024 B) per tier")
     for kind, tier in tiers.items():
-        assert tier["ok"] and tier["put_ms"] > 0 and tier["get_mb_s"] > 0, (kind, tier)
+        assert tier["ok"] and tier["chunk_bytes"] == 256 * 1024 and tier["put_bytes"] == 64 * 256 * 1024, (kind, tier)
+        assert tier["put_ms"] > 0 and tier["get_mb_s"] > 0, (kind, tier)
     assert "object(s) seen in bucket stackctl-kv, removed" in tiers["s3"]["message"]
     assert "0 object(s)" not in tiers["s3"]["message"]
     assert "file(s) seen in /tmp/stackctl-tiers/disk" in tiers["disk"]["message"]
@@ -115,37 +118,40 @@ def test_disk_tier_failure_names_its_cause(case, small_mount, tiers_image, tiers
     assert files_under(small_mount) == []
 
 
-def served_round_trip(container, tier_config: dict, environment: dict) -> dict:
-    """LMCache's storage round trip for one S3 tier, run by `docker exec` inside the serving container (the stack's
-    own image, mounts and trust store) with exactly `environment` added, the way image.tiers runs it."""
+def served_round_trip(container, recipe, environment: dict, tmp_path) -> dict:
+    """The S3 tier's round trip, run by `docker exec` inside the serving container (the stack's own image, mounts and
+    trust store) with exactly `environment` added, with the specs image.tiers gives it."""
     import io
     import tarfile
     import uuid
 
-    from stackctl.knowledge import compat
+    from stackctl.doctor import tier_roundtrip
     from stackctl.resources import shipped
 
     model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
-    spec = [{"tier": "s3", "config": "/tmp/stackctl-served/s3.json", "model": model, "obj_size": 512}]
+    chunk = tier_roundtrip.kv_chunk(recipe)
+    spec_dir = tmp_path / f"spec-{model}"
+    spec_dir.mkdir()
+    tier_roundtrip.tier_specs(recipe, chunk, 4, model, str(spec_dir), mounted_at="/tmp/stackctl-served")
+    files = {p.name: p.read_bytes() for p in spec_dir.iterdir()}
+    files["roundtrip.py"] = (shipped("checks") / "tiers" / "roundtrip.py").read_bytes()
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
-        for name, data in {"s3.json": json.dumps(tier_config).encode(), "specs.json": json.dumps(spec).encode(),
-                           "roundtrip.py": (shipped("checks") / "tiers" / "roundtrip.py").read_bytes()}.items():
+        for name, data in files.items():
             info = tarfile.TarInfo(f"stackctl-served/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     assert container.put_archive("/tmp", archive.getvalue())
-    tool = compat.lmcache_storage_check("0.5.6")
     # `env -u`: the round trip must not join the CA itself (it does when STACKCTL_S3_CA is set); only `environment`
     # decides what the S3 client trusts.
     command = ["env", "-u", "STACKCTL_S3_CA"] + [f"{k}={v}" for k, v in environment.items()] + [
-        "python", "/tmp/stackctl-served/roundtrip.py", "--spec", "/tmp/stackctl-served/specs.json",
-        "--module", tool["module"], "--mode", tool["mode"], "--num-keys", "3", "--timeout", "60"]
+        "python", "/tmp/stackctl-served/roundtrip.py", "--spec", "/tmp/stackctl-served/specs.json", "--timeout", "60"]
     result = container.exec_run(command, demux=True)
     stdout = (result.output[0] or b"").decode("utf-8", "replace")
-    reports = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-    assert len(reports) == 1, stdout + (result.output[1] or b"").decode("utf-8", "replace")[-2000:]
-    return dict(reports[0], model=model)
+    reports = tier_roundtrip.read_reports(stdout)
+    s3 = reports.get("s3")
+    assert s3 is not None, stdout + (result.output[1] or b"").decode("utf-8", "replace")[-2000:]
+    return dict(s3, model=model, chunk_bytes=chunk.bytes)
 
 
 def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rgw, docker_engine, tmp_path,
@@ -160,7 +166,6 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
         monkeypatch.setenv(name, ceph_rgw[name])
     recipe_file = only_tiers(tmp_path, "served", S3.format(url=TLS, key="STACKCTL_S3_ACCESS_KEY"))
     recipe = load_recipe(recipe_file)
-    config = tier_roundtrip.tier_configs(recipe)["s3"]
     up = run_cli("up", recipe_file, env=tiers_env, timeout=900)
     assert up.returncode == 0, up.stdout + up.stderr[-3000:]
     try:
@@ -172,14 +177,13 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
         bundle = container.exec_run(["cat", server_env["SSL_CERT_FILE"]]).output.decode()
         assert bundle.strip().endswith(ca) and bundle.count("BEGIN CERTIFICATE") > 1, "CA not joined to the bundle"
 
-        trusted = served_round_trip(container, config, {"SSL_CERT_FILE": server_env["SSL_CERT_FILE"]})
-        outcome = tier_roundtrip.judge(recipe.tiers_of("s3")[0], trusted, trusted["model"], 2 * 512)
+        trusted = served_round_trip(container, recipe, {"SSL_CERT_FILE": server_env["SSL_CERT_FILE"]}, tmp_path)
+        outcome = tier_roundtrip.judge(recipe.tiers_of("s3")[0], trusted, trusted["model"], trusted["chunk_bytes"])
         assert outcome.ok, outcome.message
-        assert "object(s) seen in bucket stackctl-kv, removed" in outcome.message, outcome.message
+        assert "4 object(s) seen in bucket stackctl-kv, removed" in outcome.message, outcome.message
 
-        untrusted = served_round_trip(container, config, {})
-        rows = untrusted.get("rows", {})
-        assert rows.get("GET", {}).get("passed", 0) == 0, untrusted
+        untrusted = served_round_trip(container, recipe, {}, tmp_path)
+        assert untrusted["stored"] == 0 and untrusted["equal"] == 0, untrusted
     finally:
         run_cli("down", recipe_file, env=tiers_env, timeout=300)
         tier = recipe.tiers_of("s3")[0]

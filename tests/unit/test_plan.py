@@ -284,3 +284,20 @@ def test_plan_cli_host_ram_and_context_limit(tmp_path):
     assert not any("max_model_len" in w for w in local["warnings"])
     bad = run_cli("plan", str(recipe), "--host-ram", "-5")
     assert bad.returncode == 2 and "--host-ram" in bad.stderr  # click's usage error
+
+
+def test_the_ram_rows_say_whose_ram_and_what_the_cpu_tier_may_use():
+    """At a glance: the RAM measured here is this machine's, the headroom comes off it, and what is left (nothing,
+    when the headroom is more than the RAM) is what a CPU tier may use."""
+    small = minimax_plan(host_ram_bytes=16 * GiB)
+    small.host_ram_source = "this machine"
+    rows = [line.strip() for line in format_text(small).splitlines()]
+    at = next(i for i, row in enumerate(rows) if row.startswith("host RAM"))
+    assert rows[at].startswith("host RAM (this machine's, not --host-ram)")
+    assert rows[at + 1].startswith("- headroom kept free, max(10%, 32 GiB)") and "34,359,738,368" in rows[at + 1]
+    assert rows[at + 2].startswith("= RAM a CPU tier may use") and rows[at + 2].endswith(" 0 (headroom > RAM)")
+    big = minimax_plan(host_ram_bytes=512 * GiB)
+    big.host_ram_source = "--host-ram"
+    rows = [line.strip() for line in format_text(big).splitlines()]
+    assert any(row.startswith("host RAM (--host-ram)") for row in rows)
+    assert any(row.startswith("= RAM a CPU tier may use") and "494,780,232,500" in row for row in rows)

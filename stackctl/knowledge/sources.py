@@ -1,0 +1,29 @@
+"""Where each rule and doctor check gets its facts: stackctl/knowledge/sources.toml, one list of sources per id, shown
+by `stackctl explain ID`. A source is "PACKAGE VERSION PATH:LINES (what it shows)", or a https:// address of a report
+beside such a source. New rules and checks add their table there; tests/unit/test_sources.py keeps every id cited."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+
+_SOURCES_FILE = os.path.join(os.path.dirname(__file__), "sources.toml")
+SOURCE = re.compile(r"^(?P<package>\S+) (?P<version>\S+) (?P<path>[^\s:]+):(?P<lines>\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)"
+                    r" \((?P<shows>.+)\)$")
+REPORT = re.compile(r"^https://\S+$")
+
+
+@functools.lru_cache(maxsize=None)
+def table() -> dict[str, list[str]]:
+    """Every id's sources, as sources.toml lists them."""
+    from stackctl.knowledge.compat import tomllib  # tomllib, or tomli before Python 3.11
+
+    with open(_SOURCES_FILE, encoding="utf-8") as handle:
+        data = tomllib.loads(handle.read())
+    return {entry_id: list(entry.get("sources", [])) for entry_id, entry in data.items()}
+
+
+def sources_of(entry_id: str) -> list[str]:
+    """The sources of a rule or check id (empty when it has none)."""
+    return table().get(entry_id, [])
