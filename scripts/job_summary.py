@@ -47,8 +47,7 @@ def probe_lines(label: str, path: Path) -> list[str]:
     if not path.is_file():
         return [f"  bench {label}: no result ({path} missing)"]
     probe = json.loads(path.read_text())
-    lines = [f"  bench {label} --probe: {probe['prompt_tokens']:,}-token prompts, TTFT median of {probe['runs']} "
-             f"(figures, not a gate: the gate is the server's hit rate)"]
+    lines = [f"  bench {label} --probe: {probe['prompt_tokens']:,}-token prompts, TTFT median of {probe['runs']}"]
     for arm, figures in probe["arms"].items():
         rate = "-" if figures.get("hit_rate") is None else f"{figures['hit_rate']:.1%}"
         ratio = figures.get("over_recompute")
@@ -58,8 +57,12 @@ def probe_lines(label: str, path: Path) -> list[str]:
     return lines
 
 
+LIVE_LMCACHE = ("server.lmcache-hit", "server.lmcache-hit-correct", "server.tier-served", "server.hash-seed-proof")
+
+
 def doctor_lines(label: str, path: Path) -> list[str]:
-    """doctor's closing count, and the tier round trip's figures (one line per tier) when it ran."""
+    """doctor's closing count, the tier round trip's figures (one line per tier) when it ran, and the live LMCache
+    checks' lines."""
     text = path.read_text() if path.is_file() else ""
     counts = [line for line in text.splitlines() if DOCTOR_COUNTS.match(line)]
     lines = [f"  doctor {label}: {counts[-1] if counts else 'no result'}"]
@@ -69,6 +72,8 @@ def doctor_lines(label: str, path: Path) -> list[str]:
             head, _, tiers = parts[2].partition(" per tier: ")
             lines.append(f"    image.tiers {parts[0]}, {head} per tier:")
             lines += [f"      {item}" for item in tiers.split("; ") if item.split(" ")[0] in TIER_KINDS]
+        elif len(parts) == 3 and parts[1] in LIVE_LMCACHE:
+            lines.append(f"    {parts[1]} {parts[0]}: {parts[2]}")
     return lines
 
 
