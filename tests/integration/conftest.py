@@ -45,7 +45,8 @@ def smoke_job(docker_engine, stack_env, tmp_path_factory):
     tests' to change). Returns what it printed, whether it passed or not: test_first_hour.py judges it. The stack it
     leaves is taken down at the end of the session (the Ceph RGW stays, as ceph_rgw leaves one it found running)."""
     yield run_smoke_job(stack_env, tmp_path_factory.mktemp("smoke-job"))
-    run_cli("down", str(RECIPES / "cpu-smoke.toml"), env=stack_env, timeout=300)
+    for recipe in ("cpu-smoke.toml", "cpu-lmcache.toml"):
+        run_cli("down", str(RECIPES / recipe), env=stack_env, timeout=300)
 
 
 @pytest.fixture(scope="session")

@@ -38,7 +38,7 @@ def test_the_main_job_passes_quietly_with_one_line_per_phase(smoke_job):
     assert lines[0] == f"Installer output (apt, pip, debootstrap, image builds) goes to {log}"
     setup = [line for line in lines if line.startswith("==> setup:")]
     assert len(setup) >= 4 and all(PHASE_LINE.match(line) or SKIPPED_PHASE.match(line) for line in setup), setup
-    assert any(PHASE_LINE.match(line) for line in lines if "build the cpu-tiers image" in line)
+    assert any(PHASE_LINE.match(line) for line in lines if "build the cpu-lmcache image" in line)
     # The installers' output is in the log, not on the terminal.
     log_text = log.read_text()
     assert "==> setup: venv" in log_text and "==> build the cpu-smoke image" in log_text
@@ -47,7 +47,8 @@ def test_the_main_job_passes_quietly_with_one_line_per_phase(smoke_job):
     table = section(out, "Phases (wall time):", ("Running now:",))
     assert all(TIMED_ROW.match(row) for row in table), table
     names = [TIMED_ROW.match(row)["name"] for row in table]
-    for phase in ("up cpu-smoke", "doctor cpu-smoke", "bench cpu-smoke", "build the cpu-tiers image", "total"):
+    for phase in ("up cpu-smoke", "doctor cpu-smoke", "bench cpu-smoke", "build the cpu-lmcache image",
+                  "up cpu-lmcache", "doctor cpu-lmcache", "bench cpu-lmcache", "total"):
         assert any(name.startswith(phase) for name in names), (phase, names)
 
 
@@ -59,6 +60,10 @@ def test_the_summary_says_what_runs_where_and_how_to_stop_it(smoke_job):
     assert "running, healthy, at http://127.0.0.1:8000" in stack
     assert stack.endswith("; stop: stackctl down recipes/cpu-smoke.toml") and (REPO / "recipes/cpu-smoke.toml").is_file()
     assert get_status("http://127.0.0.1:8000/health", timeout=5) == 200  # what it says runs, runs
+    lmcache = next(line for line in running if line.startswith("  stack cpu-lmcache:"))
+    assert "running, healthy, at http://127.0.0.1:8020" in lmcache
+    assert lmcache.endswith("; stop: stackctl down recipes/cpu-lmcache.toml")
+    assert get_status("http://127.0.0.1:8020/health", timeout=5) == 200
     assert any(line.startswith("  Ceph RGW: running (radosgw pid ") for line in running), running
     assert ("    S3: http://127.0.0.1:17480 and https://127.0.0.1:17443 (CA /tmp/stackctl-ceph/tls/ca.pem), bucket "
             "stackctl-kv") in running
@@ -77,7 +82,12 @@ def test_the_summary_gives_the_figures_measured(smoke_job):
     hbm = next(line for line in measured if line.startswith("    vLLM prefix cache (HBM)"))
     assert f"server hit rate {probe['arms']['hbm']['hit_rate']:.1%}" in hbm and probe["arms"]["hbm"]["hit_rate"] >= 0.9
     assert any(re.match(r"  doctor cpu-smoke: \d+ passed, 0 failed", line) for line in measured), measured
-    assert any(re.match(r"  doctor cpu-tiers .*: \d+ passed, 0 failed", line) for line in measured), measured
+    assert any(re.match(r"  doctor cpu-lmcache .*: \d+ passed, 0 failed", line) for line in measured), measured
+    # The live LMCache checks, quoted: LMCache loaded the repeat, right, from every tier, across processes.
+    for check in ("server.lmcache-hit", "server.lmcache-hit-correct", "server.tier-served", "server.hash-seed-proof"):
+        assert any(line.startswith(f"    {check} ok: ") for line in measured), (check, measured)
+    lmcache = json.loads((smoke_job.folder / "bench-cpu-lmcache" / "probe.json").read_text())
+    assert set(lmcache["arms"]) == {"recompute", "hbm", "lmcache"} and lmcache["arms"]["lmcache"]["hit_rate"] >= 0.8
     tiers = [line.strip() for line in measured if re.match(r"      (cpu|disk|fs|s3) ok: put ", line)]
     assert [line.split()[0] for line in tiers] == ["cpu", "disk", "fs", "s3"], measured
     assert all("MB/s" in line for line in tiers[1:])
@@ -118,12 +128,12 @@ def test_doctor_never_shows_none_on_the_shipped_recipes(smoke_job, tiers_env):
     host and image elsewhere (another stack of the same name on a shared machine is not this test's to probe)."""
     assert not NONE.findall(smoke_job.output)
     for recipe in sorted(RECIPES.glob("*.toml")):
-        scope = "host,image,server" if recipe.stem == "cpu-smoke" else "host,image"
+        scope = "host,image,server" if recipe.stem in ("cpu-smoke", "cpu-lmcache") else "host,image"
         result = subprocess.run([str(smoke_job.link), "doctor", str(recipe), "--scope", scope, "--format", "json"],
                                 env=tiers_env, capture_output=True, text=True, timeout=900)
         assert result.returncode in (0, 1, 2), result.stderr
         report = json.loads(result.stdout)
         shown = [(r["id"], text) for r in report["results"] for text in (r["message"], r["fix"])]
         assert not [item for item in shown if NONE.search(item[1])], (recipe.name, shown)
-        if recipe.stem in ("cpu-smoke", "cpu-tiers"):
+        if recipe.stem in ("cpu-smoke", "cpu-tiers", "cpu-lmcache"):
             assert report["summary"]["fail"] == 0, (recipe.name, report["results"])
