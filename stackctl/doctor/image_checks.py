@@ -218,7 +218,7 @@ def own_parsers(ctx):
     run (checks/parsers/parse_config.py): vLLM's `make_arg_parser(FlexibleArgumentParser())` (vLLM 0.32.0
     vllm/entrypoints/launchers/cli_args.py:421, the parser `vllm serve` builds) parses the model and the serve
     arguments serve.sh passes, and LMCache's `LMCacheEngineConfig.from_file` (LMCache 0.5.6
-    lmcache/v1/config.py:1057, `_from_file` at config_base.py:318-346) loads the rendered lmcache.yaml. A parser
+    lmcache/v1/config.py:1057, `_from_file` at config_base.py:318-348) loads the rendered lmcache.yaml. A parser
     error fails the
     check with the package's own message (e.g. `vllm serve: error: unrecognized arguments: true`); warnings
     LMCache's loader logs (unknown keys, values it could not convert) warn. Skips, saying why, when the image has

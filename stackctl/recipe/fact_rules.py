@@ -127,7 +127,7 @@ def _flag_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
       "that is not one, a missing value",
       "write the flag as the message shows", "vllm")
 def _flag_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
-    """vLLM builds each flag from its config dataclass field (vLLM 0.33.0 vllm/engine/arg_utils.py:319
+    """vLLM builds each flag from its config dataclass field (vLLM 0.33.0 vllm/engine/arg_utils.py:325
     `_compute_kwargs`): a bool field becomes `--x/--no-x` (argparse.BooleanOptionalAction), which takes no value,
     so `--enable-chunked-prefill true` leaves `true` as an unrecognised argument and `--enable-chunked-prefill=true`
     is "ignored explicit argument" (both exit 2); a Literal field gives choices (`--dtype bf16` is not one); int
@@ -430,13 +430,13 @@ def _lmcache_value_problem(value, type_text: str) -> str | None:
         return "LMCache reads it as False (only true/1 count as true)"
     if base in ("int", "float"):
         if isinstance(value, bool) or isinstance(value, (list, dict)):
-            return "not a number: LMCache uses None"
+            return "not a number: LMCache sets the key to null, not to its default"
         try:
             number = float(value)
         except (TypeError, ValueError):
-            return "not a number: LMCache uses None"
+            return "not a number: LMCache sets the key to null, not to its default"
         if base == "int" and not float(number).is_integer():
-            return "not a whole number: LMCache uses None"
+            return "not a whole number: LMCache sets the key to null, not to its default"
         return None
     if base.startswith("dict") and not isinstance(value, (dict, str)):
         return "not an object"

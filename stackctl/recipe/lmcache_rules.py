@@ -58,7 +58,7 @@ def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
     vllm_v1_adapter.py:531, :826, :1126). vLLM decides whether the forward pass may be a full CUDA/HIP graph by
     asking the connector, which looks only at `kv_connector_extra_config.use_layerwise` of --kv-transfer-config
     (vLLM 0.33.0 vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py:70-76; vllm/config/vllm.py:
-    1976-2002 then switches to PIECEWISE). Set on the LMCache side only, vLLM captures full graphs around
+    1976-2001 then switches to PIECEWISE). Set on the LMCache side only, vLLM captures full graphs around
     synchronisation they cannot contain. Importers used to fix this silently; it is reported instead.
 
     Fix: `cache.use_layerwise = true`, which writes `use_layerwise` into both LMCache's config and the connector's
@@ -152,7 +152,7 @@ def shared_stores(recipe: Recipe) -> list[tuple[tuple, str]]:
       "set cache.hash_seed to one value on every server that shares the store")
 def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     """Cache keys chain from vLLM's NONE_HASH, random per process unless PYTHONHASHSEED is fixed (LMCache 0.5.6
-    lmcache/v1/token_database.py:90-101 seeds from it; its chunk hash is Python's builtin hash, :269-296). A
+    lmcache/v1/token_database.py:90-101 seeds from it; its default chunk hash is Python's builtin hash, :161-177). A
     store that many servers read (a remote_url of any scheme but mock/blackhole, remote_storage_plugins, or
     LMCACHE_REMOTE_URL) then fills with entries nobody else can address.
 
