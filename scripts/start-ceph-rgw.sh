@@ -99,7 +99,9 @@ mon_data = $DIR/mon/\$id
 [osd]
 osd_data = $DIR/osd/\$id
 osd_objectstore = memstore
-memstore_device_bytes = 536870912
+# 3 GiB of RAM at most, taken as objects arrive: a CI run's LMCache stacks put about 1 GB of KV chunks in the
+# bucket, and a full OSD does not refuse writes, it stalls them (RGW then times out every request).
+memstore_device_bytes = 3221225472
 
 [client.rgw.gw]
 rgw_frontends = beast endpoint=$ADDR:$HTTP_PORT ssl_endpoint=$ADDR:$HTTPS_PORT ssl_certificate=$DIR/tls/server.pem ssl_private_key=$DIR/tls/server.key
