@@ -54,10 +54,17 @@ def recipes(tmp_path_factory, small_disk) -> dict:
             "no_connector": variant(folder, "no-connector", no_connector, base="cpu-lmcache.toml")}
 
 
+def up_anyway(stack: Stack) -> None:
+    """`up --ignore-errors`: validate refuses these recipes (remote-tier-hash-seed, lmcache-on-cpu-platform), so the
+    faults are what a user gets who goes ahead anyway, or whose running stack no longer matches the recipe."""
+    result = stack.cli("up", stack.recipe, "--ignore-errors")
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+
+
 @pytest.fixture(scope="module")
 def stack(recipes, env):
     stack = Stack(recipes["unseeded"], env)
-    stack.up()
+    up_anyway(stack)
     yield stack
     stack.down()
 
@@ -86,8 +93,11 @@ def test_seed_unset_the_hash_seed_proof_fails_naming_pythonhashseed(stack, watch
     assert proof["status"] == "fail", proof
     assert "PYTHONHASHSEED is not set in the stack" in proof["message"]
     assert proof["details"]["hit_tokens"] == 0 and proof["details"]["stack_seed"] is None
-    # Within one process the seed does not matter: LMCache itself serves.
-    assert results["server.lmcache-hit"]["status"] == "pass", results["server.lmcache-hit"]
+    # Not even one server hits without a seed: vLLM's scheduler looks LMCache's keys up in its engine process and
+    # the worker processes store them, each process with its own random seed.
+    hit = results["server.lmcache-hit"]
+    assert hit["status"] == "fail" and hit["details"]["loaded"]["retrieved_tokens"] == 0, hit
+    assert hit["details"]["stored"]["stored_tokens"] > 0
     orphans, lost = watch.orphans(), [r for r in records if r not in history(stack)]
     assert not orphans and not lost
     fault_report.add("PYTHONHASHSEED unset, shared fs tier", "server.hash-seed-proof fails naming PYTHONHASHSEED",
@@ -121,8 +131,11 @@ def test_s3_bucket_removed_while_serving_the_tier_check_fails_and_serving_goes_o
 
 
 def test_disk_tier_full_is_reported_and_the_server_keeps_serving(stack, small_disk, watch, fault_report):
+    import os
+
     filler = small_disk / "filler"
-    subprocess.run(["fallocate", "-l", "62M", str(filler)], check=True)
+    free = os.statvfs(small_disk)
+    subprocess.run(["fallocate", "-l", str(free.f_bavail * free.f_frsize - 256 * 1024), str(filler)], check=True)
     try:
         for _ in range(3):
             assert serves(stack)
@@ -143,13 +156,13 @@ def test_connector_off_degraded_mode_is_detected(stack, recipes, env, watch, fau
     """Last: replaces the fault stack with the connector switched off (LMCache 0.5.6 then finds no connector for
     the CPU device and runs degraded: lmcache/v1/gpu_connector/__init__.py:247, lmcache/v1/manager.py:104-110)."""
     off = Stack(recipes["no_connector"], env)
-    off.up()
+    up_anyway(off)
     results = doctor(off, "--scope", "server")
     initialised = results["server.lmcache-initialised"]
     assert initialised["status"] == "fail" and "degraded mode" in initialised["message"], initialised
     assert results["server.lmcache-hit"]["status"] == "fail"
     assert serves(off)
-    orphans = watch.orphans()
+    orphans = watch.orphans(f"stackctl-{NAME}")  # the stack's own container, replaced by this up
     assert not orphans
     fault_report.add("CPU connector switched off (cache.cpu_connector = false)",
                      "server.lmcache-initialised fails on the degraded-mode line",
