@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -77,13 +76,13 @@ def doctor_lines(label: str, path: Path) -> list[str]:
     return lines
 
 
-def stackctl_lines(link: str, venv: str) -> list[str]:
+def stackctl_lines(link: str, venv: str, path: str) -> list[str]:
+    """The stackctl a person can type next: the link setup.sh made (when its folder is on PATH), else the venv."""
     activate = f"source {Path(venv).resolve()}/bin/activate"
-    if link != "none" and os.path.islink(link) and shutil.which("stackctl") == link:
-        return [f"stackctl: {link} (a link to {os.readlink(link)}); or, in a shell of its own: {activate}"]
     if link != "none" and os.path.islink(link):
-        return [f"stackctl: {link} (a link to {os.readlink(link)}; {Path(link).parent} is not on this PATH); or: "
-                f"{activate}"]
+        on_path = str(Path(link).parent) in path.split(os.pathsep)
+        where = "" if on_path else f"; {Path(link).parent} is not on this PATH"
+        return [f"stackctl: {link} (a link to {os.readlink(link)}{where}); or, in a shell of its own: {activate}"]
     return [f"stackctl: {activate}   (then `stackctl --help`)"]
 
 
@@ -115,7 +114,7 @@ def main() -> None:
     if measured:
         lines += ["Measured:"] + measured
     lines.append(f"Full output (apt, pip, debootstrap, image builds): {args.log}")
-    lines += stackctl_lines(args.link, args.venv)
+    lines += stackctl_lines(args.link, args.venv, os.environ.get("PATH", ""))
     print("\n".join(lines))
 
 

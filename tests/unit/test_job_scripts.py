@@ -93,11 +93,13 @@ def test_the_summary_names_a_stackctl_that_is_reachable(tmp_path):
     link = tmp_path / "bin" / "stackctl"
     link.parent.mkdir()
     link.symlink_to(venv / "bin" / "stackctl")
-    line = summary.stackctl_lines(str(link), str(venv))[0]
-    assert line.startswith(f"stackctl: {link} (a link to {venv}/bin/stackctl; {link.parent} is not on this PATH)")
-    assert line.endswith(f"or: source {venv}/bin/activate")
-    assert summary.stackctl_lines("none", str(venv)) == [f"stackctl: source {venv}/bin/activate   (then `stackctl "
-                                                         "--help`)"]
+    line = summary.stackctl_lines(str(link), str(venv), "/usr/bin:/bin")[0]
+    assert line == (f"stackctl: {link} (a link to {venv}/bin/stackctl; {link.parent} is not on this PATH); or, in a "
+                    f"shell of its own: source {venv}/bin/activate")
+    on_path = summary.stackctl_lines(str(link), str(venv), f"/usr/bin:{link.parent}")[0]
+    assert on_path.startswith(f"stackctl: {link} (a link to {venv}/bin/stackctl); or, in a shell of its own: ")
+    assert summary.stackctl_lines("none", str(venv), "") == [f"stackctl: source {venv}/bin/activate   (then "
+                                                             "`stackctl --help`)"]
 
 
 def bench_gate(text: str) -> list[str]:
