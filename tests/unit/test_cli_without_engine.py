@@ -58,3 +58,14 @@ def test_bench_probe_without_a_server_names_the_address(tmp_path, no_engine):
     assert result.returncode == 1
     assert result.stderr == (f"stackctl: cpu-smoke: no healthy server at http://127.0.0.1:{port} (fix: stackctl up "
                              f"{recipe})\n")
+
+
+def test_bench_connector_says_what_it_needs(tmp_path, no_engine):
+    """--connector measures stackctl's CPU connector inside the running stack: a recipe without it, or a stack
+    that does not run, is one line naming what to do."""
+    result = run_cli("bench", str(RECIPES / "cpu-smoke.toml"), "--connector", env=no_engine)
+    assert result.returncode == 1
+    assert result.stderr.startswith("stackctl: ") and "needs stackctl's CPU connector (platform cpu, cache.enabled " \
+        "and cache.cpu_connector on)" in result.stderr
+    result = run_cli("bench", str(RECIPES / "cpu-lmcache.toml"), "--connector", env=no_engine)
+    assert result.returncode == 2 and "cannot reach the Docker engine" in result.stderr
