@@ -19,7 +19,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "integration")]
 
-from fleet_hosts import FleetHosts, build_wheelhouse, ensure_image, fleet_unavailable, make_key  # noqa: E402
+from fleet_hosts import (  # noqa: E402
+    FleetHosts,
+    build_wheelhouse,
+    ensure_image,
+    fleet_unavailable,
+    make_key,
+)
 
 DOCTOR_ARGS = ["--scope", "host", "--skip", "host.docker-engine", "--format", "json"]
 

@@ -82,7 +82,8 @@ import os
 import re
 import struct
 import sys
-from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 SCHEMA = 1
 PLUGIN_GROUPS = ("vllm.platform_plugins", "vllm.general_plugins")
@@ -91,10 +92,10 @@ HIP_FATBIN_SECTION = ".hip_fatbin"
 HASH_PROBE_TOKENS = list(range(1000, 1064))  # 64 tokens, 4 full blocks of 16
 HASH_PROBE_BLOCK_SIZE = 16
 
-errors: List[str] = []
+errors: list[str] = []
 
 
-def note_error(what: str, exc: Optional[BaseException] = None) -> None:
+def note_error(what: str, exc: BaseException | None = None) -> None:
     errors.append(f"{what}: {type(exc).__name__}: {exc}" if exc is not None else what)
 
 
@@ -106,7 +107,7 @@ def normalize_name(name: str) -> str:
 # ---------------------------------------------------------------- python and distributions
 
 
-def python_facts() -> Dict[str, Any]:
+def python_facts() -> dict[str, Any]:
     return {
         "version": ".".join(str(part) for part in sys.version_info[:3]),
         "implementation": sys.implementation.name,
@@ -114,10 +115,10 @@ def python_facts() -> Dict[str, Any]:
     }
 
 
-_distributions: Optional[List[Any]] = None
+_distributions: list[Any] | None = None
 
 
-def iter_distributions() -> List[Any]:
+def iter_distributions() -> list[Any]:
     """Installed distributions, first one on sys.path wins for a name (like import does)."""
     global _distributions
     if _distributions is None:
@@ -134,7 +135,7 @@ def iter_distributions() -> List[Any]:
     return _distributions
 
 
-def distribution_facts() -> List[Dict[str, str]]:
+def distribution_facts() -> list[dict[str, str]]:
     found = [
         {"name": normalize_name(dist.metadata["Name"]), "version": dist.version}
         for dist in iter_distributions()
@@ -142,8 +143,8 @@ def distribution_facts() -> List[Dict[str, str]]:
     return sorted(found, key=lambda item: item["name"])
 
 
-def entry_point_facts() -> Dict[str, List[Dict[str, str]]]:
-    groups: Dict[str, List[Dict[str, str]]] = {group: [] for group in PLUGIN_GROUPS}
+def entry_point_facts() -> dict[str, list[dict[str, str]]]:
+    groups: dict[str, list[dict[str, str]]] = {group: [] for group in PLUGIN_GROUPS}
     for dist in iter_distributions():
         for entry in dist.entry_points:
             if entry.group in groups:
@@ -160,7 +161,7 @@ def entry_point_facts() -> Dict[str, List[Dict[str, str]]]:
 # ---------------------------------------------------------------- locating packages without importing
 
 
-def package_dir(import_name: str) -> Optional[str]:
+def package_dir(import_name: str) -> str | None:
     """Directory of a top-level package, found without executing it."""
     try:
         spec = importlib.util.find_spec(import_name)
@@ -172,7 +173,7 @@ def package_dir(import_name: str) -> Optional[str]:
     return list(spec.submodule_search_locations)[0]
 
 
-def owning_distribution(import_name: str, located: str) -> Optional[Any]:
+def owning_distribution(import_name: str, located: str) -> Any | None:
     """The distribution that installed the package found at `located`, preferring the exact project name."""
     candidates = [
         dist
@@ -192,7 +193,7 @@ def owning_distribution(import_name: str, located: str) -> Optional[Any]:
     return None
 
 
-def version_from_dist_info(directory: str, import_name: str) -> Optional[str]:
+def version_from_dist_info(directory: str, import_name: str) -> str | None:
     """Version from a NAME-VERSION.dist-info/METADATA next to the package (an unpacked wheel)."""
     parent = os.path.dirname(os.path.abspath(directory))
     try:
@@ -212,23 +213,23 @@ def version_from_dist_info(directory: str, import_name: str) -> Optional[str]:
     return None
 
 
-def version_from_file(path: str) -> Optional[str]:
+def version_from_file(path: str) -> str | None:
     """`__version__` from a setuptools-scm style _version.py, read as text."""
     assignments = read_assignments(path)
     value = assignments.get("__version__", assignments.get("version"))
     return value if isinstance(value, str) else None
 
 
-def read_assignments(path: str) -> Dict[str, Any]:
+def read_assignments(path: str) -> dict[str, Any]:
     """Literal module-level assignments (`x = 'a'`, `x: T = None`) of a Python file, without running it."""
     try:
         with open(path, encoding="utf-8") as handle:
             tree = ast.parse(handle.read(), filename=path)
     except (OSError, SyntaxError, ValueError):
         return {}
-    values: Dict[str, Any] = {}
+    values: dict[str, Any] = {}
     for node in tree.body:
-        targets: List[ast.expr] = []
+        targets: list[ast.expr] = []
         if isinstance(node, ast.Assign):
             targets = list(node.targets)
         elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -242,10 +243,10 @@ def read_assignments(path: str) -> Dict[str, Any]:
     return values
 
 
-def package_facts(import_name: str, directory: Optional[str] = None) -> Dict[str, Any]:
+def package_facts(import_name: str, directory: str | None = None) -> dict[str, Any]:
     """found / package_dir / version / distribution of a package, metadata first, then _version.py."""
     located = directory if directory is not None else package_dir(import_name)
-    facts: Dict[str, Any] = {
+    facts: dict[str, Any] = {
         "found": located is not None and os.path.isdir(located),
         "package_dir": located,
         "version": None,
@@ -288,7 +289,7 @@ class ElfError(Exception):
 
 
 class Section:
-    def __init__(self, raw: Tuple[int, ...]):
+    def __init__(self, raw: tuple[int, ...]):
         (self.name_offset, self.type, _flags, _addr, self.offset, self.size, self.link, _info,
          _align, self.entsize) = raw
         self.name = ""
@@ -313,7 +314,7 @@ def c_string(table: bytes, offset: int) -> str:
     return table[offset : end if end >= 0 else len(table)].decode("utf-8", "replace")
 
 
-def read_sections(handle: BinaryIO) -> List[Section]:
+def read_sections(handle: BinaryIO) -> list[Section]:
     handle.seek(0)
     ident_and_header = handle.read(ELF_HEADER.size)
     if ident_and_header[:4] != b"\x7fELF":
@@ -344,15 +345,15 @@ def read_sections(handle: BinaryIO) -> List[Section]:
     return sections
 
 
-def linked_section(sections: List[Section], section: Section) -> Section:
+def linked_section(sections: list[Section], section: Section) -> Section:
     """The string table a .dynamic or .dynsym section names in sh_link."""
     if not 0 < section.link < len(sections):
         raise ElfError(f"{section.name}: string table index {section.link} out of range")
     return sections[section.link]
 
 
-def needed_libraries(handle: BinaryIO, sections: List[Section]) -> List[str]:
-    needed: List[str] = []
+def needed_libraries(handle: BinaryIO, sections: list[Section]) -> list[str]:
+    needed: list[str] = []
     for dynamic in (s for s in sections if s.type == SHT_DYNAMIC):
         strings = section_data(handle, linked_section(sections, dynamic))
         for tag, value in DYN_ENTRY.iter_unpack(section_data(handle, dynamic)[: dynamic.size // 16 * 16]):
@@ -363,7 +364,7 @@ def needed_libraries(handle: BinaryIO, sections: List[Section]) -> List[str]:
     return needed
 
 
-def symbol_states(handle: BinaryIO, sections: List[Section], wanted: Tuple[str, ...]) -> Dict[str, str]:
+def symbol_states(handle: BinaryIO, sections: list[Section], wanted: tuple[str, ...]) -> dict[str, str]:
     """For each wanted dynamic symbol: referenced (undefined here), defined, or absent."""
     states = {name: "absent" for name in wanted}
     for dynsym in (s for s in sections if s.type == SHT_DYNSYM):
@@ -385,7 +386,7 @@ SCAN_CHUNK = 1 << 20
 SCAN_OVERLAP = 256  # longer than any bundle header field or target id we match
 
 
-def iter_chunks(handle: BinaryIO, section: Section) -> Iterator[Tuple[int, bytes]]:
+def iter_chunks(handle: BinaryIO, section: Section) -> Iterator[tuple[int, bytes]]:
     """(offset in section, bytes) chunks that overlap, so matches across a boundary are not lost."""
     position = 0
     while position < section.size:
@@ -394,7 +395,7 @@ def iter_chunks(handle: BinaryIO, section: Section) -> Iterator[Tuple[int, bytes
         position += SCAN_CHUNK
 
 
-def bundle_entry_ids(handle: BinaryIO, start: int, limit: int) -> List[str]:
+def bundle_entry_ids(handle: BinaryIO, start: int, limit: int) -> list[str]:
     """Entry ids (e.g. hipv4-amdgcn-amd-amdhsa--gfx942) from an uncompressed bundle header."""
     header = read_at(handle, start, min(limit, 1 << 16))
     if len(header) < 32:
@@ -419,7 +420,7 @@ def is_compressed_bundle_header(chunk: bytes, start: int) -> bool:
     return version in (1, 2, 3) and method in (0, 1)
 
 
-def hip_offload_facts(handle: BinaryIO, section: Section) -> Dict[str, Any]:
+def hip_offload_facts(handle: BinaryIO, section: Section) -> dict[str, Any]:
     bundle_offsets, compressed, targets = set(), set(), set()
     for position, chunk in iter_chunks(handle, section):
         for match in re.finditer(re.escape(BUNDLE_MAGIC), chunk):
@@ -442,7 +443,7 @@ def hip_offload_facts(handle: BinaryIO, section: Section) -> Dict[str, Any]:
     }
 
 
-def elf_facts(path: str) -> Dict[str, Any]:
+def elf_facts(path: str) -> dict[str, Any]:
     with open(path, "rb") as handle:
         sections = read_sections(handle)
         hip_fatbin = next((s for s in sections if s.name == HIP_FATBIN_SECTION), None)
@@ -457,7 +458,7 @@ def elf_facts(path: str) -> Dict[str, Any]:
 # ---------------------------------------------------------------- LMCache
 
 
-def native_module_facts(directory: str) -> List[Dict[str, Any]]:
+def native_module_facts(directory: str) -> list[dict[str, Any]]:
     """ELF facts of every extension module at the top of the LMCache package."""
     modules = []
     try:
@@ -467,7 +468,7 @@ def native_module_facts(directory: str) -> List[Dict[str, Any]]:
         return modules
     for name in names:
         path = os.path.join(directory, name)
-        entry: Dict[str, Any] = {"module": name.split(".", 1)[0], "file": name, "size": None,
+        entry: dict[str, Any] = {"module": name.split(".", 1)[0], "file": name, "size": None,
                                  "elf": None, "error": None}
         try:
             entry["size"] = os.path.getsize(path)
@@ -478,7 +479,7 @@ def native_module_facts(directory: str) -> List[Dict[str, Any]]:
     return modules
 
 
-def lmcache_facts(directory: Optional[str]) -> Dict[str, Any]:
+def lmcache_facts(directory: str | None) -> dict[str, Any]:
     facts = package_facts("lmcache", directory)
     facts["native_modules"] = native_module_facts(facts["package_dir"]) if facts["found"] else []
     if directory is not None and not facts["found"]:
@@ -489,7 +490,7 @@ def lmcache_facts(directory: Optional[str]) -> Dict[str, Any]:
 # ---------------------------------------------------------------- other packages
 
 
-def aiofile_facts() -> Dict[str, Any]:
+def aiofile_facts() -> dict[str, Any]:
     try:
         spec = importlib.util.find_spec("aiofile")
     except (ImportError, ValueError) as exc:
@@ -498,7 +499,7 @@ def aiofile_facts() -> Dict[str, Any]:
     return {"found": spec is not None, "origin": spec.origin if spec else None}
 
 
-def torch_build(values: Dict[str, Any]) -> Optional[str]:
+def torch_build(values: dict[str, Any]) -> str | None:
     if values.get("hip") or values.get("rocm"):
         return "rocm"
     if values.get("cuda"):
@@ -508,7 +509,7 @@ def torch_build(values: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-def torch_facts() -> Dict[str, Any]:
+def torch_facts() -> dict[str, Any]:
     facts = package_facts("torch")
     facts.update({"build": None, "hip": None, "cuda": None, "rocm": None})
     if not facts["found"]:
@@ -527,11 +528,11 @@ def torch_facts() -> Dict[str, Any]:
     return facts
 
 
-def vllm_facts() -> Dict[str, Any]:
+def vllm_facts() -> dict[str, Any]:
     return package_facts("vllm")
 
 
-def env_facts() -> Dict[str, Optional[str]]:
+def env_facts() -> dict[str, str | None]:
     return {"PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED")}
 
 
@@ -560,7 +561,7 @@ def to_hex(value: Any) -> str:
     return repr(value)
 
 
-def hash_function_from(modules: List[Any], name: str) -> Any:
+def hash_function_from(modules: list[Any], name: str) -> Any:
     """The named hash function from vLLM's hashing module (it moved across versions). "builtin" is Python's
     hash(), which LMCache falls back to because vLLM has no function of that name."""
     if name == "builtin":
@@ -573,7 +574,7 @@ def hash_function_from(modules: List[Any], name: str) -> Any:
     raise LookupError(f"hash function {name!r} not found in vllm")
 
 
-def imported_hash_code(algo: str) -> Tuple[Any, Any]:
+def imported_hash_code(algo: str) -> tuple[Any, Any]:
     """(hash function, kv_cache_utils module) by importing vLLM normally."""
     from vllm.v1.core import kv_cache_utils
 
@@ -603,7 +604,7 @@ def is_standard_library(node: ast.stmt) -> bool:
     return all(name.split(".")[0] in sys.stdlib_module_names for name in names)  # type: ignore[attr-defined]
 
 
-def bound_names(node: ast.stmt) -> List[str]:
+def bound_names(node: ast.stmt) -> list[str]:
     """Names a top-level assignment or def binds."""
     if isinstance(node, ast.FunctionDef):
         return [node.name]
@@ -612,7 +613,7 @@ def bound_names(node: ast.stmt) -> List[str]:
             for name in ast.walk(target) if isinstance(name, ast.Name)]
 
 
-def source_hash_code(vllm_dir: str, algo: str) -> Tuple[Any, Any]:
+def source_hash_code(vllm_dir: str, algo: str) -> tuple[Any, Any]:
     """(hash function, kv_cache_utils-like module) by running vLLM's hashing source without importing vllm."""
     import types
 
@@ -655,7 +656,7 @@ def source_hash_code(vllm_dir: str, algo: str) -> Tuple[Any, Any]:
     return hash_function_from([hashing], algo), utils
 
 
-def none_hash_seed_kind(kv_cache_utils: Any) -> Optional[str]:
+def none_hash_seed_kind(kv_cache_utils: Any) -> str | None:
     """Where vLLM took the NONE_HASH seed from: env, its fixed default, or random bytes."""
     if os.environ.get("PYTHONHASHSEED") is not None:
         return "env"
@@ -666,7 +667,7 @@ def none_hash_seed_kind(kv_cache_utils: Any) -> Optional[str]:
     return "default" if seed_of() == default else "random"
 
 
-def block_hashes(hash_fn: Any, kv_cache_utils: Any, algo: str) -> List[str]:
+def block_hashes(hash_fn: Any, kv_cache_utils: Any, algo: str) -> list[str]:
     init_none_hash = getattr(kv_cache_utils, "init_none_hash", None)
     if init_none_hash is not None:
         init_none_hash(hash_fn)
@@ -683,8 +684,8 @@ def block_hashes(hash_fn: Any, kv_cache_utils: Any, algo: str) -> List[str]:
     return hashes
 
 
-def hash_probe(algo: str, mode: str = "auto") -> Dict[str, Any]:
-    result: Dict[str, Any] = {
+def hash_probe(algo: str, mode: str = "auto") -> dict[str, Any]:
+    result: dict[str, Any] = {
         "source": None, "mode": None, "algo": algo, "vllm_version": None, "block_size": HASH_PROBE_BLOCK_SIZE,
         "num_tokens": len(HASH_PROBE_TOKENS), "hashes": None, "none_hash": None, "seed": None,
         "source_error": None, "error": None,
@@ -732,8 +733,8 @@ def hash_probe(algo: str, mode: str = "auto") -> Dict[str, Any]:
 # ---------------------------------------------------------------- main
 
 
-def collect(args: argparse.Namespace) -> Dict[str, Any]:
-    report: Dict[str, Any] = {"schema": SCHEMA}
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    report: dict[str, Any] = {"schema": SCHEMA}
     steps = [
         ("python", python_facts),
         ("distributions", distribution_facts),
@@ -756,7 +757,7 @@ def collect(args: argparse.Namespace) -> Dict[str, Any]:
     return report
 
 
-def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="Report Python stack facts of this image as JSON.")
     parser.add_argument("--lmcache-dir", help="examine this lmcache package directory instead of the installed one")
     parser.add_argument("--hash-probe", action="store_true", help="compute vLLM prefix block hashes (imports vllm)")
@@ -768,7 +769,7 @@ def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     # Keep stdout for the JSON alone: whatever else writes to fd 1 (vLLM's logger, native code) goes to stderr.
     sys.stdout.flush()

@@ -35,7 +35,11 @@ class Deployment:
     # -- the transaction ----------------------------------------------------------------------------------------
 
     def run(self, build) -> int:
-        from stackctl.preflight import ensure_port_free, ensure_tier_files_readable, ensure_tier_paths_writable
+        from stackctl.preflight import (
+            ensure_port_free,
+            ensure_tier_files_readable,
+            ensure_tier_paths_writable,
+        )
 
         current = self._current()
         # Before the build (minutes), the checks that need no image: the tiers' directories, and the port when no
@@ -111,7 +115,6 @@ class Deployment:
     def _run_gate(self) -> None:
         from stackctl.doctor import run_doctor
         from stackctl.doctor.context import DoctorContext
-
         from stackctl.doctor.registry import parse_scopes
 
         scopes = parse_scopes(self.gate or "", "--gate")

@@ -23,7 +23,7 @@ class StackLock:
         self.say = say or (lambda message: None)
         self._fd: int | None = None
 
-    def __enter__(self) -> "StackLock":
+    def __enter__(self) -> StackLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + self.wait_s

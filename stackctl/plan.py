@@ -10,11 +10,17 @@ from it; the regime names the smallest tier that holds it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import List, Optional, Sequence, Tuple
 
 from stackctl.errors import StackctlError
-from stackctl.knowledge.kv_math import GB, HEAD_DIM_FROM_HIDDEN, GiB, ModelShape, kv_footprint
+from stackctl.knowledge.kv_math import (
+    GB,
+    HEAD_DIM_FROM_HIDDEN,
+    GiB,
+    ModelShape,
+    kv_footprint,
+)
 
 # Share of each GPU's VRAM kept out of the KV budget for what vLLM takes before it sizes the cache: the profiled
 # activation peak (max_num_batched_tokens), HIP graph pools and non-torch allocations (RCCL buffers). 5% of an
@@ -50,7 +56,7 @@ class Plan:
     num_key_value_heads: int
     head_dim: int
     head_dim_source: str
-    mla_latent_dim: Optional[int]  # kv_lora_rank + qk_rope_head_dim for MLA models
+    mla_latent_dim: int | None  # kv_lora_rank + qk_rope_head_dim for MLA models
     kv_cache_dtype: str
     model_dtype: str
     kv_dtype_bytes: int
@@ -61,30 +67,30 @@ class Plan:
     bytes_per_token_all_gpus: int  # per GPU x TP: what a token costs in HBM
     bytes_per_token_tier: int  # what a token costs in an LMCache tier
     gpu_memory_utilization: float
-    gpu_vram_bytes: Optional[int]
-    weights_bytes: Optional[int]
-    usable_hbm_bytes: Optional[int]  # TP x VRAM x utilization
-    reserve_bytes: Optional[int]
-    hbm_kv_bytes: Optional[int]
-    hbm_tokens: Optional[int]
+    gpu_vram_bytes: int | None
+    weights_bytes: int | None
+    usable_hbm_bytes: int | None  # TP x VRAM x utilization
+    reserve_bytes: int | None
+    hbm_kv_bytes: int | None
+    hbm_tokens: int | None
     cpu_tier_bytes: int
     cpu_tier_tokens: int
     disk_tier_bytes: int
     disk_tier_tokens: int
-    remote_tiers: List[str]  # kinds of the remote tiers (s3, fs): capacity is the store's, not this host's
+    remote_tiers: list[str]  # kinds of the remote tiers (s3, fs): capacity is the store's, not this host's
     users: int
     context_tokens: int
     working_set_tokens: int
     working_set_bytes: int  # unique bytes: users x context x bytes_per_token_total
     working_set_hbm_bytes: int
     working_set_tier_bytes: int
-    host_ram_bytes: Optional[int]
-    host_ram_headroom_bytes: Optional[int]
-    disk_free_bytes: Optional[int]
+    host_ram_bytes: int | None
+    host_ram_headroom_bytes: int | None
+    disk_free_bytes: int | None
     regime: str
     recommendation: str
-    warnings: List[str] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     host_ram_source: str = ""  # "--host-ram", or "this machine" when plan measured the host it runs on
 
     def to_dict(self) -> dict:
@@ -109,11 +115,11 @@ def _tokens(n: int) -> str:
 def _check_inputs(
     tensor_parallel: int,
     gpu_memory_utilization: float,
-    gpu_vram_bytes: Optional[int],
-    weights_bytes: Optional[int],
+    gpu_vram_bytes: int | None,
+    weights_bytes: int | None,
     users: int,
     context_tokens: int,
-    tiers: Sequence[Tuple[str, int]],
+    tiers: Sequence[tuple[str, int]],
 ) -> None:
     if not isinstance(tensor_parallel, int) or tensor_parallel < 1:
         raise StackctlError(f"tensor_parallel must be a positive integer, got {tensor_parallel!r}")
@@ -141,14 +147,14 @@ def make_plan(
     tensor_parallel: int,
     kv_cache_dtype: str,
     gpu_memory_utilization: float,
-    gpu_vram_bytes: Optional[int],
-    weights_bytes: Optional[int],
-    cpu_tier_bytes: Optional[int],
-    disk_tier_bytes: Optional[int],
+    gpu_vram_bytes: int | None,
+    weights_bytes: int | None,
+    cpu_tier_bytes: int | None,
+    disk_tier_bytes: int | None,
     users: int,
     context_tokens: int,
-    host_ram_bytes: Optional[int] = None,
-    disk_free_bytes: Optional[int] = None,
+    host_ram_bytes: int | None = None,
+    disk_free_bytes: int | None = None,
     serve_dtype: str = "auto",
     extra_notes: Sequence[str] = (),
     remote_tiers: Sequence[str] = (),
@@ -172,8 +178,8 @@ def make_plan(
         (("CPU tier size", cpu_tier_bytes), ("disk tier size", disk_tier_bytes)),
     )
     fp = kv_footprint(model, kv_cache_dtype, tensor_parallel, serve_dtype)
-    warnings: List[str] = []
-    notes: List[str] = list(extra_notes) + list(model.notes)
+    warnings: list[str] = []
+    notes: list[str] = list(extra_notes) + list(model.notes)
 
     # LMCache stores each TP rank's shard (so replicated heads are stored once per rank). For MLA every rank holds
     # the same latent and only the first rank stores it (save_only_first_rank defaults to use_mla; LMCache 0.5.6
@@ -293,8 +299,8 @@ def make_plan(
 def _judge(
     *,
     fp_dtype_bytes: int,
-    hbm_kv: Optional[int],
-    hbm_tokens: Optional[int],
+    hbm_kv: int | None,
+    hbm_tokens: int | None,
     cpu_tier_bytes: int,
     cpu_tokens: int,
     disk_tier_bytes: int,
@@ -303,12 +309,12 @@ def _judge(
     ws_tier_bytes: int,
     users: int,
     context_tokens: int,
-    gpu_vram_bytes: Optional[int],
-    weights_bytes: Optional[int],
-    host_ram_bytes: Optional[int],
-    headroom: Optional[int],
-    remote_tiers: Tuple[str, ...] = (),
-) -> Tuple[str, str]:
+    gpu_vram_bytes: int | None,
+    weights_bytes: int | None,
+    host_ram_bytes: int | None,
+    headroom: int | None,
+    remote_tiers: tuple[str, ...] = (),
+) -> tuple[str, str]:
     """The regime and one recommendation sentence with the figures that decided it."""
     ws = f"the working set of {_tokens(ws_tokens)} ({users} users x {context_tokens:,}, {_gb(ws_tier_bytes)})"
     fp8_hint = ' An fp8 KV cache (kv_cache_dtype = "fp8") would halve it.' if fp_dtype_bytes >= 2 else ""
@@ -385,7 +391,7 @@ def _judge(
 # Text output for people: one aligned table, bytes shown as exact bytes, GB (10^9) and GiB (2^30) side by side.
 
 
-def _row(label: str, value: Optional[int], tokens: Optional[int] = None, zero: str = "") -> tuple:
+def _row(label: str, value: int | None, tokens: int | None = None, zero: str = "") -> tuple:
     if value is None:
         return (label, "unknown", "", "", "")
     if zero and value == 0:
@@ -399,7 +405,7 @@ def _row(label: str, value: Optional[int], tokens: Optional[int] = None, zero: s
     )
 
 
-def _table(rows: List[tuple]) -> List[str]:
+def _table(rows: list[tuple]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
     for row in rows:
@@ -474,8 +480,8 @@ def format_text(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: Optional[str] = None, host=None,
-                host_ram_bytes: Optional[int] = None) -> Plan:
+def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = None, host=None,
+                host_ram_bytes: int | None = None) -> Plan:
     """The plan for a recipe: model shape from its config.json (else the built-in table), GPU memory from the host
     (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM from --host-ram (else this host, and
     the plan says so) and disk free space from this host."""

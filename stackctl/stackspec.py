@@ -7,7 +7,6 @@ into docker-py arguments; tests assert on them directly.
 
 from __future__ import annotations
 
-
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 

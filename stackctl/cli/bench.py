@@ -38,7 +38,9 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
     recipe), and report TTFT/E2E percentiles, throughput and the server's hit rate as JSON, Markdown and a PNG."""
     from pathlib import Path
 
-    from stackctl import bench as workload  # the workload driver (the command itself is `bench`)
+    from stackctl import (
+        bench as workload,  # the workload driver (the command itself is `bench`)
+    )
     from stackctl.cli.common import check_rules, load
     from stackctl.errors import StackctlError
 

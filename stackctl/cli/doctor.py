@@ -48,8 +48,9 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
         click.echo(f"stackctl: {context.engine_error}", err=True)
     report = _report(results, output_format, loaded, scopes)
     if output:
-        from stackctl.cli.init import write_new_file
         from pathlib import Path
+
+        from stackctl.cli.init import write_new_file
 
         write_new_file(Path(output), report + "\n", force=True)
         click.echo(f"wrote {output}", err=True)

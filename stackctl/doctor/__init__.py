@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from stackctl.doctor.registry import CHECKS, SCOPES, SKIP, SKIPPED_BY_REQUEST, Result, load_all
+from stackctl.doctor.registry import (
+    CHECKS,
+    SCOPES,
+    SKIP,
+    SKIPPED_BY_REQUEST,
+    Result,
+    load_all,
+)
 
 
 def run_doctor(context, scopes=SCOPES, skip=()) -> tuple[list[Result], bool]:

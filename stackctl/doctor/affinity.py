@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Set
 
 from stackctl.host.cpulist import format_cpulist, parse_cpulist
 
@@ -25,8 +24,8 @@ class ServerProcess:
     pid: int
     ppid: int
     name: str
-    cpus: Set[int]
-    mems: Set[int]
+    cpus: set[int]
+    mems: set[int]
 
     def label(self) -> str:
         return f"{self.name} (pid {self.pid})"
@@ -34,14 +33,14 @@ class ServerProcess:
 
 @dataclass(frozen=True)
 class ContainerView:
-    numactl: Optional[str]  # path inside the container, None when absent
-    processes: List[ServerProcess]  # PID 1 first, then its descendants
+    numactl: str | None  # path inside the container, None when absent
+    processes: list[ServerProcess]  # PID 1 first, then its descendants
 
 
 def parse_proc(text: str) -> ContainerView:
     """PROC_SCRIPT's output -> the server's processes (PID 1 and its descendants) and numactl's path."""
-    numactl: Optional[str] = None
-    fields: Dict[int, Dict[str, str]] = {}
+    numactl: str | None = None
+    fields: dict[int, dict[str, str]] = {}
     for line in text.splitlines():
         if line.startswith("numactl="):
             numactl = line.split("=", 1)[1].strip() or None
@@ -70,13 +69,13 @@ def parse_proc(text: str) -> ContainerView:
 class Expected:
     """What the decision asked for, as sets; `cpus_text`/`mems_text` are docker's cpuset strings ("" when unset)."""
 
-    cpus: Set[int]
-    mems: Set[int]
+    cpus: set[int]
+    mems: set[int]
     cpus_text: str
     mems_text: str
 
 
-def compare(view: ContainerView, expected: Expected, docker_cpuset: tuple) -> List[str]:
+def compare(view: ContainerView, expected: Expected, docker_cpuset: tuple) -> list[str]:
     """Every difference between what runs and what was asked for, one line each, naming the process.
 
     The server process must have exactly the decided CPUs and memory nodes. Its workers may narrow themselves
@@ -101,7 +100,7 @@ def compare(view: ContainerView, expected: Expected, docker_cpuset: tuple) -> Li
     return problems
 
 
-def narrowed(view: ContainerView, expected: Expected) -> List[str]:
+def narrowed(view: ContainerView, expected: Expected) -> list[str]:
     """Workers that bound themselves to part of the decided CPUs (shown, not failed)."""
     return [f"{p.label()} on CPUs {format_cpulist(p.cpus)}" for p in view.processes[1:]
             if expected.cpus and p.cpus < expected.cpus]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from stackctl.knowledge import compat
 
 # Modules to look for when the LMCache version is unknown (a git ref, or no metadata), newest first.
-UNKNOWN_VERSION_MODULES: Tuple[str, ...] = ("cuda_ops", "c_ops")
+UNKNOWN_VERSION_MODULES: tuple[str, ...] = ("cuda_ops", "c_ops")
 
 # Markers of a CUDA build: DT_NEEDED patterns, section names, registration symbol.
 CUDA_NEEDED = (re.compile(r"^libcudart\.so(\.\d+)*$"), re.compile(r"^libc10_cuda\.so$"),
@@ -36,14 +36,14 @@ class BackendVerdict:
     """What the native GPU module of LMCache is: hip, cuda, fallback (no module) or unknown."""
 
     kind: str
-    module: Optional[str]
-    targets: List[str] = field(default_factory=list)  # gfx archs in the HIP offload bundles
+    module: str | None
+    targets: list[str] = field(default_factory=list)  # gfx archs in the HIP offload bundles
     targets_known: bool = False  # False when bundles are compressed or unreadable
-    missing_archs: List[str] = field(default_factory=list)
-    evidence: List[str] = field(default_factory=list)
+    missing_archs: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)
 
 
-def expected_modules(lmcache_version: Optional[str]) -> Tuple[str, ...]:
+def expected_modules(lmcache_version: str | None) -> tuple[str, ...]:
     """Native GPU module names LMCache of this version loads; all candidates when the version is unknown."""
     entry = compat.lmcache_native_module(lmcache_version)
     return (entry["module"],) if entry else UNKNOWN_VERSION_MODULES
@@ -54,16 +54,16 @@ def base_arch(target_id: str) -> str:
     return target_id.split(":", 1)[0]
 
 
-def cuda_markers(elf: Dict[str, Any]) -> List[str]:
+def cuda_markers(elf: dict[str, Any]) -> list[str]:
     return _markers(elf, CUDA_NEEDED, CUDA_SECTIONS, CUDA_SYMBOL)
 
 
-def hip_markers(elf: Dict[str, Any]) -> List[str]:
+def hip_markers(elf: dict[str, Any]) -> list[str]:
     return _markers(elf, HIP_NEEDED, HIP_SECTIONS, HIP_SYMBOL)
 
 
-def _markers(elf: Dict[str, Any], needed: Tuple[re.Pattern, ...], sections: Tuple[str, ...],
-             symbol: str) -> List[str]:
+def _markers(elf: dict[str, Any], needed: tuple[re.Pattern, ...], sections: tuple[str, ...],
+             symbol: str) -> list[str]:
     found = [f"DT_NEEDED {lib}" for lib in elf.get("needed") or [] if any(p.match(lib) for p in needed)]
     found += [f"section {name}" for name in elf.get("sections") or [] if name in sections]
     state = (elf.get("symbols") or {}).get(symbol)
@@ -72,7 +72,7 @@ def _markers(elf: Dict[str, Any], needed: Tuple[re.Pattern, ...], sections: Tupl
     return found
 
 
-def _find_module(modules: List[Dict[str, Any]], names: Tuple[str, ...]) -> Optional[Dict[str, Any]]:
+def _find_module(modules: list[dict[str, Any]], names: tuple[str, ...]) -> dict[str, Any] | None:
     for name in names:
         for module in modules:
             if module.get("module") == name:
@@ -80,7 +80,7 @@ def _find_module(modules: List[Dict[str, Any]], names: Tuple[str, ...]) -> Optio
     return None
 
 
-def _hip_targets(elf: Dict[str, Any], expected_archs: List[str]) -> Tuple[List[str], bool, List[str], List[str]]:
+def _hip_targets(elf: dict[str, Any], expected_archs: list[str]) -> tuple[list[str], bool, list[str], list[str]]:
     """(targets, known, missing archs, evidence) from the probe's hip_offload facts."""
     offload = elf.get("hip_offload") or {}
     targets = sorted({base_arch(t) for t in offload.get("targets") or []})
@@ -96,8 +96,8 @@ def _hip_targets(elf: Dict[str, Any], expected_archs: List[str]) -> Tuple[List[s
     return targets, known, missing, evidence
 
 
-def classify_backend(probe: Dict[str, Any], lmcache_version: Optional[str],
-                     expected_archs: List[str]) -> BackendVerdict:
+def classify_backend(probe: dict[str, Any], lmcache_version: str | None,
+                     expected_archs: list[str]) -> BackendVerdict:
     """Classify LMCache's native GPU module from the full image-probe JSON.
 
     lmcache_version: the installed version (falls back to probe["lmcache"]["version"]); None or a
@@ -136,13 +136,13 @@ def classify_backend(probe: Dict[str, Any], lmcache_version: Optional[str],
 class CpuBuild:
     """LMCache on platform cpu: its CPU extension (expected by version, found or not) beside its GPU module."""
 
-    extension: Optional[str]  # the module the version builds for any device; "" none; None: version unknown
+    extension: str | None  # the module the version builds for any device; "" none; None: version unknown
     extension_found: bool
-    extension_gpu_markers: List[str]  # CUDA/HIP markers in the CPU extension itself (there should be none)
+    extension_gpu_markers: list[str]  # CUDA/HIP markers in the CPU extension itself (there should be none)
     gpu: BackendVerdict  # the GPU module: "fallback" (absent) is what a CPU image should have
 
 
-def classify_cpu_build(probe: Dict[str, Any], lmcache_version: Optional[str]) -> CpuBuild:
+def classify_cpu_build(probe: dict[str, Any], lmcache_version: str | None) -> CpuBuild:
     """What a cpu image holds: LMCache's CPU extension (compat.toml [[lmcache_cpu_extension]]) and its GPU module."""
     from stackctl.knowledge import compat
 

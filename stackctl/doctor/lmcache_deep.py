@@ -15,7 +15,13 @@ from __future__ import annotations
 import time
 
 from stackctl.doctor import lmcache_log
-from stackctl.doctor.lmcache_live import (SHARED_ACROSS_PROCESSES, TIER_BACKENDS, ask, served_hit, settle)
+from stackctl.doctor.lmcache_live import (
+    SHARED_ACROSS_PROCESSES,
+    TIER_BACKENDS,
+    ask,
+    served_hit,
+    settle,
+)
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 
 STORE_WAIT_S = 20.0  # remote puts are asynchronous: how long the second ask keeps trying for the tier to answer

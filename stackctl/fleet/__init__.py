@@ -21,17 +21,62 @@ ansible_runner, so importing this package is cheap.
 
 from __future__ import annotations
 
-from stackctl.fleet.ansible import (DOCTOR_PLAY, DOCTOR_PLAYBOOK, DOCTOR_TASK_PREFIX, RECIPE_VAR, ROLLOUT_PLAY,
-                                    ROLLOUT_PLAYBOOK, TASK_DONE, TASK_MARKER_OUTCOMES, TASK_RECIPE_HASH,
-                                    TASK_ROLLOUT_RECORD, TASK_UP,
-                                    default_forks, doctor_extravars, rollout_extravars, runner_kwargs)
-from stackctl.fleet.consistency import (TierMismatch, cache_key_settings, check_shared_tiers, find_tier_mismatches,
-                                        shared_tiers)
-from stackctl.fleet.hosts import (batches, host_plan, host_recipe_names, inventory_hosts, parse_batch, parse_percent,
-                                  resolve_inventory_path, tuning_for, wheelhouse_id)
-from stackctl.fleet.progress import (CHANGED, FAILED, NOT_REACHED, OK, ROLLED_BACK, STATUSES, STOPPED, UNREACHABLE,
-                                     FleetTracker, HostOutcome, failure_message)
-from stackctl.fleet.report import counts, detail, exit_status, recipe_groups, summary_json, summary_table
+from stackctl.fleet.ansible import (
+                                    DOCTOR_PLAY,
+                                    DOCTOR_PLAYBOOK,
+                                    DOCTOR_TASK_PREFIX,
+                                    RECIPE_VAR,
+                                    ROLLOUT_PLAY,
+                                    ROLLOUT_PLAYBOOK,
+                                    TASK_DONE,
+                                    TASK_MARKER_OUTCOMES,
+                                    TASK_RECIPE_HASH,
+                                    TASK_ROLLOUT_RECORD,
+                                    TASK_UP,
+                                    default_forks,
+                                    doctor_extravars,
+                                    rollout_extravars,
+                                    runner_kwargs,
+)
+from stackctl.fleet.consistency import (
+                                    TierMismatch,
+                                    cache_key_settings,
+                                    check_shared_tiers,
+                                    find_tier_mismatches,
+                                    shared_tiers,
+)
+from stackctl.fleet.hosts import (
+                                    batches,
+                                    host_plan,
+                                    host_recipe_names,
+                                    inventory_hosts,
+                                    parse_batch,
+                                    parse_percent,
+                                    resolve_inventory_path,
+                                    tuning_for,
+                                    wheelhouse_id,
+)
+from stackctl.fleet.progress import (
+                                    CHANGED,
+                                    FAILED,
+                                    NOT_REACHED,
+                                    OK,
+                                    ROLLED_BACK,
+                                    STATUSES,
+                                    STOPPED,
+                                    UNREACHABLE,
+                                    FleetTracker,
+                                    HostOutcome,
+                                    failure_message,
+)
+from stackctl.fleet.report import (
+                                    counts,
+                                    detail,
+                                    exit_status,
+                                    recipe_groups,
+                                    summary_json,
+                                    summary_table,
+)
 
 __all__ = [
     # ansible: names shared with playbooks/

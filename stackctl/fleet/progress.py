@@ -6,9 +6,17 @@ import base64
 import json
 import re
 
-from stackctl.fleet.ansible import (DOCTOR_TASK_PREFIX, ROLLOUT_PLAY, TASK_DONE, TASK_MARKER_OUTCOMES,
-                                    TASK_PREVIOUS_ROLLOUT, TASK_RECIPE_HASH, TASK_ROLLED_BACK, TASK_ROLLOUT_RECORD,
-                                    TASK_UP)
+from stackctl.fleet.ansible import (
+    DOCTOR_TASK_PREFIX,
+    ROLLOUT_PLAY,
+    TASK_DONE,
+    TASK_MARKER_OUTCOMES,
+    TASK_PREVIOUS_ROLLOUT,
+    TASK_RECIPE_HASH,
+    TASK_ROLLED_BACK,
+    TASK_ROLLOUT_RECORD,
+    TASK_UP,
+)
 
 # -- what happened on one host (HostOutcome) and the host statuses derived from it ----------------------------------
 # Host statuses, in the order the summary counts them.

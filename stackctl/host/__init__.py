@@ -17,7 +17,13 @@ from stackctl.host.gpus import (
     discover_gpus,
 )
 from stackctl.host.memory import MemoryFacts, read_memory
-from stackctl.host.pinning import PinningDecision, PinningError, decide_pinning, pinning_for, select_gpus
+from stackctl.host.pinning import (
+    PinningDecision,
+    PinningError,
+    decide_pinning,
+    pinning_for,
+    select_gpus,
+)
 
 __all__ = [
     "CpuFacts", "DeviceFacts", "GpuDiscovery", "GpuInfo", "GroupFacts", "HostFacts", "Isolation", "MemoryFacts",

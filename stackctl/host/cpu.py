@@ -6,7 +6,7 @@ import re
 import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from stackctl.host.cpulist import format_cpulist, parse_cpulist
 from stackctl.host.sysfs import is_live, read_int, read_text, under
@@ -23,14 +23,14 @@ class NumaNode:
     """One NUMA node: its number, its CPUs and (when the kernel says) its memory."""
 
     node: int
-    cpus: List[int]
-    mem_total_bytes: Optional[int] = None
+    cpus: list[int]
+    mem_total_bytes: int | None = None
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"node": self.node, "cpus": format_cpulist(self.cpus), "mem_total_bytes": self.mem_total_bytes}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "NumaNode":
+    def from_dict(cls, data: dict[str, Any]) -> NumaNode:
         return cls(data["node"], parse_cpulist(data.get("cpus", "")), data.get("mem_total_bytes"))
 
 
@@ -43,14 +43,14 @@ class Isolation:
     no load balancing across them, so processes given several of them are not spread out by the kernel.
     """
 
-    cpus: List[int] = field(default_factory=list)
-    source: Optional[str] = None  # "sysfs" | "cmdline:isolcpus" | "cmdline:nohz_full" | "sysfs:nohz_full" | None
-    isolcpus: List[int] = field(default_factory=list)
-    isolcpus_flags: List[str] = field(default_factory=list)
-    nohz_full: List[int] = field(default_factory=list)
+    cpus: list[int] = field(default_factory=list)
+    source: str | None = None  # "sysfs" | "cmdline:isolcpus" | "cmdline:nohz_full" | "sysfs:nohz_full" | None
+    isolcpus: list[int] = field(default_factory=list)
+    isolcpus_flags: list[str] = field(default_factory=list)
+    nohz_full: list[int] = field(default_factory=list)
     domain_isolated: bool = False
-    rcu_nocbs: List[int] = field(default_factory=list)  # CPUs whose RCU callbacks run elsewhere (cmdline)
-    sysfs_isolated: List[int] = field(default_factory=list)  # /sys/devices/system/cpu/isolated as the kernel says
+    rcu_nocbs: list[int] = field(default_factory=list)  # CPUs whose RCU callbacks run elsewhere (cmdline)
+    sysfs_isolated: list[int] = field(default_factory=list)  # /sys/devices/system/cpu/isolated as the kernel says
 
     def kernel_summary(self) -> str:
         """What the kernel has, in its own words: the command-line parameters and the sysfs list."""
@@ -64,7 +64,7 @@ class Isolation:
         parts.append(f"isolated={format_cpulist(self.sysfs_isolated) or '(none)'}")
         return " ".join(parts)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "cpus": format_cpulist(self.cpus),
             "source": self.source,
@@ -77,7 +77,7 @@ class Isolation:
         }
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "Isolation":
+    def from_dict(cls, data: dict[str, Any]) -> Isolation:
         return cls(
             cpus=parse_cpulist(data.get("cpus", "")),
             source=data.get("source"),
@@ -94,33 +94,33 @@ class Isolation:
 class CpuFacts:
     """The host's CPUs as pinning and `doctor` need them."""
 
-    online_cpus: List[int]
-    numa_nodes: List[NumaNode]
+    online_cpus: list[int]
+    numa_nodes: list[NumaNode]
     isolation: Isolation
-    governors: Dict[int, Optional[str]]  # CPU -> scaling governor; None where cpufreq is absent (VMs)
-    numa_balancing: Optional[int]  # kernel.numa_balancing; None when the kernel has no such switch
-    physical_cores: Optional[int] = None
-    cmdline: Optional[str] = None
+    governors: dict[int, str | None]  # CPU -> scaling governor; None where cpufreq is absent (VMs)
+    numa_balancing: int | None  # kernel.numa_balancing; None when the kernel has no such switch
+    physical_cores: int | None = None
+    cmdline: str | None = None
 
     @property
-    def isolated_cpus(self) -> List[int]:
+    def isolated_cpus(self) -> list[int]:
         return self.isolation.cpus
 
-    def node_of(self, cpu: int) -> Optional[int]:
+    def node_of(self, cpu: int) -> int | None:
         """The NUMA node a CPU belongs to (None when the host reports no node for it)."""
         for node in self.numa_nodes:
             if cpu in node.cpus:
                 return node.node
         return None
 
-    def governor_summary(self) -> Dict[str, str]:
+    def governor_summary(self) -> dict[str, str]:
         """Governor -> cpulist; CPUs without cpufreq are listed under "none"."""
-        groups: Dict[str, List[int]] = {}
+        groups: dict[str, list[int]] = {}
         for cpu, governor in self.governors.items():
             groups.setdefault(governor or "none", []).append(cpu)
         return {name: format_cpulist(cpus) for name, cpus in sorted(groups.items())}
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "online_cpus": format_cpulist(self.online_cpus),
             "physical_cores": self.physical_cores,
@@ -132,8 +132,8 @@ class CpuFacts:
         }
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "CpuFacts":
-        governors: Dict[int, Optional[str]] = {}
+    def from_dict(cls, data: dict[str, Any]) -> CpuFacts:
+        governors: dict[int, str | None] = {}
         for name, cpus in data.get("governors", {}).items():
             for cpu in parse_cpulist(cpus):
                 governors[cpu] = None if name == "none" else name
@@ -151,7 +151,7 @@ class CpuFacts:
 # -- readers ----------------------------------------------------------------------------------------------------
 
 
-def read_cpulist_file(root: Path, path: str) -> Optional[List[int]]:
+def read_cpulist_file(root: Path, path: str) -> list[int] | None:
     """A sysfs cpulist file; None when absent or unparsable. nohz_full says "(null)" when unset."""
     text = read_text(root, path)
     if text is None:
@@ -165,7 +165,7 @@ def read_cpulist_file(root: Path, path: str) -> Optional[List[int]]:
         return None
 
 
-def read_online_cpus(root: Path = Path("/")) -> List[int]:
+def read_online_cpus(root: Path = Path("/")) -> list[int]:
     online = read_cpulist_file(root, f"{CPU_DIR}/online")
     if online is not None:
         return online
@@ -175,7 +175,7 @@ def read_online_cpus(root: Path = Path("/")) -> List[int]:
     return sorted(int(p.name[3:]) for p in cpu_dir.glob("cpu[0-9]*") if p.name[3:].isdigit())
 
 
-def read_numa_nodes(root: Path = Path("/")) -> List[NumaNode]:
+def read_numa_nodes(root: Path = Path("/")) -> list[NumaNode]:
     """NUMA nodes that have CPUs or memory, from /sys/devices/system/node/nodeN."""
     node_ids = read_cpulist_file(root, f"{NODE_DIR}/online")
     if node_ids is None:
@@ -191,7 +191,7 @@ def read_numa_nodes(root: Path = Path("/")) -> List[NumaNode]:
     return nodes
 
 
-def _node_mem_total(root: Path, node: int) -> Optional[int]:
+def _node_mem_total(root: Path, node: int) -> int | None:
     # Lines look like "Node 0 MemTotal:       792458900 kB".
     text = read_text(root, f"{NODE_DIR}/node{node}/meminfo") or ""
     for line in text.splitlines():
@@ -201,7 +201,7 @@ def _node_mem_total(root: Path, node: int) -> Optional[int]:
     return None
 
 
-def read_governors(root: Path, cpus: List[int]) -> Dict[int, Optional[str]]:
+def read_governors(root: Path, cpus: list[int]) -> dict[int, str | None]:
     governors = {}
     for cpu in cpus:
         text = read_text(root, f"{CPU_DIR}/cpu{cpu}/cpufreq/scaling_governor")
@@ -209,7 +209,7 @@ def read_governors(root: Path, cpus: List[int]) -> Dict[int, Optional[str]]:
     return governors
 
 
-def kernel_args(cmdline: str) -> List[Tuple[str, Optional[str]]]:
+def kernel_args(cmdline: str) -> list[tuple[str, str | None]]:
     """(name, value) of each kernel parameter, in order; what follows "--" belongs to init and is dropped."""
     try:
         words = shlex.split(cmdline)
@@ -224,7 +224,7 @@ def kernel_args(cmdline: str) -> List[Tuple[str, Optional[str]]]:
     return args
 
 
-def parse_isolcpus(value: str) -> Tuple[List[str], List[int]]:
+def parse_isolcpus(value: str) -> tuple[list[str], list[int]]:
     """`isolcpus=[flag,...,]cpulist` -> (flags, cpus); e.g. "managed_irq,domain,2-7" -> (["managed_irq",
     "domain"], [2..7]). Flags come first; an unparsable cpulist gives no CPUs."""
     items = [item.strip() for item in value.split(",")]
@@ -238,14 +238,14 @@ def parse_isolcpus(value: str) -> Tuple[List[str], List[int]]:
     return flags, cpus
 
 
-def read_isolation(root: Path = Path("/"), cmdline: Optional[str] = None) -> Isolation:
+def read_isolation(root: Path = Path("/"), cmdline: str | None = None) -> Isolation:
     """Isolated CPUs from sysfs, else from isolcpus=/nohz_full= on the kernel command line."""
     if cmdline is None:
         cmdline = read_text(root, CMDLINE) or ""
-    isolcpus_flags: List[str] = []
-    isolcpus: List[int] = []
-    cmdline_nohz: List[int] = []
-    rcu_nocbs: List[int] = []
+    isolcpus_flags: list[str] = []
+    isolcpus: list[int] = []
+    cmdline_nohz: list[int] = []
+    rcu_nocbs: list[int] = []
     for name, value in kernel_args(cmdline):  # a repeated parameter: the last one is used
         if name == "isolcpus" and value is not None:
             isolcpus_flags, isolcpus = parse_isolcpus(value)
@@ -275,7 +275,7 @@ def read_isolation(root: Path = Path("/"), cmdline: Optional[str] = None) -> Iso
     return kernel
 
 
-def read_numa_balancing(root: Path = Path("/")) -> Optional[int]:
+def read_numa_balancing(root: Path = Path("/")) -> int | None:
     return read_int(root, NUMA_BALANCING)
 
 
@@ -294,7 +294,7 @@ def read_cpu_facts(root: Path = Path("/")) -> CpuFacts:
     )
 
 
-def _physical_cores() -> Optional[int]:
+def _physical_cores() -> int | None:
     try:
         import psutil  # noqa: PLC0415 - optional here, so the module also runs where only the stdlib is
     except ImportError:

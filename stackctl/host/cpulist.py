@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, List, Tuple
+from collections.abc import Iterable
 
 # One item of a cpulist: N, N-M, or N-M:used/group (the kernel's strided form, e.g. 0-15:2/4).
 _ITEM = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+)/(\d+))?)?$")
 
 
-def parse_cpulist(text: str) -> List[int]:
+def parse_cpulist(text: str) -> list[int]:
     """Sorted, de-duplicated CPU (or node) numbers of a cpulist; "" gives []. Raises ValueError when malformed."""
     cpus: set[int] = set()
     text = text.strip()
@@ -38,7 +38,7 @@ def format_cpulist(cpus: Iterable[int]) -> str:
     ordered = sorted(set(cpus))
     if ordered and ordered[0] < 0:
         raise ValueError(f"negative CPU number {ordered[0]}")
-    parts: List[Tuple[int, int]] = []  # runs of consecutive numbers: (first, last)
+    parts: list[tuple[int, int]] = []  # runs of consecutive numbers: (first, last)
     for cpu in ordered:
         if parts and cpu == parts[-1][1] + 1:
             parts[-1] = (parts[-1][0], cpu)  # extends the current run

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from stackctl.host.sysfs import read_text, under
 
@@ -19,21 +20,21 @@ class GroupFacts:
     """One group the GPU devices belong to, and the user's standing in it."""
 
     name: str
-    gid: Optional[int]  # None: the group does not exist on this host
+    gid: int | None  # None: the group does not exist on this host
     listed: bool  # /etc/group (or /etc/passwd's primary group) puts the user in it
     effective: bool  # this process holds the gid; listed but not effective means the user must log in again
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 @dataclass(frozen=True)
 class DeviceFacts:
     kfd: bool
-    render_nodes: List[str] = field(default_factory=list)
-    user: Optional[str] = None
-    uid: Optional[int] = None
-    groups: List[GroupFacts] = field(default_factory=list)
+    render_nodes: list[str] = field(default_factory=list)
+    user: str | None = None
+    uid: int | None = None
+    groups: list[GroupFacts] = field(default_factory=list)
 
     def in_group(self, name: str) -> bool:
         """The user is in the group now (effective) or after logging in again (listed)."""
@@ -43,18 +44,18 @@ class DeviceFacts:
     def is_root(self) -> bool:
         return self.uid == 0
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"kfd": self.kfd, "render_nodes": list(self.render_nodes), "user": self.user, "uid": self.uid,
                 "is_root": self.is_root, "groups": [g.to_dict() for g in self.groups]}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "DeviceFacts":
+    def from_dict(cls, data: dict[str, Any]) -> DeviceFacts:
         return cls(kfd=bool(data.get("kfd")), render_nodes=list(data.get("render_nodes", [])),
                    user=data.get("user"), uid=data.get("uid"),
                    groups=[GroupFacts(**g) for g in data.get("groups", [])])
 
 
-def read_render_nodes(root: Path = Path("/")) -> List[str]:
+def read_render_nodes(root: Path = Path("/")) -> list[str]:
     dri = under(root, DRI_DIR)
     if not dri.is_dir():
         return []
@@ -62,7 +63,7 @@ def read_render_nodes(root: Path = Path("/")) -> List[str]:
     return [f"{DRI_DIR}/renderD{minor}" for minor in minors]
 
 
-def parse_group_file(text: str) -> Dict[str, tuple]:
+def parse_group_file(text: str) -> dict[str, tuple]:
     """/etc/group -> {name: (gid, [members])}."""
     groups = {}
     for line in text.splitlines():
@@ -73,7 +74,7 @@ def parse_group_file(text: str) -> Dict[str, tuple]:
     return groups
 
 
-def _primary_gid(root: Path, user: Optional[str]) -> Optional[int]:
+def _primary_gid(root: Path, user: str | None) -> int | None:
     for line in (read_text(root, "/etc/passwd") or "").splitlines():
         parts = line.split(":")
         if len(parts) >= 4 and parts[0] == user and parts[3].isdigit():
@@ -83,7 +84,7 @@ def _primary_gid(root: Path, user: Optional[str]) -> Optional[int]:
 
 def _current_identity() -> tuple:
     uid = os.getuid()
-    user: Optional[str]
+    user: str | None
     try:
         import pwd  # noqa: PLC0415 - POSIX only
         user = pwd.getpwuid(uid).pw_name
@@ -93,8 +94,8 @@ def _current_identity() -> tuple:
     return user, uid, gids
 
 
-def read_device_facts(root: Path = Path("/"), user: Optional[str] = None, uid: Optional[int] = None,
-                      gids: Optional[Sequence[int]] = None) -> DeviceFacts:
+def read_device_facts(root: Path = Path("/"), user: str | None = None, uid: int | None = None,
+                      gids: Sequence[int] | None = None) -> DeviceFacts:
     """Device nodes under `root` and the user's video/render membership per `root`/etc/group.
 
     user/uid/gids default to this process's identity; tests on fixture roots pass their own.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from stackctl.host.cpu import CpuFacts, read_cpu_facts
 from stackctl.host.devices import DeviceFacts, read_device_facts
@@ -22,18 +22,18 @@ SCHEMA_VERSION = 1
 @dataclass(frozen=True)
 class HostFacts:
     root: str
-    hostname: Optional[str]
-    kernel: Optional[str]
+    hostname: str | None
+    kernel: str | None
     gpu_discovery: GpuDiscovery
     cpu: CpuFacts
     memory: MemoryFacts
     devices: DeviceFacts
 
     @property
-    def gpus(self) -> List[GpuInfo]:
+    def gpus(self) -> list[GpuInfo]:
         return self.gpu_discovery.gpus
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA_VERSION,
             "root": self.root,
@@ -46,7 +46,7 @@ class HostFacts:
         }
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "HostFacts":
+    def from_dict(cls, data: dict[str, Any]) -> HostFacts:
         return cls(
             root=data.get("root", "/"),
             hostname=data.get("hostname"),
@@ -73,7 +73,7 @@ def discover(root: Path = Path("/")) -> HostFacts:
     )
 
 
-def _hostname(root: Path) -> Optional[str]:
+def _hostname(root: Path) -> str | None:
     name = (read_text(root, "/proc/sys/kernel/hostname") or read_text(root, "/etc/hostname") or "").strip()
     if not name and is_live(root):
         name = socket.gethostname()

@@ -13,9 +13,10 @@ import logging
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable
 
 from stackctl.host.quiet import silenced
 from stackctl.host.sysfs import is_live, read_int, read_properties, read_text, under
@@ -40,22 +41,22 @@ class GpuInfo:
 
     index: int  # position in KFD order, as HIP_VISIBLE_DEVICES counts
     name: str
-    gfx_arch: Optional[str]  # e.g. "gfx942"
-    vram_bytes: Optional[int]
-    numa_node: Optional[int]  # None when the platform does not say (-1 in sysfs)
-    pci_bdf: Optional[str]  # "0000:0c:00.0"
-    render_node: Optional[str]  # "/dev/dri/renderD128"
+    gfx_arch: str | None  # e.g. "gfx942"
+    vram_bytes: int | None
+    numa_node: int | None  # None when the platform does not say (-1 in sysfs)
+    pci_bdf: str | None  # "0000:0c:00.0"
+    render_node: str | None  # "/dev/dri/renderD128"
     source: str  # "amdsmi" | "rocm-smi" | "sysfs"
-    driver_version: Optional[str] = None
-    device_id: Optional[int] = None
-    kfd_node: Optional[int] = None
-    num_xcc: Optional[int] = None
+    driver_version: str | None = None
+    device_id: int | None = None
+    kfd_node: int | None = None
+    num_xcc: int | None = None
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "GpuInfo":
+    def from_dict(cls, data: dict[str, Any]) -> GpuInfo:
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -68,7 +69,7 @@ class ProbeAttempt:
     found: int
     reason: str
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -76,10 +77,10 @@ class ProbeAttempt:
 class GpuDiscovery:
     """The GPUs of a host, the probe that found them, and every probe tried."""
 
-    gpus: List[GpuInfo] = field(default_factory=list)
-    source: Optional[str] = None
-    attempts: List[ProbeAttempt] = field(default_factory=list)
-    driver_version: Optional[str] = None
+    gpus: list[GpuInfo] = field(default_factory=list)
+    source: str | None = None
+    attempts: list[ProbeAttempt] = field(default_factory=list)
+    driver_version: str | None = None
 
     @property
     def reason(self) -> str:
@@ -89,7 +90,7 @@ class GpuDiscovery:
         tried = "; ".join(f"{a.source}: {a.reason}" for a in self.attempts)
         return f"no AMD GPU found ({tried})" if tried else "no AMD GPU found"
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "driver_version": self.driver_version,
@@ -99,7 +100,7 @@ class GpuDiscovery:
         }
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "GpuDiscovery":
+    def from_dict(cls, data: dict[str, Any]) -> GpuDiscovery:
         return cls(
             gpus=[GpuInfo.from_dict(g) for g in data.get("gpus", [])],
             source=data.get("source"),
@@ -111,7 +112,7 @@ class GpuDiscovery:
 # -- decoding ---------------------------------------------------------------------------------------------------
 
 
-def decode_gfx_target_version(value: int) -> Optional[str]:
+def decode_gfx_target_version(value: int) -> str | None:
     """KFD gfx_target_version -> gfx name: major*10000 + minor*100 + step, minor and step written as hex digits.
 
     90402 -> gfx942, 90500 -> gfx950, 90010 -> gfx90a, 110000 -> gfx1100; 0 (a CPU node) -> None.
@@ -139,7 +140,7 @@ def bdf_from_rsmi_id(bdfid: int) -> str:
     return pci_bdf((bdfid >> 32) & 0xFFFFFFFF, (bdfid >> 8) & 0xFF, (bdfid >> 3) & 0x1F, bdfid & 0x7)
 
 
-def _numa_or_none(value: Optional[int]) -> Optional[int]:
+def _numa_or_none(value: int | None) -> int | None:
     # sysfs says -1 and the libraries say 0xFFFFFFFF when the platform has no NUMA information for the device.
     if value is None or value < 0 or value >= 0xFFFF:
         return None
@@ -149,20 +150,20 @@ def _numa_or_none(value: Optional[int]) -> Optional[int]:
 # -- sysfs (KFD topology) ---------------------------------------------------------------------------------------
 
 
-def read_driver_version(root: Path = Path("/")) -> Optional[str]:
+def read_driver_version(root: Path = Path("/")) -> str | None:
     """amdgpu's version when it is a DKMS module (ROCm's driver); the in-tree driver has no version file."""
     text = read_text(root, AMDGPU_VERSION)
     return (text or "").strip() or None
 
 
-def probe_sysfs(root: Path = Path("/")) -> List[GpuInfo]:
+def probe_sysfs(root: Path = Path("/")) -> list[GpuInfo]:
     """GPUs from /sys/class/kfd/kfd/topology/nodes/N (nodes with simd_count > 0), in node order."""
     nodes_dir = under(root, KFD_NODES)
     if not nodes_dir.is_dir():
         raise ProbeUnavailable(f"{KFD_NODES} is missing: the amdgpu driver (KFD) is not loaded or there is no AMD GPU")
     node_ids = sorted(int(p.name) for p in nodes_dir.iterdir() if p.name.isdigit())
     driver_version = read_driver_version(root)
-    gpus: List[GpuInfo] = []
+    gpus: list[GpuInfo] = []
     for node_id in node_ids:
         gpu = _kfd_gpu(root, node_id, len(gpus), driver_version)
         if gpu is not None:
@@ -172,7 +173,7 @@ def probe_sysfs(root: Path = Path("/")) -> List[GpuInfo]:
     return gpus
 
 
-def _kfd_gpu(root: Path, node_id: int, index: int, driver_version: Optional[str]) -> Optional[GpuInfo]:
+def _kfd_gpu(root: Path, node_id: int, index: int, driver_version: str | None) -> GpuInfo | None:
     node = f"{KFD_NODES}/{node_id}"
     props = read_properties(root, f"{node}/properties") or {}
     if not _int(props.get("simd_count")) or read_int(root, f"{node}/gpu_id") == 0:
@@ -210,7 +211,7 @@ def _kfd_gpu(root: Path, node_id: int, index: int, driver_version: Optional[str]
     )
 
 
-def _card_device_for(root: Path, bdf: Optional[str]) -> Optional[str]:
+def _card_device_for(root: Path, bdf: str | None) -> str | None:
     """/sys/class/drm/cardN/device of the GPU with this PCI address (its uevent names the slot)."""
     if bdf is None:
         return None
@@ -226,7 +227,7 @@ def _card_device_for(root: Path, bdf: Optional[str]) -> Optional[str]:
     return None
 
 
-def _gpu_name(root: Path, node: str, drm_device: Optional[str], gfx: Optional[str], device_id: Optional[int]) -> str:
+def _gpu_name(root: Path, node: str, drm_device: str | None, gfx: str | None, device_id: int | None) -> str:
     product = read_text(root, f"{drm_device}/product_name") if drm_device else None
     if product and product.strip():
         return product.strip()
@@ -237,7 +238,7 @@ def _gpu_name(root: Path, node: str, drm_device: Optional[str], gfx: Optional[st
     return f"AMD GPU {gfx or 'unknown arch'}{device}"
 
 
-def _int(text: Optional[str]) -> Optional[int]:
+def _int(text: str | None) -> int | None:
     if text is None:
         return None
     try:
@@ -249,7 +250,7 @@ def _int(text: Optional[str]) -> Optional[int]:
 # -- amdsmi -----------------------------------------------------------------------------------------------------
 
 
-def probe_amdsmi() -> List[GpuInfo]:
+def probe_amdsmi() -> list[GpuInfo]:
     """GPUs from the amdsmi Python package (needs ROCm's libamd_smi.so). Reads the live machine only."""
     try:
         with silenced():
@@ -309,14 +310,14 @@ def gpu_from_amdsmi(amdsmi: Any, index: int, handle: Any) -> GpuInfo:
     )
 
 
-def _first_known(*values: Any) -> Optional[str]:
+def _first_known(*values: Any) -> str | None:
     for value in values:
         if isinstance(value, str) and value.strip() and value.strip() != "N/A":
             return value.strip()
     return None
 
 
-def _hex_or_int(value: Any) -> Optional[int]:
+def _hex_or_int(value: Any) -> int | None:
     if isinstance(value, int):
         return value
     if isinstance(value, str):
@@ -343,7 +344,7 @@ RSMI_MEM_TYPE_VRAM = 0
 RSMI_SW_COMP_DRIVER = 0
 
 
-def rocm_smi_library_candidates() -> List[str]:
+def rocm_smi_library_candidates() -> list[str]:
     """Where librocm_smi64 may be, in the order rsmiBindings looks (ROCM_SMI_LIB_PATH first), then the loader."""
     candidates = []
     if os.environ.get("ROCM_SMI_LIB_PATH"):
@@ -356,7 +357,7 @@ def rocm_smi_library_candidates() -> List[str]:
     return list(dict.fromkeys(candidates))
 
 
-def probe_rocm_smi(library: Optional[str] = None) -> List[GpuInfo]:
+def probe_rocm_smi(library: str | None = None) -> list[GpuInfo]:
     """GPUs from ROCm's rocm-smi library through ctypes (live machine only).
 
     The library is loaded directly rather than through rsmiBindings.py: that module prints, walks /opt and calls
@@ -393,7 +394,7 @@ def probe_rocm_smi(library: Optional[str] = None) -> List[GpuInfo]:
     return gpus
 
 
-def _rsmi_gpu(lib: Any, index: int, driver: Optional[str]) -> GpuInfo:
+def _rsmi_gpu(lib: Any, index: int, driver: str | None) -> GpuInfo:
     dv = ctypes.c_uint32(index)
     name = _rsmi_string(lambda buf, n: lib.rsmi_dev_name_get(dv, buf, ctypes.c_size_t(n)))
     vram = _rsmi_value(ctypes.c_uint64, lambda out: lib.rsmi_dev_memory_total_get(dv, RSMI_MEM_TYPE_VRAM, out))
@@ -414,7 +415,7 @@ def _rsmi_gpu(lib: Any, index: int, driver: Optional[str]) -> GpuInfo:
     )
 
 
-def _rsmi_string(call: Callable[[Any, int], int], size: int = 256) -> Optional[str]:
+def _rsmi_string(call: Callable[[Any, int], int], size: int = 256) -> str | None:
     buf = ctypes.create_string_buffer(size)
     try:
         with silenced():
@@ -426,7 +427,7 @@ def _rsmi_string(call: Callable[[Any, int], int], size: int = 256) -> Optional[s
     return buf.value.decode("utf-8", "replace").strip() or None
 
 
-def _rsmi_value(ctype: Any, call: Callable[[Any], int]) -> Optional[int]:
+def _rsmi_value(ctype: Any, call: Callable[[Any], int]) -> int | None:
     out = ctype(0)
     try:
         with silenced():
@@ -439,7 +440,7 @@ def _rsmi_value(ctype: Any, call: Callable[[Any], int]) -> Optional[int]:
 # -- putting the probes together --------------------------------------------------------------------------------
 
 
-def merge_with_kfd(library_gpus: Sequence[GpuInfo], kfd_gpus: Sequence[GpuInfo]) -> List[GpuInfo]:
+def merge_with_kfd(library_gpus: Sequence[GpuInfo], kfd_gpus: Sequence[GpuInfo]) -> list[GpuInfo]:
     """Library GPUs, numbered and ordered as KFD numbers them, completed from KFD (gfx target, render node,
     missing facts). Matched by render node, else PCI address; GPUs KFD does not know come last, in library order.
     """
@@ -473,18 +474,18 @@ def merge_with_kfd(library_gpus: Sequence[GpuInfo], kfd_gpus: Sequence[GpuInfo])
     return ordered + [replace(gpu, index=after + i) for i, gpu in enumerate(unmatched)]
 
 
-Probe = Callable[[], List[GpuInfo]]
+Probe = Callable[[], list[GpuInfo]]
 
 
-def discover_gpus(root: Path = Path("/"), probes: Optional[Dict[str, Probe]] = None) -> GpuDiscovery:
+def discover_gpus(root: Path = Path("/"), probes: dict[str, Probe] | None = None) -> GpuDiscovery:
     """Try amdsmi, rocm-smi, sysfs in turn; the first that finds GPUs wins, completed from KFD sysfs.
 
     The libraries read the running machine, so on any other root (a fixture tree) only sysfs is tried.
     `probes` replaces the library probes (name -> callable), for tests.
     """
     root = Path(root)
-    attempts: List[ProbeAttempt] = []
-    kfd_gpus: Optional[List[GpuInfo]] = None
+    attempts: list[ProbeAttempt] = []
+    kfd_gpus: list[GpuInfo] | None = None
     kfd_reason = ""
     try:
         kfd_gpus = probe_sysfs(root)
@@ -493,7 +494,7 @@ def discover_gpus(root: Path = Path("/"), probes: Optional[Dict[str, Probe]] = N
     except Exception as exc:  # a malformed tree must not stop discovery
         kfd_reason = f"reading KFD topology failed: {_describe(exc)}"
 
-    library_probes: Dict[str, Probe] = probes if probes is not None else {
+    library_probes: dict[str, Probe] = probes if probes is not None else {
         "amdsmi": probe_amdsmi, "rocm-smi": probe_rocm_smi}
     for source, probe in library_probes.items():
         if probes is None and not is_live(root):
@@ -518,7 +519,7 @@ def discover_gpus(root: Path = Path("/"), probes: Optional[Dict[str, Probe]] = N
     return GpuDiscovery([], None, attempts, read_driver_version(root))
 
 
-def _driver_of(gpus: Sequence[GpuInfo]) -> Optional[str]:
+def _driver_of(gpus: Sequence[GpuInfo]) -> str | None:
     versions = {gpu.driver_version for gpu in gpus if gpu.driver_version}
     return versions.pop() if len(versions) == 1 else None
 

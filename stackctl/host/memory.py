@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any
 
 from stackctl.host.sysfs import is_live, read_text
 
@@ -13,18 +13,18 @@ MEMINFO = "/proc/meminfo"
 
 @dataclass(frozen=True)
 class MemoryFacts:
-    total_bytes: Optional[int]
-    available_bytes: Optional[int]
+    total_bytes: int | None
+    available_bytes: int | None
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "MemoryFacts":
+    def from_dict(cls, data: dict[str, Any]) -> MemoryFacts:
         return cls(data.get("total_bytes"), data.get("available_bytes"))
 
 
-def parse_meminfo(text: str) -> Dict[str, int]:
+def parse_meminfo(text: str) -> dict[str, int]:
     """`MemTotal:  1584999968 kB` lines -> {"MemTotal": bytes}; counts without a unit (HugePages_*) as given."""
     values = {}
     for line in text.splitlines():

@@ -7,8 +7,9 @@ turns a decision into what runs (the container's cpuset and the server's launche
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Union
 
 from stackctl.errors import StackctlError
 from stackctl.host.cpu import NumaNode
@@ -21,7 +22,7 @@ NumaPolicy = Union[str, int, Sequence[int]]
 class PinningError(StackctlError):
     """The recipe asks for GPUs, nodes or CPUs this host does not have, or for a placement that cannot work."""
 
-    def __init__(self, message: str, key: Tuple[str, ...], fix: str):
+    def __init__(self, message: str, key: tuple[str, ...], fix: str):
         super().__init__(f"{'.'.join(key)}: {message} (fix: {fix})")
         self.message, self.key, self.fix = message, key, fix
 
@@ -40,12 +41,12 @@ class PinningError(StackctlError):
 class PinningDecision:
     """The server's CPU list and memory nodes as cpulist strings (None: not pinned), and why."""
 
-    cpuset_cpus: Optional[str]
-    cpuset_mems: Optional[str]
-    reasons: List[str] = field(default_factory=list, hash=False)
-    nodes: Tuple[int, ...] = ()  # NUMA nodes the memory is bound to
+    cpuset_cpus: str | None
+    cpuset_mems: str | None
+    reasons: list[str] = field(default_factory=list, hash=False)
+    nodes: tuple[int, ...] = ()  # NUMA nodes the memory is bound to
     whole_nodes: bool = False  # cpuset_cpus is exactly the CPUs of `nodes`
-    warnings: List[str] = field(default_factory=list, hash=False)  # placements that work but cost throughput
+    warnings: list[str] = field(default_factory=list, hash=False)  # placements that work but cost throughput
 
     @property
     def pinned(self) -> bool:
@@ -60,13 +61,13 @@ class PinningDecision:
             return "node"
         return "cpulist" if self.cpuset_cpus else "membind"
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "cpus": self.cpuset_cpus, "mems": self.cpuset_mems, "nodes": list(self.nodes),
                 "reasons": list(self.reasons), "warnings": list(self.warnings)}
 
 
 def select_gpus(gpus: Sequence[GpuInfo], tensor_parallel: int = 1,
-                gpu_indices: Optional[Sequence[int]] = None) -> List[GpuInfo]:
+                gpu_indices: Sequence[int] | None = None) -> list[GpuInfo]:
     """The GPUs a server uses: `gpu_indices` when given, else the first `tensor_parallel`. [] on a GPU-less host."""
     if not gpus:
         return []
@@ -91,7 +92,7 @@ def decide_pinning(
     numa: NumaPolicy = "auto",
     isolcpus: str = "auto",
     tensor_parallel: int = 1,
-    gpu_indices: Optional[Sequence[int]] = None,
+    gpu_indices: Sequence[int] | None = None,
     domain_isolated: bool = False,
     online_cpus: Iterable[int] = (),
 ) -> PinningDecision:
@@ -105,10 +106,10 @@ def decide_pinning(
     Refused (PinningError): a node or CPU the host does not have, CPUs outside the chosen node(s), and a CPU list
     that would include isolated CPUs the recipe did not ask for.
     """
-    reasons: List[str] = []
-    warnings: List[str] = []
+    reasons: list[str] = []
+    warnings: list[str] = []
     node_cpus = {node.node: set(node.cpus) for node in numa_nodes}
-    host_cpus: Set[int] = set(online_cpus).union(*node_cpus.values())
+    host_cpus: set[int] = set(online_cpus).union(*node_cpus.values())
     isolated = set(isolated_cpus)
     numa_policy = _numa_policy(numa)
     explicit_cpus = _cpus_policy(isolcpus, host_cpus)
@@ -118,8 +119,8 @@ def decide_pinning(
         reasons.append(f"server uses GPU(s) {_gpu_list(used)} ({how})")
 
     # 1. Which nodes: cpu_nodes bound the CPU choice, mem_nodes become cpuset_mems.
-    cpu_nodes: List[int] = []
-    mem_nodes: List[int] = []
+    cpu_nodes: list[int] = []
+    mem_nodes: list[int] = []
     gpu_nodes = sorted({g.numa_node for g in used if g.numa_node is not None})
     if numa_policy == "off":
         reasons.append('numa = "off" -> no NUMA pinning')
@@ -158,8 +159,8 @@ def decide_pinning(
                                 "has remote host memory and CPUs part of the time (host.gpus on one node avoids it)")
 
     # 2. Which CPUs.
-    cpus: Set[int] = set()
-    chosen_node_cpus: Set[int] = set().union(*(node_cpus[n] for n in cpu_nodes)) if cpu_nodes else set()
+    cpus: set[int] = set()
+    chosen_node_cpus: set[int] = set().union(*(node_cpus[n] for n in cpu_nodes)) if cpu_nodes else set()
     if explicit_cpus is not None:
         cpus = set(explicit_cpus)
         reasons.append(f'isolcpus = "{isolcpus}" in the recipe -> server pinned to CPUs {format_cpulist(cpus)}')
@@ -216,8 +217,8 @@ def pinning_for(recipe: Any, facts: Any) -> PinningDecision:
     )
 
 
-def _isolation_reasons(cpu_nodes: List[int], node_cpus: Dict[int, Set[int]], isolated: Set[int],
-                       any_used: bool) -> List[str]:
+def _isolation_reasons(cpu_nodes: list[int], node_cpus: dict[int, set[int]], isolated: set[int],
+                       any_used: bool) -> list[str]:
     reasons = []
     for node in cpu_nodes:
         mine = isolated & node_cpus[node]
@@ -231,7 +232,7 @@ def _isolation_reasons(cpu_nodes: List[int], node_cpus: Dict[int, Set[int]], iso
     return reasons
 
 
-def _numa_policy(numa: NumaPolicy) -> Union[str, List[int]]:
+def _numa_policy(numa: NumaPolicy) -> str | list[int]:
     if isinstance(numa, bool):
         raise _bad_numa(numa)
     if numa in ("auto", "off"):
@@ -249,7 +250,7 @@ def _bad_numa(numa: Any) -> PinningError:
                         'write "auto", "off", a node (0) or a list of nodes ([0, 1])')
 
 
-def _cpus_policy(isolcpus: str, host_cpus: Set[int]) -> Optional[List[int]]:
+def _cpus_policy(isolcpus: str, host_cpus: set[int]) -> list[int] | None:
     """None for "auto"/"off", else the explicit CPUs, checked against the host's."""
     if isolcpus in ("auto", "off"):
         return None

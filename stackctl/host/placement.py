@@ -12,8 +12,8 @@ with it, and numactl --membind exits 1 ("set_mempolicy: Operation not permitted"
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Dict, Sequence, Tuple
 
 from stackctl.host.pinning import PinningDecision
 
@@ -25,12 +25,12 @@ FALLBACK_VAR = "STACKCTL_LAUNCHER_FALLBACK"
 class Placement:
     """What runs for one decision: docker-py cpuset kwargs, the launcher argv and its taskset fallback."""
 
-    cpuset: Dict[str, str] = field(default_factory=dict)
-    launcher: Tuple[str, ...] = ()
-    fallback: Tuple[str, ...] = ()
-    capabilities: Tuple[str, ...] = ()  # added to the container's cap_add
+    cpuset: dict[str, str] = field(default_factory=dict)
+    launcher: tuple[str, ...] = ()
+    fallback: tuple[str, ...] = ()
+    capabilities: tuple[str, ...] = ()  # added to the container's cap_add
 
-    def environment(self) -> Dict[str, str]:
+    def environment(self) -> dict[str, str]:
         """The container variables serve.sh builds its launcher from; empty when nothing is pinned, so that a
         value from elsewhere (serve.env) never survives. cpulists and numactl options hold no spaces, so a line
         splits back into exactly these words."""
@@ -50,7 +50,7 @@ def placement(decision: PinningDecision) -> Placement:
     if kind == "off":
         return Placement()
     if kind == "node":
-        launcher: Tuple[str, ...] = ("numactl", f"--cpunodebind={mems}", f"--membind={mems}")
+        launcher: tuple[str, ...] = ("numactl", f"--cpunodebind={mems}", f"--membind={mems}")
     else:
         launcher = ("numactl",) + ((f"--physcpubind={cpus}",) if cpus else ()) + ((f"--membind={mems}",) if mems else ())
     fallback = ("taskset", "-c", cpus) if cpus else ()

@@ -11,7 +11,7 @@ import contextlib
 import io
 import os
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ data (a VM has no cpufreq), never an exception."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Optional, Union
+from typing import Union
 
 PathLike = Union[str, Path]
 
@@ -15,7 +15,7 @@ def under(root: Path, path: str) -> Path:
     return Path(root) / path.lstrip("/")
 
 
-def read_text(root: Path, path: str) -> Optional[str]:
+def read_text(root: Path, path: str) -> str | None:
     """The file's text without its trailing newline, or None."""
     try:
         return under(root, path).read_text(encoding="utf-8", errors="replace").rstrip("\n")
@@ -23,7 +23,7 @@ def read_text(root: Path, path: str) -> Optional[str]:
         return None
 
 
-def read_int(root: Path, path: str) -> Optional[int]:
+def read_int(root: Path, path: str) -> int | None:
     """The file's content as an integer, or None when absent or not a number."""
     text = read_text(root, path)
     if text is None:
@@ -34,7 +34,7 @@ def read_int(root: Path, path: str) -> Optional[int]:
         return None
 
 
-def read_properties(root: Path, path: str) -> Optional[Dict[str, str]]:
+def read_properties(root: Path, path: str) -> dict[str, str] | None:
     """A KFD-style properties file (`name value` per line) as a dict, or None when absent."""
     text = read_text(root, path)
     if text is None:

@@ -25,7 +25,10 @@ def parse_version(text: str | None):
     """A packaging Version, or None when the text is missing or not a version (e.g. a git ref)."""
     if not text:
         return None
-    from packaging.version import InvalidVersion, Version  # packaging is cheap, but only rules need it
+    from packaging.version import (  # packaging is cheap, but only rules need it
+        InvalidVersion,
+        Version,
+    )
 
     try:
         return Version(text.lstrip("v"))

@@ -7,7 +7,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +37,7 @@ class GpuMatch:
 
 
 @functools.lru_cache(maxsize=None)
-def gpus() -> Tuple[GpuSpec, ...]:
+def gpus() -> tuple[GpuSpec, ...]:
     """Every GPU in the table, in file order."""
     data = tomllib.loads(_GPUS_FILE.read_text(encoding="utf-8"))
     return tuple(GpuSpec(row["name"], row["gfx"], int(row["vram_bytes"]), row["source"]) for row in data["gpu"])
@@ -48,7 +47,7 @@ def _normalise(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
-def lookup_gpu(name_or_arch: str) -> Optional[GpuMatch]:
+def lookup_gpu(name_or_arch: str) -> GpuMatch | None:
     """Find a GPU by product name ("MI300X", "AMD Instinct MI325X") or, failing that, by a gfx arch in the text.
 
     An arch names a family, not a product: it resolves to the smallest VRAM of that arch, with a note.

@@ -11,8 +11,9 @@ there (MiniMax-M2: 128, while hidden_size/num_attention_heads = 64), and GB (10^
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any
 
 from stackctl.errors import StackctlError
 
@@ -71,17 +72,17 @@ class ModelShape:
     head_dim: int
     dtype: str = DEFAULT_MODEL_DTYPE
     head_dim_source: str = HEAD_DIM_FROM_CONFIG
-    kv_lora_rank: Optional[int] = None
-    qk_rope_head_dim: Optional[int] = None
-    sliding_window: Optional[int] = None
-    notes: Tuple[str, ...] = field(default=())
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    sliding_window: int | None = None
+    notes: tuple[str, ...] = field(default=())
 
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
     @property
-    def mla_latent_dim(self) -> Optional[int]:
+    def mla_latent_dim(self) -> int | None:
         """kv_lora_rank + qk_rope_head_dim: what an MLA model caches per layer and token (None for other models)."""
         if self.kv_lora_rank is None or self.qk_rope_head_dim is None:
             return None
@@ -95,7 +96,7 @@ class ModelShape:
         return "mha" if self.num_key_value_heads == self.num_attention_heads else "gqa"
 
 
-def _first(config: Mapping[str, Any], keys: Tuple[str, ...]) -> Any:
+def _first(config: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
     for key in keys:
         value = config.get(key)
         if value is not None:

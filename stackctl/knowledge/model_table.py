@@ -7,7 +7,6 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Optional, Tuple
 
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kv_math import ModelShape, shape_from_config
@@ -24,21 +23,21 @@ _MODELS_FILE = Path(__file__).with_name("models.toml")
 class ModelEntry:
     """One row of models.toml."""
 
-    ids: Tuple[str, ...]
+    ids: tuple[str, ...]
     config: dict
-    weights_bytes: Optional[int]
+    weights_bytes: int | None
     weights_source: str
 
     @property
     def name(self) -> str:
         return self.ids[0]
 
-    def shape(self, name: Optional[str] = None) -> ModelShape:
+    def shape(self, name: str | None = None) -> ModelShape:
         return shape_from_config(self.config, name or self.name)
 
 
 @functools.lru_cache(maxsize=None)
-def entries() -> Tuple[ModelEntry, ...]:
+def entries() -> tuple[ModelEntry, ...]:
     """Every built-in model, in file order."""
     data = tomllib.loads(_MODELS_FILE.read_text(encoding="utf-8"))
     return tuple(
@@ -52,7 +51,7 @@ def entries() -> Tuple[ModelEntry, ...]:
     )
 
 
-def _candidate_names(model_ref: str) -> Tuple[str, ...]:
+def _candidate_names(model_ref: str) -> tuple[str, ...]:
     """Lower-cased names a model reference may be known by: the full id, the HF cache id, the last component."""
     ref = model_ref.strip().rstrip("/").lower()
     parts = PurePosixPath(ref).parts
@@ -66,7 +65,7 @@ def _candidate_names(model_ref: str) -> Tuple[str, ...]:
     return tuple(names)
 
 
-def lookup(model_ref: str) -> Optional[ModelEntry]:
+def lookup(model_ref: str) -> ModelEntry | None:
     """The built-in entry for an HF id or a path ending in the model's name (case-insensitive); None if unknown."""
     if not model_ref or not model_ref.strip():
         return None
@@ -80,7 +79,7 @@ def lookup(model_ref: str) -> Optional[ModelEntry]:
     return None
 
 
-def load_config_json(model_dir: Path) -> Optional[dict]:
+def load_config_json(model_dir: Path) -> dict | None:
     """The parsed config.json of a local model directory, or None when the directory has none."""
     path = Path(model_dir) / "config.json"
     if not path.is_file():
@@ -91,7 +90,7 @@ def load_config_json(model_dir: Path) -> Optional[dict]:
         raise StackctlError(f"{path}: cannot read config.json: {exc}") from exc
 
 
-def resolve_shape(model_ref: str, model_dir: Optional[Path] = None) -> Optional[Tuple[ModelShape, str]]:
+def resolve_shape(model_ref: str, model_dir: Path | None = None) -> tuple[ModelShape, str] | None:
     """The model's shape and where it came from: the local config.json first, then the built-in table."""
     if model_dir is not None:
         config = load_config_json(model_dir)
@@ -103,7 +102,7 @@ def resolve_shape(model_ref: str, model_dir: Optional[Path] = None) -> Optional[
     return None
 
 
-def recipe_shape(recipe) -> Optional[Tuple[ModelShape, str]]:
+def recipe_shape(recipe) -> tuple[ModelShape, str] | None:
     """resolve_shape for a recipe's model: its directory's config.json when the path is a directory here."""
     model_dir = Path(recipe.model.path)
     return resolve_shape(recipe.model.path, model_dir if model_dir.is_dir() else None)

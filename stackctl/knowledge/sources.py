@@ -17,7 +17,9 @@ REPORT = re.compile(r"^https://\S+$")
 @functools.lru_cache(maxsize=None)
 def table() -> dict[str, list[str]]:
     """Every id's sources, as sources.toml lists them."""
-    from stackctl.knowledge.compat import tomllib  # tomllib, or tomli before Python 3.11
+    from stackctl.knowledge.compat import (
+        tomllib,  # tomllib, or tomli before Python 3.11
+    )
 
     with open(_SOURCES_FILE, encoding="utf-8") as handle:
         data = tomllib.loads(handle.read())

@@ -11,7 +11,6 @@ import json
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from stackctl.errors import StackctlError
 
@@ -71,7 +70,7 @@ def safetensors_data_bytes(path: Path) -> int:
     return total
 
 
-def _index_total(index_path: Path) -> Optional[int]:
+def _index_total(index_path: Path) -> int | None:
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -85,7 +84,7 @@ def _index_total(index_path: Path) -> Optional[int]:
         return None
 
 
-def weights_size(model_dir: Path) -> Optional[WeightsSize]:
+def weights_size(model_dir: Path) -> WeightsSize | None:
     """Weights size of a local model directory; None when it holds no safetensors weights."""
     model_dir = Path(model_dir)
     index_path = model_dir / INDEX_FILE

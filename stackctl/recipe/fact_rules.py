@@ -22,7 +22,7 @@ from stackctl.recipe.model import Recipe
 from stackctl.recipe.rules import package_version, rule
 
 if TYPE_CHECKING:  # annotations only
-    from typing import Iterator
+    from collections.abc import Iterator
 
     from stackctl.recipe.rules import Hit
 

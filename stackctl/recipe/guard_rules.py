@@ -14,7 +14,7 @@ from stackctl.recipe.model import Recipe
 from stackctl.recipe.rules import rule
 
 if TYPE_CHECKING:  # annotations only
-    from typing import Iterator
+    from collections.abc import Iterator
 
     from stackctl.recipe.rules import Hit
 
@@ -260,7 +260,9 @@ def unknown_skip_ids(ids) -> list[str]:
     unknown = [i for i in ids if i not in RULES]
     if not unknown:
         return []
-    from stackctl.doctor.registry import load_all  # only when needed: the checks cost start-up time
+    from stackctl.doctor.registry import (
+        load_all,  # only when needed: the checks cost start-up time
+    )
 
     known = sorted(set(RULES) | set(load_all()))
     messages = []

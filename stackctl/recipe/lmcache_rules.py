@@ -14,7 +14,7 @@ from stackctl.recipe.model import Recipe
 from stackctl.recipe.rules import rule
 
 if TYPE_CHECKING:  # annotations only
-    from typing import Iterator
+    from collections.abc import Iterator
 
     from stackctl.recipe.rules import Hit
 

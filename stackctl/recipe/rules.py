@@ -13,12 +13,13 @@ from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.recipe.positions import lookup
-from stackctl.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.secrets import redact
+from stackctl.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.text import clean_doc
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
-    from typing import Callable, Iterable, Iterator
+    from collections.abc import Iterable, Iterator
+    from typing import Callable
 
 Hit = tuple  # (key path tuple, message)
 
@@ -519,7 +520,10 @@ def _kv_transfer_config_invalid(recipe: Recipe) -> Iterator[Hit]:
 
 # Rules that guard the recipe itself (secrets, free-form keys that bypass rules, skip ids, host paths) live in
 # their own module and register in the same catalog.
-from stackctl.recipe import guard_rules  # noqa: E402,F401  (registers on import)
 # Rules judged against the facts read from the packages (stackctl/knowledge/facts/), and rules on LMCache settings
 # carried in cache.extra and serve.env, register here too.
-from stackctl.recipe import fact_rules, lmcache_rules  # noqa: E402,F401  (registers on import)
+from stackctl.recipe import (  # noqa: E402,F401  (registers on import)
+    fact_rules,
+    guard_rules,  # noqa: E402,F401  (registers on import)
+    lmcache_rules,
+)

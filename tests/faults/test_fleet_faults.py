@@ -10,7 +10,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from fleet_hosts import FleetHosts, build_wheelhouse, ensure_image, fleet_unavailable, make_key
+from fleet_hosts import (
+    FleetHosts,
+    build_wheelhouse,
+    ensure_image,
+    fleet_unavailable,
+    make_key,
+)
 from helpers import run_cli
 from stacks import variant
 

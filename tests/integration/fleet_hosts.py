@@ -87,7 +87,7 @@ class FleetHosts:
         self.ports = {host: first_port + i for i, host in enumerate(self.hosts)}
         self.containers = {host: NAME.format(i + 1) for i, host in enumerate(self.hosts)}
 
-    def __enter__(self) -> "FleetHosts":
+    def __enter__(self) -> FleetHosts:
         self.start()
         return self
 

@@ -10,7 +10,14 @@ import re
 from pathlib import Path
 
 import pytest
-from fleet_hosts import FleetHosts, ansible_unavailable, build_wheelhouse, ensure_image, fleet_unavailable, make_key
+from fleet_hosts import (
+    FleetHosts,
+    ansible_unavailable,
+    build_wheelhouse,
+    ensure_image,
+    fleet_unavailable,
+    make_key,
+)
 from helpers import RECIPES, run_cli
 
 from stackctl.recipe import load_recipe

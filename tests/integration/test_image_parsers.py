@@ -5,7 +5,6 @@ lmcache.yaml, and warns, in LMCache's words, about a key it does not know."""
 from __future__ import annotations
 
 import pytest
-
 from helpers import RECIPES, run_cli
 from stacks import variant
 from test_doctor import doctor

@@ -6,7 +6,6 @@ import json
 import time
 
 import pytest
-
 from helpers import RECIPES, run_cli
 from stacks import Stack, variant
 

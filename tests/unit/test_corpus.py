@@ -10,9 +10,9 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-import tomllib
 
 import pytest
+import tomllib
 from helpers import FIXTURES, REPO
 
 from stackctl.recipe.rules import RULES

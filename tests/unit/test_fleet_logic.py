@@ -9,8 +9,8 @@ import json
 import re
 
 import pytest
-
 from helpers import RECIPES, REPO
+
 from stackctl import fleet as fl
 from stackctl.errors import StackctlError
 from stackctl.recipe import load_recipe, load_recipe_text

@@ -6,7 +6,13 @@ from helpers import FIXTURES
 from stackctl.host import discover
 from stackctl.host.cpu import NumaNode
 from stackctl.host.gpus import GpuInfo
-from stackctl.host.pinning import PinningDecision, PinningError, decide_pinning, pinning_for, select_gpus
+from stackctl.host.pinning import (
+    PinningDecision,
+    PinningError,
+    decide_pinning,
+    pinning_for,
+    select_gpus,
+)
 
 SYSFS = FIXTURES / "sysfs"
 MI300X = discover(SYSFS / "mi300x-8gpu-2node")

@@ -26,7 +26,12 @@ from stackctl.knowledge.kv_math import (
     shape_from_config,
 )
 from stackctl.knowledge.model_table import entries, lookup, resolve_shape
-from stackctl.knowledge.weights import SOURCE_HEADERS, SOURCE_INDEX, safetensors_data_bytes, weights_size
+from stackctl.knowledge.weights import (
+    SOURCE_HEADERS,
+    SOURCE_INDEX,
+    safetensors_data_bytes,
+    weights_size,
+)
 
 MINIMAX_CONFIG = {
     "num_hidden_layers": 62,

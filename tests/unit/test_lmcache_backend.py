@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from stackctl.doctor.lmcache_backend import BackendVerdict, classify_backend, expected_modules
+from stackctl.doctor.lmcache_backend import (
+    BackendVerdict,
+    classify_backend,
+    expected_modules,
+)
 
 CUDA_ELF = {
     "needed": ["libc10.so", "libtorch.so", "libcudart.so.13", "libc10_cuda.so", "libtorch_cuda.so", "libc.so.6"],

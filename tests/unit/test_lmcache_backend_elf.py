@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from helpers import FIXTURES, REPO, RECIPES
+from helpers import FIXTURES, RECIPES, REPO
 
 from stackctl.doctor.registry import CHECKS, load_all
 from stackctl.recipe import load_recipe_text

@@ -3,10 +3,9 @@ recipe stackctl loads: the shipped recipes and every rule fixture (rule fixtures
 
 from __future__ import annotations
 
-import tomllib
-
 import jsonschema
 import pytest
+import tomllib
 from helpers import FIXTURES, RECIPES
 
 from stackctl.recipe.loader import load_recipe

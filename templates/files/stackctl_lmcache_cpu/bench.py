@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(args) -> dict:
     import torch
-    from lmcache.v1.memory_allocators.ad_hoc_memory_allocator import AdHocMemoryAllocator
+    from lmcache.v1.memory_allocators.ad_hoc_memory_allocator import (
+        AdHocMemoryAllocator,
+    )
     from lmcache.v1.memory_management import MemoryFormat
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 

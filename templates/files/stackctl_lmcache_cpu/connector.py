@@ -206,7 +206,10 @@ def isa_from_attention_layers(kvcaches: Sequence[torch.Tensor]) -> str | None:
     """The `isa` vLLM set on the attention layers that own these caches (in the current forward context), or None
     when there is no forward context or the layers do not say one ISA."""
     try:
-        from vllm.forward_context import get_forward_context, is_forward_context_available
+        from vllm.forward_context import (
+            get_forward_context,
+            is_forward_context_available,
+        )
 
         if not is_forward_context_available():
             return None

@@ -69,7 +69,9 @@ def bits(tensor: torch.Tensor) -> torch.Tensor:
 
 def run_case(isa: str, shape: dict, case: dict, way: str, write, learn_from=None) -> dict:
     """One case one way; `learn_from` is the kernel the connector learns its layout from (default: `write`)."""
-    from lmcache.v1.memory_allocators.ad_hoc_memory_allocator import AdHocMemoryAllocator
+    from lmcache.v1.memory_allocators.ad_hoc_memory_allocator import (
+        AdHocMemoryAllocator,
+    )
     from lmcache.v1.memory_management import MemoryFormat
 
     from .connector import CPUPagedConnector
