@@ -11,6 +11,7 @@ from helpers import FIXTURES, RECIPES
 
 from stackctl import metrics
 from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.doctor.server_checks import hit_test as hit_test_of
 from stackctl.recipe import load_recipe
 
 load_all()
@@ -171,6 +172,35 @@ def test_hit_test_leaves_lmcache_stacks_to_the_lmcache_hit_test():
     result = run("server.hit-test", ServerContext(atom(), hit=hit(DEGRADED, 1200)))
     assert result.status == "skip"
     assert result.message == "LMCache is on: server.lmcache-hit is the hit test (an HBM hit proves nothing about it)"
+
+
+class StubContext(ServerContext):
+    """A context whose HTTP side is the local stub server (tests/openai_stub.py) and whose cache really computes."""
+
+    def require_healthy(self):
+        pass
+
+    def metrics(self):
+        from stackctl.httpclient import get_text
+        return get_text(f"{self.base_url}/metrics")
+
+    def remember(self, key, compute):
+        return compute()
+
+
+def test_hit_test_warms_the_server_up_before_timing_the_cold_prompt():
+    """The cold TTFT is the prompt's prefill, not a fresh server's first-request warm-up: one short request with
+    another prompt goes first, then the long prompt twice, and the counters are read around the repeat only."""
+    from openai_stub import Server
+
+    stub = Server(caches=True)
+    with stub:
+        record = hit_test_of(StubContext(smoke(), base_url=stub.url))
+    prompts = [body["prompt"] for path, body in stub.received if path == "/v1/completions"]
+    assert len(prompts) == 3 and prompts[1] == prompts[2] == record["prompt"]
+    assert prompts[0] == "stackctl warm-up"
+    words = len(record["prompt"].split())
+    assert (record["queries"], record["hbm_hits"]) == (words, words * stub.hit_share)
 
 
 def test_hit_test_skips_without_the_counter():
