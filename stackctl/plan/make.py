@@ -11,7 +11,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from stackctl.errors import StackctlError
-from stackctl.knowledge.kv_math import HEAD_DIM_FROM_HIDDEN, KVFootprint, ModelShape, kv_footprint
+from stackctl.knowledge.kv_math import (
+    HEAD_DIM_FROM_HIDDEN,
+    KVFootprint,
+    ModelShape,
+    kv_footprint,
+)
 from stackctl.plan.capacity import (
     HOST_RAM_HEADROOM_FRACTION,
     HOST_RAM_HEADROOM_MIN_BYTES,

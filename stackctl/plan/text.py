@@ -4,7 +4,11 @@ side, then the regime, the recommendation, warnings and notes."""
 from __future__ import annotations
 
 from stackctl.knowledge.kv_math import GB, GiB
-from stackctl.plan.capacity import HOST_RAM_HEADROOM_FRACTION, HOST_RAM_HEADROOM_MIN_BYTES, OVERHEAD_RESERVE_FRACTION
+from stackctl.plan.capacity import (
+    HOST_RAM_HEADROOM_FRACTION,
+    HOST_RAM_HEADROOM_MIN_BYTES,
+    OVERHEAD_RESERVE_FRACTION,
+)
 from stackctl.plan.make import Plan
 
 
