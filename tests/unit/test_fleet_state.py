@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from helpers import RECIPES
+from helpers import RECIPES, REPO
 
 from stackctl import state
 from stackctl.errors import StackctlError
@@ -83,3 +83,17 @@ def test_records_an_older_stackctl_kept_in_fleet_move_and_a_stack_named_fleet_st
     (legacy / "history.json").unlink()
     state.new_fleet_run_dir("doctor")
     assert not legacy.exists()  # nothing of a stack was there: the empty folder goes
+
+
+def test_a_given_wheelhouse_needs_a_stackctl_wheel_and_a_dry_run_builds_nothing(tmp_path):
+    from stackctl.fleet.wheelhouse import ready_wheelhouse, source_tree
+
+    said: list[str] = []
+    assert ready_wheelhouse(None, tmp_path, said.append, dry_run=True) == ("<built at run time>",
+                                                                          "<computed at run time>")
+    with pytest.raises(StackctlError, match="no stackctl wheel in the wheelhouse"):
+        ready_wheelhouse(str(tmp_path), tmp_path, said.append)
+    (tmp_path / "stackctl-0.1.0-py3-none-any.whl").write_bytes(b"wheel")
+    folder, wheel_id = ready_wheelhouse(str(tmp_path), tmp_path / "run", said.append)
+    assert folder == str(tmp_path.resolve()) and len(wheel_id) == 16 and said == []
+    assert source_tree() == REPO  # this checkout: the tree `pip wheel` would build from

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from stackctl.knowledge.kv_math import GB, GiB, kv_footprint
 from stackctl.knowledge.model_table import lookup
 from stackctl.plan.capacity import Capacity, host_warnings, measure_capacity
@@ -81,3 +83,35 @@ def test_host_warnings_name_the_tier_the_host_cannot_give():
     too_big = replace(fits, cpu_tier_bytes=90 * GB, disk_tier_bytes=20 * GB)
     warnings = host_warnings(too_big, disk_free_bytes=10 * GB)
     assert [w.split()[0] + " " + w.split()[1] for w in warnings] == ["CPU tier", "disk tier"]
+
+
+def test_plan_recipe_gathers_gpu_memory_weights_and_free_disk_from_the_host(tmp_path):
+    """plan_recipe on the fixture MI300X host: GPU memory probed there, weights from the built-in table (the model
+    directory is not on this machine), free disk from the disk tier's real directory."""
+    from helpers import FIXTURES, RECIPES
+
+    from stackctl.host import discover
+    from stackctl.plan import plan_recipe
+    from stackctl.recipe import load_recipe_text
+
+    text = (RECIPES / "atom-lmcache-cpu-nvme.toml").read_text().replace('"/mnt/nvme/lmcache"', f'"{tmp_path}"', 1)
+    recipe = load_recipe_text(text, "r.toml")
+    host = discover(FIXTURES / "sysfs" / "mi300x-8gpu-2node")
+    plan = plan_recipe(recipe, users=32, context_tokens=100_000, host=host, host_ram_bytes=512 * GiB)
+    assert plan.gpu_vram_bytes == min(g.vram_bytes for g in host.gpus if g.vram_bytes)
+    assert any(n.startswith("GPU memory probed on this host") for n in plan.notes)
+    assert any(n.startswith("weights size from the built-in table") for n in plan.notes)
+    assert plan.disk_free_bytes is not None and plan.disk_free_bytes > 0
+    assert plan.host_ram_source == "--host-ram"
+
+
+def test_plan_recipe_refuses_a_model_it_cannot_size(tmp_path):
+    from helpers import RECIPES
+
+    from stackctl.errors import StackctlError
+    from stackctl.plan import plan_recipe
+    from stackctl.recipe import load_recipe_text
+
+    text = (RECIPES / "atom-lmcache-cpu.toml").read_text().replace('"/models/MiniMax-M2.5"', f'"{tmp_path}"', 1)
+    with pytest.raises(StackctlError, match="no config.json there and not in the built-in model table"):
+        plan_recipe(load_recipe_text(text, "r.toml"), users=1, context_tokens=1000)
