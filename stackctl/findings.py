@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-SEVERITIES = ("error", "warning", "info")
 _FIELDS = ("file", "line", "col", "key", "message", "fix", "rule_id", "severity")
 
 

@@ -58,8 +58,7 @@ def explain(rule_id):
     click.echo(f"{entry.id} ({kind}, {entry.severity}{scope})\n")
     click.echo(f"{entry.summary}\n")
     click.echo(entry.doc)
-    if "Fix:" not in entry.doc:
-        click.echo(f"\nFix: {entry.fix}")
+    click.echo(f"\nFix: {entry.fix}")  # said once, in the rule's or check's fix=; the doc page says why
     from stackctl.knowledge.sources import sources_of
 
     click.echo("\nSources:")

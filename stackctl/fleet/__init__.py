@@ -1,12 +1,12 @@
-"""Fleet rollout and fleet doctor: the pure parts.
+"""Fleet rollout and fleet doctor: every step, one module each.
 
 `stackctl fleet` reads an Ansible inventory, gives every host a recipe (the command's, or the host's own
 `stackctl_recipe` inventory variable), refuses a fleet whose hosts share a remote KV tier but disagree on anything that
 changes cache keys, and runs playbooks/rollout.yml or playbooks/doctor.yml through ansible-runner. Everything here is
 plain data in, plain data out, one module per step:
 
-- hosts: inventory hosts in order, each host's recipe, what each host gets (recipe, hash, stack, tuning), the
-  wheelhouse id, `--batch` / `--max-fail` and the batches Ansible's `serial` makes
+- hosts: inventory hosts in order, each host's recipe, what each host gets (recipe, hash, stack, tuning),
+  `--batch` / `--max-fail` and the batches Ansible's `serial` makes
 - consistency: hosts sharing a remote tier agree on cache keys
 - marker: which hosts prove a shared fs or S3 tier is shared, and the marker itself (`python -m
   stackctl.fleet.marker` on the hosts; not imported here, so that running it as a module stays clean)
@@ -15,8 +15,15 @@ plain data in, plain data out, one module per step:
 - progress: ansible-runner events -> per-host outcomes (HostOutcome, the host statuses) and progress lines
 - report: counts, exit status, the summary table and JSON
 
-The side effects (running Ansible, building the wheelhouse) live in stackctl/cli/fleet.py. Nothing here imports
-ansible_runner, so importing this package is cheap.
+- wheelhouse: the wheelhouse id, and the wheelhouse itself (given, or built with `pip wheel`)
+
+The edges, imported by stackctl/cli/fleet.py (the command surface) and not by this package:
+- planning: the inventory as Ansible reads it, and each host's recipe loaded and checked (plan_fleet)
+- execute: finding ansible-runner, its arguments for one run folder, running a playbook with progress lines
+- records: each reached host's rollout record, written through the state module (which owns the run folders)
+
+Only execute and planning import ansible_runner, and only inside the functions that run it, so importing this
+package is cheap.
 """
 
 from __future__ import annotations
@@ -54,7 +61,6 @@ from stackctl.fleet.hosts import (
                                     parse_percent,
                                     resolve_inventory_path,
                                     tuning_for,
-                                    wheelhouse_id,
 )
 from stackctl.fleet.progress import (
                                     CHANGED,
@@ -77,6 +83,7 @@ from stackctl.fleet.report import (
                                     summary_json,
                                     summary_table,
 )
+from stackctl.fleet.wheelhouse import wheelhouse_id
 
 __all__ = [
     # ansible: names shared with playbooks/

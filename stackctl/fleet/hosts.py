@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from pathlib import Path
@@ -61,7 +60,7 @@ def resolve_inventory_path(name: str, inventory: str) -> str:
     return str(candidate.resolve()) if candidate.exists() else name
 
 
-# -- what each host gets: recipe file, recipe hash, stack name, tuning; the wheelhouse id ---------------------------
+# -- what each host gets: recipe file, recipe hash, stack name, tuning --------------------------------------------
 def tuning_for(recipe) -> dict:
     """The host tuning a recipe asks for, as the role's stackctl_host_tuning (absent keys: leave alone)."""
     tuning: dict = {"numa_balancing": 1 if recipe.host.numa_balancing else 0}
@@ -78,16 +77,6 @@ def host_plan(recipe_path: str, recipe) -> dict:
 
     return {"recipe": str(recipe_path), "recipe_hash": recipe_hash(recipe), "stack": recipe.stack.name,
             "tuning": tuning_for(recipe)}
-
-
-def wheelhouse_id(directory: str | Path) -> str:
-    """A short content hash of a wheelhouse (names and bytes of its wheels): hosts reinstall when it changes."""
-    digest = hashlib.sha256()
-    wheels = sorted(Path(directory).glob("*.whl"))
-    for wheel in wheels:
-        digest.update(wheel.name.encode() + b"\0")
-        digest.update(hashlib.sha256(wheel.read_bytes()).digest())
-    return digest.hexdigest()[:16]
 
 
 # -- `--batch` and `--max-fail`, and the batches Ansible's `serial` makes -------------------------------------------

@@ -15,7 +15,6 @@ NODE_DIR = "/sys/devices/system/node"
 CPU_DIR = "/sys/devices/system/cpu"
 NUMA_BALANCING = "/proc/sys/kernel/numa_balancing"
 CMDLINE = "/proc/cmdline"
-ISOLCPUS_FLAGS = ("nohz", "domain", "managed_irq")
 
 
 @dataclass(frozen=True)

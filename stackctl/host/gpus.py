@@ -23,7 +23,6 @@ from stackctl.host.sysfs import is_live, read_int, read_properties, read_text, u
 
 _log = logging.getLogger(__name__)
 
-SOURCES = ("amdsmi", "rocm-smi", "sysfs")
 AMD_VENDOR_ID = 4098  # 0x1002
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
 AMDGPU_VERSION = "/sys/module/amdgpu/version"

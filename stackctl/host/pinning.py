@@ -110,55 +110,69 @@ def decide_pinning(
     warnings: list[str] = []
     node_cpus = {node.node: set(node.cpus) for node in numa_nodes}
     host_cpus: set[int] = set(online_cpus).union(*node_cpus.values())
-    isolated = set(isolated_cpus)
     numa_policy = _numa_policy(numa)
     explicit_cpus = _cpus_policy(isolcpus, host_cpus)
     used = select_gpus(gpus, tensor_parallel, gpu_indices)
     if used:
         how = "host.gpus" if gpu_indices is not None else f"the first tensor_parallel={tensor_parallel}"
         reasons.append(f"server uses GPU(s) {_gpu_list(used)} ({how})")
+    cpu_nodes, mem_nodes = choose_nodes(numa_policy, numa, used, node_cpus, reasons, warnings)
+    cpus = choose_cpus(cpu_nodes, node_cpus, set(isolated_cpus), isolcpus, explicit_cpus, numa_policy,
+                        domain_isolated, reasons, warnings)
+    cpuset_cpus = format_cpulist(cpus) or None
+    cpuset_mems = format_cpulist(mem_nodes) or None
+    whole = bool(mem_nodes) and cpus == set().union(*(node_cpus[n] for n in mem_nodes))
+    return PinningDecision(cpuset_cpus, cpuset_mems, reasons, tuple(mem_nodes), whole, warnings)
 
-    # 1. Which nodes: cpu_nodes bound the CPU choice, mem_nodes become cpuset_mems.
-    cpu_nodes: list[int] = []
-    mem_nodes: list[int] = []
+
+def choose_nodes(numa_policy: str | list[int], numa: NumaPolicy, used: Sequence[GpuInfo],
+                  node_cpus: dict[int, set[int]], reasons: list[str],
+                  warnings: list[str]) -> tuple[list[int], list[int]]:
+    """Which NUMA nodes: cpu_nodes bound the CPU choice, mem_nodes become cpuset_mems. Appends why."""
     gpu_nodes = sorted({g.numa_node for g in used if g.numa_node is not None})
     if numa_policy == "off":
         reasons.append('numa = "off" -> no NUMA pinning')
-    elif isinstance(numa_policy, list):
+        return [], []
+    if isinstance(numa_policy, list):
         missing = [n for n in numa_policy if n not in node_cpus]
         if missing:
             raise PinningError(f"names NUMA node(s) {format_cpulist(missing)} but this host has node(s) "
                                f"{format_cpulist(node_cpus) or 'none'}", ("host", "numa"),
                                'name a node this host has, or numa = "auto" (the GPUs\' node)')
-        cpu_nodes = mem_nodes = numa_policy
-        reasons.append(f"numa = {_numa_text(numa)} in the recipe -> cpuset_mems={format_cpulist(mem_nodes)}")
-        away = [n for n in gpu_nodes if n not in mem_nodes]
+        reasons.append(f"numa = {_numa_text(numa)} in the recipe -> cpuset_mems={format_cpulist(numa_policy)}")
+        away = [n for n in gpu_nodes if n not in numa_policy]
         if away:
             warnings.append(f"GPU(s) {_gpu_list(used)} are on NUMA node(s) {format_cpulist(gpu_nodes)}; "
-                            f"host memory on node(s) {format_cpulist(mem_nodes)} is remote to node(s) "
+                            f"host memory on node(s) {format_cpulist(numa_policy)} is remote to node(s) "
                             f"{format_cpulist(away)}")
-    elif not node_cpus:
+        return numa_policy, numa_policy
+    if not node_cpus:
         reasons.append("no NUMA topology visible (/sys/devices/system/node) -> no NUMA pinning")
-    elif not used:
+        return [], []
+    if not used:
         reasons.append("no GPU on this host -> nothing to place the server near, no NUMA pinning")
-    elif len(node_cpus) == 1:
-        cpu_nodes = list(node_cpus)
-        reasons.append(f"one NUMA node ({cpu_nodes[0]}) -> memory placement needs no pinning")
-    else:
-        unknown = [g for g in used if g.numa_node is None]
-        if unknown:
-            reasons.append(f"NUMA node of GPU(s) {_gpu_list(unknown)} unknown (sysfs numa_node -1) -> "
-                           "no NUMA pinning")
-        else:
-            cpu_nodes = mem_nodes = gpu_nodes
-            where = (f"are on NUMA node {gpu_nodes[0]}" if len(gpu_nodes) == 1
-                     else f"span NUMA nodes {format_cpulist(gpu_nodes)}")
-            reasons.append(f"GPU(s) {_gpu_list(used)} {where} -> cpuset_mems={format_cpulist(mem_nodes)}")
-            if len(gpu_nodes) > 1:
-                warnings.append(f"GPU(s) {_gpu_list(used)} span NUMA nodes {format_cpulist(gpu_nodes)}: every GPU "
-                                "has remote host memory and CPUs part of the time (host.gpus on one node avoids it)")
+        return [], []
+    if len(node_cpus) == 1:
+        reasons.append(f"one NUMA node ({next(iter(node_cpus))}) -> memory placement needs no pinning")
+        return list(node_cpus), []
+    unknown = [g for g in used if g.numa_node is None]
+    if unknown:
+        reasons.append(f"NUMA node of GPU(s) {_gpu_list(unknown)} unknown (sysfs numa_node -1) -> "
+                       "no NUMA pinning")
+        return [], []
+    where = (f"are on NUMA node {gpu_nodes[0]}" if len(gpu_nodes) == 1
+             else f"span NUMA nodes {format_cpulist(gpu_nodes)}")
+    reasons.append(f"GPU(s) {_gpu_list(used)} {where} -> cpuset_mems={format_cpulist(gpu_nodes)}")
+    if len(gpu_nodes) > 1:
+        warnings.append(f"GPU(s) {_gpu_list(used)} span NUMA nodes {format_cpulist(gpu_nodes)}: every GPU "
+                        "has remote host memory and CPUs part of the time (host.gpus on one node avoids it)")
+    return gpu_nodes, gpu_nodes
 
-    # 2. Which CPUs.
+
+def choose_cpus(cpu_nodes: list[int], node_cpus: dict[int, set[int]], isolated: set[int], isolcpus: str,
+                 explicit_cpus: list[int] | None, numa_policy: str | list[int], domain_isolated: bool,
+                 reasons: list[str], warnings: list[str]) -> set[int]:
+    """Which CPUs, within cpu_nodes when there are any (empty set: not pinned). Appends why."""
     cpus: set[int] = set()
     chosen_node_cpus: set[int] = set().union(*(node_cpus[n] for n in cpu_nodes)) if cpu_nodes else set()
     if explicit_cpus is not None:
@@ -194,11 +208,7 @@ def decide_pinning(
                        f"({format_cpulist(cpus)})")
     if len(node_cpus) == 1 and cpu_nodes and not cpus and explicit_cpus is None:
         reasons.append("no CPU pinning needed: the server may use every CPU")
-
-    cpuset_cpus = format_cpulist(cpus) or None
-    cpuset_mems = format_cpulist(mem_nodes) or None
-    whole = bool(mem_nodes) and cpus == set().union(*(node_cpus[n] for n in mem_nodes))
-    return PinningDecision(cpuset_cpus, cpuset_mems, reasons, tuple(mem_nodes), whole, warnings)
+    return cpus
 
 
 def pinning_for(recipe: Any, facts: Any) -> PinningDecision:

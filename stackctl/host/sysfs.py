@@ -5,9 +5,6 @@ data (a VM has no cpufreq), never an exception."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
-
-PathLike = Union[str, Path]
 
 
 def under(root: Path, path: str) -> Path:

@@ -36,9 +36,8 @@ def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
 
     `stackctl render` and `up` refuse such a recipe even when this rule is skipped.
 
-    Fix: export the value on the host and name the variable: `serve.secret_env = { VLLM_API_KEY = "MY_KEY" }`
-    (container variable = host variable), or the S3 tier's `access_key_env` / `secret_key_env`. The value
-    reaches the container at run time only.
+    A value named by its host variable (`serve.secret_env = { VLLM_API_KEY = "MY_KEY" }`: container variable =
+    host variable) reaches the container at run time only, and is never written to a file.
     """
     yield from secrets.find_in_recipe(recipe)
 
@@ -55,8 +54,6 @@ def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
     parse). `stackctl init --from-command` leaves such settings out with a note, except the model path, which a
     recipe needs: it keeps the reference and this rule refuses it until it is replaced. `stackctl render` refuses
     such a recipe even when this rule is skipped.
-
-    Fix: write the value itself.
     """
     yield from unresolved_values(recipe)
 
@@ -106,8 +103,6 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
     `remote_storage_plugin.fs.base_path` under `extra_config`). A `remote_url` for a backend the recipe has no tier
     kind for (lm://, redis://, ...), `remote_serde`, and a `local_disk` LMCache never uses (no
     `max_local_disk_size` above 0, which `disk-tier-without-size` reports) stay allowed.
-
-    Fix: delete the key from cache.extra and set the recipe key named in the message.
     """
     from stackctl import stackspec
 
@@ -164,8 +159,6 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
 
     A `--kv-transfer-config` for another connector is allowed while `cache.enabled = false` (stackctl then writes
     none).
-
-    Fix: move the value to the recipe key named in the message.
     """
     from stackctl import stackspec
 
@@ -320,8 +313,6 @@ def _host_path_unsafe(recipe: Recipe) -> Iterator[Hit]:
     bundle usually does) but are never / itself, a system directory itself, or under /proc, /sys or /dev.
 
     A model path counts as a host path when it starts with `/`, `.` or `~`; anything else is a Hugging Face id.
-
-    Fix: an absolute path of a directory of your own (`/data/models/...`, `/nvme/kvcache`).
     """
     model = recipe.model.path
     if not recipe.model.generate and model.startswith(("/", ".", "~")):

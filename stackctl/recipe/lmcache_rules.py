@@ -61,8 +61,9 @@ def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
     1976-2001 then switches to PIECEWISE). Set on the LMCache side only, vLLM captures full graphs around
     synchronisation they cannot contain. Importers used to fix this silently; it is reported instead.
 
-    Fix: `cache.use_layerwise = true`, which writes `use_layerwise` into both LMCache's config and the connector's
-    extra config, and drop `use_layerwise` from cache.extra / LMCACHE_USE_LAYERWISE.
+    The LMCache-side setting is `use_layerwise` in cache.extra or LMCACHE_USE_LAYERWISE in serve.env; the recipe key
+    `cache.use_layerwise` is the one stackctl writes to both sides (LMCache's config and the connector's extra
+    config).
     """
     setting = lmcache_setting(recipe, "use_layerwise")
     if setting is None or not truthy(setting[1]) or recipe.cache.use_layerwise:

@@ -125,8 +125,8 @@ def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     restart and every tensor-parallel rank computes different keys for the same tokens: the cache stores data
     nobody can find. Nothing errors; the hit rate is simply 0%.
 
-    Fix: set `cache.hash_seed` (stackctl exports it as PYTHONHASHSEED in every server process). Shared remote tiers
-    have their own rule, `remote-tier-hash-seed`.
+    stackctl exports `cache.hash_seed` as PYTHONHASHSEED in every server process. A recipe with a shared remote
+    tier gets `remote-tier-hash-seed` instead.
     """
     if recipe.cache.enabled and hash_seed(recipe) is None and not remote_tiers(recipe):
         yield ("cache", "LMCache enabled without a fixed hash seed (PYTHONHASHSEED)")
@@ -139,8 +139,6 @@ def _remote_tier_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     """A remote tier is shared by many servers, often on many hosts. Cache keys derive from vLLM's NONE_HASH, which
     is random per process unless PYTHONHASHSEED is fixed. With a random seed, no server ever reads what another wrote:
     the shared tier fills with unreachable entries and the hit rate stays at 0%.
-
-    Fix: set `cache.hash_seed` to one value used by every host sharing the tier.
     """
     if recipe.cache.enabled and hash_seed(recipe) is None:
         for index, tier in remote_tiers(recipe):
@@ -156,8 +154,6 @@ def _prefix_caching_off(recipe: Recipe) -> Iterator[Hit]:
     :90-101). So with `--no-enable-prefix-caching` LMCache still stores and hits. What is lost is the fastest tier:
     vLLM keeps no prefix blocks in HBM, so every request that shares a prefix loads it back from LMCache (CPU, disk
     or remote) instead of reusing it in place, and time to first token rises accordingly.
-
-    Fix: keep `serve.prefix_caching = true` whenever `cache.enabled = true`.
     """
     if recipe.cache.enabled and not recipe.serve.prefix_caching:
         yield (("serve", "prefix_caching"), "prefix caching disabled while LMCache is enabled: no HBM reuse, every "
@@ -175,8 +171,8 @@ def _save_decode_cache(recipe: Recipe) -> Iterator[Hit]:
     chunk of output; under load, with slow tiers, published stacks saw stalls of minutes. Prefill KV (what later
     requests reuse) is stored without it.
 
-    Fix: `cache.save_decode_cache = false` (LMCache's default), unless multi-turn prompts really reuse the previous
-    answer verbatim and the stall is measured acceptable.
+    false is LMCache's default. Storing generated tokens pays off only when multi-turn prompts reuse the previous
+    answer verbatim, and then only with the stall measured and found acceptable.
     """
     if recipe.cache.enabled and recipe.cache.save_decode_cache:
         yield (("cache", "save_decode_cache"), f"generated tokens are stored every {recipe.cache.chunk_size} tokens, "
@@ -188,10 +184,8 @@ def _save_decode_cache(recipe: Recipe) -> Iterator[Hit]:
       'remove enforce_eager and set serve.cudagraph_mode = "FULL_AND_PIECEWISE"')
 def _atom_cuda_graphs(recipe: Recipe) -> Iterator[Hit]:
     """AMD's ATOM plugin relies on graph capture; run eagerly it loses 3 to 5 times its throughput, and nothing
-    reports an error. `--enforce-eager` forces cudagraph_mode NONE.
-
-    Fix: never `enforce_eager` in production; pass `cudagraph_mode = "FULL_AND_PIECEWISE"` (or PIECEWISE when LMCache
-    layer-wise transfer is on).
+    reports an error. `--enforce-eager` forces cudagraph_mode NONE. With LMCache layer-wise transfer on, vLLM runs
+    PIECEWISE whatever the recipe asks (`layerwise-needs-piecewise`).
     """
     if recipe.stack.engine != "atom-vllm":
         return
@@ -214,8 +208,6 @@ def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
     (:258-262); NIXL storage with `nixl_buffer_device: cpu` (extra_config `enable_nixl_storage`, :128-130) shares
     that same pool (:157-171, :205-214). The engine's init fails and LMCache runs in degraded (recompute) mode:
     nothing is cached at all.
-
-    Fix: keep `max_local_cpu_size` above 0 (do not set it to 0 in cache.extra), or add a CPU tier.
     """
     if not recipe.cache.enabled:
         return
@@ -243,9 +235,8 @@ def _gpu_visibility(recipe: Recipe) -> Iterator[Hit]:
     """vLLM's ROCm platform compares the two variables at import (vLLM 0.27.1 vllm/platforms/rocm.py:116-141,
     `_sync_hip_cuda_env_vars`): an empty value counts as unset (`os.environ.get(...) or None`), and two set values
     are compared as raw strings, so `0,1` and `0, 1` differ. A difference raises `Inconsistent GPU visibility env
-    vars` and the server does not start; when only one is set vLLM copies it to the other.
-
-    Fix: set one of them (stackctl passes GPUs by device mapping anyway), or both to the same string.
+    vars` and the server does not start; when only one is set vLLM copies it to the other. stackctl passes GPUs to
+    the container by device mapping, so the recipe needs neither variable.
     """
     if recipe.stack.platform != "rocm":
         return
@@ -262,9 +253,7 @@ def _gpu_visibility(recipe: Recipe) -> Iterator[Hit]:
 def _lmcache_wheel_on_rocm(recipe: Recipe) -> Iterator[Hit]:
     """The LMCache wheel on PyPI is built for CUDA: its native module links `libcudart`. On ROCm it either fails to
     load, or LMCache falls back to slow Python/torch operations, which made a published stack 1.7x slower than no
-    cache at all, without a single error.
-
-    Fix: build LMCache from source for HIP (`build.lmcache_from = "source"`, the ROCm default).
+    cache at all, without a single error. Building from source for HIP is the ROCm default.
     """
     if recipe.stack.platform == "rocm" and recipe.cache.enabled and lmcache_install(recipe) == "wheel":
         yield (("build", "lmcache_from"), "LMCache installed from the PyPI (CUDA) wheel on platform rocm")
@@ -282,8 +271,6 @@ def _layerwise_full(recipe: Recipe) -> Iterator[Hit]:
     mode to PIECEWISE (vllm/config/vllm.py:1397-1421). stackctl writes `use_layerwise` into
     `kv_connector_extra_config` whenever `cache.use_layerwise = true`, so the override happens, and the recipe's
     FULL mode is not what runs.
-
-    Fix: ask for PIECEWISE explicitly.
     """
     mode = cudagraph_mode(recipe)
     if recipe.cache.enabled and recipe.cache.use_layerwise and mode and mode.startswith("FULL"):
@@ -459,9 +446,7 @@ def _disk_without_size(recipe: Recipe) -> Iterator[Hit]:
     """LMCache creates its disk backend only when `local_disk` is set AND `max_local_disk_size > 0` (LMCache 0.5.6
     lmcache/v1/storage_backend/__init__.py:217-219); the size defaults to 0.0 (lmcache/v1/config.py:113). A config that
     names a disk but no size (or 0) runs without the disk tier and says nothing. Imported configs keep such keys in
-    cache.extra; a recipe's disk tier always has a size.
-
-    Fix: a disk tier in the recipe (`kind = "disk"`, `path`, `size_gb`), which stackctl also mounts.
+    cache.extra; a recipe's disk tier always has a size, and stackctl mounts its path into the container.
     """
     extra = recipe.cache.extra
     if not (recipe.cache.enabled and extra.get("local_disk")):
@@ -484,8 +469,6 @@ def _s3_tls_plain_port(recipe: Recipe) -> Iterator[Hit]:
     lmcache/v1/storage_backend/connector/s3_adapter.py:38, s3_connector.py:142-152: `S3RequestTlsMode.ENABLED`).
     Port 7480 is Ceph RGW's default frontend, which speaks plain HTTP: a TLS handshake against it fails, so every
     put and get of the tier fails in the background while the server stays healthy.
-
-    Fix: `disable_tls = true` for a plain-HTTP gateway, or point the URL at the gateway's TLS port.
     """
     for index, tier in enumerate(recipe.cache.tiers):
         if tier.kind == "s3" and tier.url and not tier.disable_tls and tier.url.rstrip("/").endswith(":7480"):

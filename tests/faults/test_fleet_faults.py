@@ -62,7 +62,7 @@ def rolled_out(fleet, fault_env, tmp_path_factory):
 
 
 def _records(env: dict) -> dict:
-    folder = Path(env["STACKCTL_STATE_DIR"]) / "fleet" / "hosts"
+    folder = Path(env["STACKCTL_STATE_DIR"]) / "_fleet" / "hosts"
     return {p.stem: json.loads(p.read_text())[-1] for p in folder.glob("*.json")}
 
 

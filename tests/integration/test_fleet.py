@@ -190,7 +190,7 @@ def test_hosts_sharing_a_remote_tier_must_agree_before_anything_changes(tmp_path
     assert result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("stackctl: hosts sharing the s3 s3://kvcache.rgw.example.com:7480 tier disagree "
                                     "on cache.chunk_size: 256 on node-a, node-b; 512 on node-c")
-    assert not (tmp_path / "state" / "fleet").exists()  # no run was even prepared
+    assert not (tmp_path / "state" / "_fleet").exists()  # no run was even prepared
 
 
 @needs_ansible

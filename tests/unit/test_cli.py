@@ -64,7 +64,11 @@ def test_shipped_recipe_by_name_and_unknown_file():
 
 
 def test_explain_rules_and_schema():
-    assert "PYTHONHASHSEED" in run_cli("explain", "lmcache-hash-seed", check=True).stdout
+    page = run_cli("explain", "lmcache-hash-seed", check=True).stdout
+    assert "PYTHONHASHSEED" in page
+    # The fix is printed once, from the rule's fix=.
+    assert [line for line in page.splitlines() if "Fix:" in line] == [
+        "Fix: set cache.hash_seed = 0 (any fixed value, the same everywhere)"]
     unknown = run_cli("explain", "lmcache-hash-sed")
     assert unknown.returncode == 1 and "did you mean `lmcache-hash-seed`" in unknown.stderr
     assert "atom-cuda-graphs" in run_cli("rules", check=True).stdout

@@ -9,6 +9,8 @@ from stackctl.host.gpus import GpuInfo
 from stackctl.host.pinning import (
     PinningDecision,
     PinningError,
+    choose_cpus,
+    choose_nodes,
     decide_pinning,
     pinning_for,
     select_gpus,
@@ -186,3 +188,19 @@ def test_pinning_for_reads_the_recipe_policy():
     recipe = Section(host=Section(numa="auto", isolcpus="auto", gpus=None), model=Section(tensor_parallel=4))
     decision = pinning_for(recipe, MI300X)
     assert (decision.cpuset_cpus, decision.cpuset_mems) == ("8-47,104-143", "0")
+
+
+def test_node_choice_follows_the_gpus_and_cpu_choice_stays_on_those_nodes():
+    """The two steps of decide_pinning on their own: nodes first (memory and the CPU bound), then CPUs."""
+    nodes = {0: set(range(0, 8)), 1: set(range(8, 16))}
+    on_node_1 = [GpuInfo(0, "gpu", None, None, 1, None, None, "test")]
+    reasons: list[str] = []
+    warnings: list[str] = []
+    assert choose_nodes("auto", "auto", on_node_1, nodes, reasons, warnings) == ([1], [1])
+    assert choose_nodes([0], [0], on_node_1, nodes, reasons, warnings) == ([0], [0])
+    assert warnings and "remote to node(s) 1" in warnings[-1]
+    assert choose_nodes("auto", "auto", on_node_1, {0: nodes[0]}, reasons, warnings) == ([0], [])
+    assert choose_cpus([1], nodes, {9, 10, 2}, "auto", None, [1], False, reasons, warnings) == {9, 10}
+    assert choose_cpus([1], nodes, set(), "off", None, [1], False, reasons, warnings) == nodes[1]
+    with pytest.raises(PinningError, match="not on the chosen NUMA node"):
+        choose_cpus([1], nodes, set(), "2", [2], [1], False, reasons, warnings)

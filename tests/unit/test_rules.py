@@ -21,6 +21,22 @@ def test_every_rule_has_both_fixtures_and_a_doc():
     assert {p.name for p in RULE_FIXTURES.iterdir()} == set(RULES)
 
 
+def _words(text: str) -> str:
+    return " ".join(re.sub(r"[`*]", "", text).split()).lower()
+
+
+def test_a_fix_is_said_once_in_fix_and_the_doc_page_says_why():
+    """`stackctl explain` prints the fix from fix=; a doc that says it again drifts from it (17 rules did).
+    Every page explain shows: the rules and the doctor checks."""
+    from stackctl.cli.catalog import _all_entries
+
+    entries = list(_all_entries().values())
+    assert {entry.id for kind, entry in entries if kind == "rule"} == set(RULES)
+    for kind, entry in entries:
+        assert not re.search(r"^\s*fix:", entry.doc, re.I | re.M), f"{kind} {entry.id}: its doc has a Fix: paragraph"
+        assert _words(entry.fix) not in _words(entry.doc), f"{kind} {entry.id}: its doc repeats fix= word for word"
+
+
 @pytest.mark.parametrize("rule_id", sorted(RULES))
 def test_failing_fixture_produces_exactly_its_rule(rule_id):
     path = RULE_FIXTURES / rule_id / "fail.toml"

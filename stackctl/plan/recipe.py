@@ -1,0 +1,73 @@
+"""The plan for a recipe: gathers the model shape, GPU memory, weights size, tier sizes and host RAM/disk, then
+sizes them with make_plan."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from stackctl.errors import StackctlError
+from stackctl.knowledge.kv_math import GiB
+from stackctl.plan.make import Plan, make_plan
+
+
+def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = None, host=None,
+                host_ram_bytes: int | None = None) -> Plan:
+    """The plan for a recipe: model shape from its config.json (else the built-in table), GPU memory from the host
+    (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM from --host-ram (else this host, and
+    the plan says so) and disk free space from this host."""
+    from stackctl.knowledge.gpu_table import lookup_gpu
+    from stackctl.knowledge.model_table import lookup, recipe_shape
+    from stackctl.knowledge.weights import weights_size
+
+    model_dir = Path(recipe.model.path)
+    resolved = recipe_shape(recipe)
+    if resolved is None:
+        raise StackctlError(f"{recipe.source}: model.path {recipe.model.path!r}: no config.json there and not in the "
+                            "built-in model table (fix: run plan where the model directory is readable)")
+    shape, shape_source = resolved
+    notes = [f"model shape from {shape_source}"]
+    weights = weights_size(model_dir) if model_dir.is_dir() else None
+    weights_bytes = weights.bytes if weights else None
+    if weights is None:
+        entry = lookup(recipe.model.path)
+        weights_bytes = entry.weights_bytes if entry else None
+        if entry and weights_bytes:
+            notes.append(f"weights size from the built-in table ({entry.weights_source})")
+    vram = None
+    if host is not None and host.gpus and recipe.stack.platform == "rocm":
+        vram = min((g.vram_bytes for g in host.gpus if g.vram_bytes), default=None)
+        if vram:
+            notes.append(f"GPU memory probed on this host ({host.gpus[0].name})")
+    if vram is None and recipe.stack.platform == "rocm":
+        match = lookup_gpu(gpu or " ".join(recipe.versions.gpu_arch))
+        if match:
+            vram = match.spec.vram_bytes
+            notes.append(f"GPU memory from the built-in table: {match.spec.name}" + (f" ({match.note})"
+                                                                                       if match.note else ""))
+    cpu = recipe.tiers_of("cpu") if recipe.cache.enabled else []
+    disk = recipe.tiers_of("disk") if recipe.cache.enabled else []
+    disk_free = None
+    if disk and os.path.isdir(disk[0].path):
+        stat = os.statvfs(disk[0].path)
+        disk_free = stat.f_bavail * stat.f_frsize
+    ram, ram_source = host_ram_bytes, "--host-ram"
+    if ram is not None:
+        notes.append(f"host RAM {ram / GiB:,.1f} GiB from --host-ram")
+    elif host is not None and host.memory.total_bytes:
+        ram, ram_source = host.memory.total_bytes, "this machine"
+        notes.append(f"host RAM {ram / GiB:,.1f} GiB: this machine's; plan for the serving host with --host-ram GIB")
+    remote = [t.kind for t in recipe.cache.tiers if t.kind in ("s3", "fs")] if recipe.cache.enabled else []
+    plan = make_plan(
+        shape, tensor_parallel=recipe.model.tensor_parallel, kv_cache_dtype=recipe.model.kv_cache_dtype,
+        gpu_memory_utilization=recipe.serve.gpu_memory_utilization, gpu_vram_bytes=vram,
+        weights_bytes=weights_bytes, cpu_tier_bytes=int(cpu[0].size_gb * GiB) if cpu else None,
+        disk_tier_bytes=int(disk[0].size_gb * GiB) if disk else None, users=users, context_tokens=context_tokens,
+        host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes,
+        remote_tiers=remote)
+    plan.host_ram_source = ram_source if ram is not None else ""
+    limit = recipe.model.max_model_len
+    if limit and context_tokens > limit:
+        plan.warnings.append(f"--context {context_tokens:,} exceeds model.max_model_len {limit:,}: vLLM refuses "
+                             f"longer requests; plan with --context {limit:,} or raise max_model_len")
+    return plan
