@@ -56,5 +56,7 @@ def test_two_arm_comparison_writes_table_json_and_png(smoke_stack, tmp_path):
     with Image.open(out / "bench.png") as image:
         assert image.format == "PNG" and image.size == (1200, 450)
     # The arm bench brought up is gone again; the smoke stack it found running is untouched.
+    # (The main job's LMCache stack may run beside it: the tests share it.)
     status = json.loads(run_cli("status", "--format", "json", env=smoke_stack.env).stdout)
-    assert [row["stack"] for row in status] == ["cpu-smoke"]
+    stacks = [row["stack"] for row in status]
+    assert "cpu-smoke" in stacks and "cpu-smoke-nocache" not in stacks, stacks

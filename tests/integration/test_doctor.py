@@ -1,5 +1,6 @@
-"""Doctor against real images and real servers: the smoke stack passes; LMCache on CPU is caught degraded; an
-unpurged image fails the CUDA-only check; an unset PYTHONHASHSEED fails the offline hash check."""
+"""Doctor against real images and real servers: the smoke stack passes; an unpurged image fails the CUDA-only check;
+an unset PYTHONHASHSEED fails the offline hash check. (LMCache on CPU with the connector off, caught degraded, is a
+fault case: tests/faults/test_lmcache_faults.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 
 import pytest
 from helpers import run_cli
-from stacks import Stack, variant
+from stacks import variant
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -92,16 +93,3 @@ def test_offline_hash_check_needs_pythonhashseed(docker_engine, stack_env, lmcac
     code, unseeded = doctor(stack_env, lmcache_recipes["unseeded"], "--scope", "image")
     assert unseeded["image.hash-seed"]["status"] == "fail", unseeded["image.hash-seed"]
     assert "differ" in unseeded["image.hash-seed"]["message"] and code == 1
-
-
-def test_lmcache_on_cpu_is_caught_degraded(docker_engine, stack_env, lmcache_recipes):
-    stack = Stack(lmcache_recipes["on"], stack_env)
-    try:
-        stack.up()
-        code, results = doctor(stack_env, lmcache_recipes["on"], "--scope", "server")
-        check = results["server.lmcache-initialised"]
-        assert code == 1 and check["status"] == "fail"
-        assert "degraded" in check["message"]
-        assert check["fix"]
-    finally:
-        stack.down()
