@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from stackctl import render as renderer
-from stackctl import stackspec, state
+from stackctl.bundle import render as renderer
+from stackctl import state
+from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
 from stackctl.signals import shielded

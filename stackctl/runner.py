@@ -16,8 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from stackctl import render as renderer
-from stackctl import stackspec, state
+from stackctl.bundle import render as renderer
+from stackctl import state
+from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
 from stackctl.recipe.model import Recipe

@@ -107,7 +107,7 @@ def _connector(recipe, out_dir) -> None:
     """Run the connector's own benchmark module in the stack's container; print its figures, write connector.json."""
     import json
 
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.errors import StackctlError
     from stackctl.knowledge.model_table import resolve_shape
@@ -188,7 +188,7 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
 
 def _stack_container(recipe):
     from stackctl.engine import docker_adapter as dk
-    from stackctl.stackspec import container_name
+    from stackctl.bundle.stackspec import container_name
 
     container = dk.find_container(dk.client(), container_name(recipe))
     if container is not None:

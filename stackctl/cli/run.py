@@ -151,7 +151,7 @@ def logs(recipe, follow, tail):
     from stackctl.cli.common import load
     from stackctl.engine import docker_adapter as dk
     from stackctl.errors import StackctlError
-    from stackctl.stackspec import container_name
+    from stackctl.bundle.stackspec import container_name
 
     loaded = load(recipe)
     container = dk.find_container(dk.client(), container_name(loaded))

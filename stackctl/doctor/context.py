@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from stackctl import render as renderer
-from stackctl import stackspec
+from stackctl.bundle import render as renderer
+from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
 from stackctl.recipe.model import Recipe
 

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackctl import render as renderer
+from stackctl.bundle import render as renderer
 from stackctl.engine import docker_adapter as dk
 
 SECOND_SERVER_LABEL = "dev.stackctl.second-server-of"

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackctl import stackspec
+from stackctl.bundle import stackspec
 from stackctl.knowledge.kv_math import GiB, MiB
 from stackctl.resources import shipped
 

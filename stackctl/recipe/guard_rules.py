@@ -109,7 +109,7 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
 
     Fix: delete the key from cache.extra and set the recipe key named in the message.
     """
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     extra = recipe.cache.extra
     for key, value in extra.items():
@@ -167,7 +167,7 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
 
     Fix: move the value to the recipe key named in the message.
     """
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     args = recipe.serve.extra_args
     for index, token in enumerate(args):
@@ -193,7 +193,7 @@ def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
     cache is off) is the user's to keep."""
     import json
 
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     try:
         config = json.loads(text or "")

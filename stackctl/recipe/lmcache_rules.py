@@ -40,7 +40,7 @@ def truthy(value) -> bool:
 
 def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
     """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.knowledge.serve_flags import json_flag_values
 
     configs = [stackspec.kv_connector(recipe)] if recipe.cache.enabled else []
@@ -161,7 +161,7 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     meant to do, and the seed must be fixed before the connector is added. With the cache on, lmcache-hash-seed
     reports the missing seed, and remote-tier-hash-seed the recipe's own S3 and fs tiers.
     """
-    from stackctl.stackspec import hash_seed
+    from stackctl.bundle.stackspec import hash_seed
 
     if hash_seed(recipe) is not None or recipe.cache.enabled:
         return

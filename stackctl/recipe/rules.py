@@ -14,7 +14,7 @@ from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.recipe.positions import lookup
 from stackctl.secrets import redact
-from stackctl.stackspec import hash_seed, lmcache_install, vllm_version
+from stackctl.bundle.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.text import clean_doc
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
@@ -102,7 +102,7 @@ def package_version(recipe: Recipe, package: str) -> str | None:
     """The version a version-bound rule judges against, the one the stack runs: the pin, else the platform's default
     (stackspec: the vLLM of the CPU and ATOM images, the LMCache release stackctl builds); a real version number,
     else None (unknown)."""
-    from stackctl.stackspec import versions
+    from stackctl.bundle.stackspec import versions
 
     version = vllm_version(recipe) if package == "vllm" else versions(recipe)["lmcache"]
     return version if compat.parse_version(version) is not None else None

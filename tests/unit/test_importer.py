@@ -25,7 +25,7 @@ from stackctl.importer.shell import command_words, expand, split_commands
 from stackctl.importer.writer import toml_key, toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 from stackctl.recipe.rules import run_rules
-from stackctl.render import render_files
+from stackctl.bundle.render import render_files
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -107,7 +107,7 @@ def test_stop_reason(engine_state, said):
 def test_the_image_tag_hashes_the_resolved_base_image():
     from helpers import RECIPES
 
-    from stackctl import render
+    from stackctl.bundle import render
     from stackctl.recipe import load_recipe
     from stackctl.runner import image_tag
 
@@ -125,7 +125,7 @@ def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, mon
 
     from stackctl.deploy import rollback_recipe
     from stackctl.recipe import load_recipe
-    from stackctl.stackspec import recipe_hash
+    from stackctl.bundle.stackspec import recipe_hash
 
     monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path / "state"))
     first = tmp_path / "first.toml"

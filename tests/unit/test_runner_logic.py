@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from helpers import FIXTURES, RECIPES
 
-from stackctl import render, runner, stackspec
+from stackctl import runner
+from stackctl.bundle import render, stackspec
 from stackctl.errors import StackctlError
 from stackctl.host import discover
 from stackctl.recipe import load_recipe

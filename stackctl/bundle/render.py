@@ -15,7 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from stackctl import __version__, stackspec
+from stackctl import __version__
+from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
