@@ -45,7 +45,7 @@ def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
         **_build_context_files(recipe),
     }
     # Runtime files name the image, whose tag is the hash of the build inputs above.
-    context["image"] = f"{stackspec.image_name(recipe)}:{image_hash(files)}"
+    context["image"] = image_tag(recipe, files)
     files.update({
         "serve.sh": env.get_template("serve.sh.j2").render(context).encode(),
         "compose.yaml": env.get_template("compose.yaml.j2").render(context).encode(),
@@ -94,6 +94,14 @@ def refuse_unresolved(recipe: Recipe) -> None:
     for path, message in unresolved_values(recipe):
         raise StackctlError(f"{recipe.source}: {key_path_text(path)}: {message} (fix: write the value itself; see "
                             "`stackctl explain unresolved-value`)")
+
+
+def image_tag(recipe: Recipe, files: dict[str, bytes]) -> str:
+    """The one name of the stack's image, stackctl/NAME:HASH of the build inputs: what `stackctl build` tags, what
+    `up` runs, what compose.yaml and manifest.json name, what doctor inspects. Known offline, so a rendered bundle
+    names the image `build` makes. The base image's id is not in the tag: `build` records it in a label and builds
+    again, under the same tag, when the engine's base image has changed since (lifecycle/build.py)."""
+    return f"{stackspec.image_name(recipe)}:{image_hash(files)}"
 
 
 def image_hash(files: dict[str, bytes]) -> str:
@@ -317,7 +325,7 @@ def _manifest(recipe: Recipe, files: dict[str, bytes]) -> str:
         "engine": recipe.stack.engine,
         "recipe_hash": stackspec.recipe_hash(recipe),
         "image_hash": image_hash(files),
-        "image": f"{stackspec.image_name(recipe)}:{image_hash(files)}",
+        "image": image_tag(recipe, files),
         "base_image": stackspec.base_image(recipe),
         "versions": stackspec.versions(recipe),
         "files": {name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())},

@@ -242,7 +242,7 @@ def _plan(recipe: str | None, inventory: str) -> tuple[list[str], dict, dict]:
 
 
 def _state_base() -> Path:
-    from stackctl.state import base_dir
+    from stackctl.lifecycle.state import base_dir
 
     return base_dir()
 
@@ -266,7 +266,7 @@ def _keep_host_records(outcomes, artifacts: Path) -> None:
     """Each reached host's rollout record, appended to its list (newest last, HOST_RECORDS_KEEP kept) apart from
     the pruned run directories: the playbook's own record when the host wrote one, else what the controller saw
     (an unreachable host writes nothing)."""
-    from stackctl.state import write_atomically
+    from stackctl.lifecycle.state import write_atomically
 
     records = _state_base() / "fleet" / "hosts"
     for outcome in outcomes:

@@ -60,9 +60,7 @@ class DoctorContext:
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            from stackctl.runner import resolved_image_tag
-
-            self._cache["tag"] = resolved_image_tag(self.engine(), self.recipe, renderer.render_files(self.recipe, guard=False))
+            self._cache["tag"] = renderer.image_tag(self.recipe, renderer.render_files(self.recipe, guard=False))
         return self._cache["tag"]
 
     def hash_algo(self) -> str:
@@ -112,10 +110,10 @@ class DoctorContext:
     def _facts_cache_file(self, image_id: str, environment: dict, algo: str):
         import hashlib
 
-        from stackctl.runner import state_dir
+        from stackctl.lifecycle.state import stack_dir
 
         key = hashlib.sha256(json.dumps([image_id, environment, algo], sort_keys=True).encode()).hexdigest()[:16]
-        return state_dir(self.recipe) / "image-facts" / f"{key}.json"
+        return stack_dir(self.recipe.stack.name) / "image-facts" / f"{key}.json"
 
     def probe(self) -> dict:
         return self.image_facts()["probe"]
@@ -124,7 +122,7 @@ class DoctorContext:
 
     @property
     def base_url(self) -> str:
-        from stackctl.preflight import client_host
+        from stackctl.lifecycle.preflight import client_host
 
         # The address the server listens on; a wildcard bind (0.0.0.0) answers on loopback.
         return f"http://{client_host(self.recipe.serve.host)}:{self.recipe.serve.port}"

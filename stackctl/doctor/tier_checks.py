@@ -92,7 +92,7 @@ def tiers(ctx):
         raise Unavailable(f"LMCache {lmcache.get('version') or '(version unknown)'} is not known to have the storage "
                           "API the round trip drives (compat.toml lmcache_storage_api)")
     from stackctl.errors import StackctlError
-    from stackctl.preflight import ensure_tier_files_readable
+    from stackctl.lifecycle.preflight import ensure_tier_files_readable
 
     try:  # the check container mounts them: Docker would make an empty directory at a missing one
         ensure_tier_files_readable(ctx.recipe)

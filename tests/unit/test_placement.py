@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES, RECIPES
 
-from stackctl import runner
 from stackctl.bundle import render, stackspec
 from stackctl.host import discover, pinning_for
+from stackctl.lifecycle.container import container_kwargs
 from stackctl.host.placement import FALLBACK_VAR, LAUNCHER_VAR, placement
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 
@@ -32,7 +32,7 @@ def rocm_recipe(host: str = "", tensor_parallel: int = 1):
 
 def kwargs_for(recipe, facts, tmp_path: Path) -> tuple[dict, object]:
     decision = pinning_for(recipe, facts)
-    kwargs = runner.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", decision)
+    kwargs = container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", decision)
     return kwargs, decision
 
 
