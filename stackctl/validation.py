@@ -14,10 +14,10 @@ if TYPE_CHECKING:  # annotations only
 def validate_and_report(names: list[str], output_format: str = "text", strict: bool = False,
                         skip: tuple = (), host: bool = False) -> int:
     """Check each recipe, print the findings, return the exit status (0 clean, 1 errors or strict warnings)."""
-    from stackctl.cli.common import resolve_recipe_path
     from stackctl.recipe import load_recipe
     from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
-    from stackctl.recipe.rules import RULES, run_rules
+    from stackctl.recipe.locate import resolve_recipe_path
+    from stackctl.recipe.ruleset import RULES, run_rules
 
     refuse_unknown_skip_ids(skip)
     results: list[dict[str, Any]] = []

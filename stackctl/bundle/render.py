@@ -77,7 +77,7 @@ def refuse_secrets(recipe: Recipe) -> None:
 
 def refuse_unsafe_mounts(recipe: Recipe) -> None:
     """No bundle mounts / or a system directory into the container, whatever was skipped or ignored."""
-    from stackctl.recipe.guard_rules import host_path_problem
+    from stackctl.recipe.safety import host_path_problem
 
     for mount in stackspec.volumes(recipe):
         problem = host_path_problem(mount["host"], writable=mount["mode"] == "rw")
@@ -89,7 +89,7 @@ def refuse_unsafe_mounts(recipe: Recipe) -> None:
 def refuse_unresolved(recipe: Recipe) -> None:
     """No bundle passes a shell reference or placeholder to the server as text, whatever was skipped or ignored."""
     from stackctl.findings import key_path_text
-    from stackctl.recipe.guard_rules import unresolved_values
+    from stackctl.recipe.safety import unresolved_values
 
     for path, message in unresolved_values(recipe):
         raise StackctlError(f"{recipe.source}: {key_path_text(path)}: {message} (fix: write the value itself; see "

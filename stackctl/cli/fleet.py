@@ -212,7 +212,7 @@ def _plan(recipe: str | None, inventory: str) -> tuple[list[str], dict, dict]:
     """Hosts, each host's plan, each host's loaded recipe. Recipes with rule errors are refused here."""
     from stackctl import fleet as fl
     from stackctl.cli.common import load, resolve_recipe_path
-    from stackctl.recipe.rules import run_rules
+    from stackctl.recipe.ruleset import run_rules
 
     _ansible()
     hosts, hostvars = _read_inventory(inventory)

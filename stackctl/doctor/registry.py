@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from stackctl import ids
 from stackctl.text import clean_doc
 
 SCOPES = ("host", "image", "server")
@@ -103,6 +104,7 @@ def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
     assert scope in SCOPES, scope
 
     def register(func):
+        ids.register(check_id, ids.CHECK)
         CHECKS[check_id] = Check(check_id, scope, severity, summary, fix, clean_doc(func.__doc__ or summary), func)
         return func
 

@@ -22,7 +22,7 @@ from stackctl.doctor.context import DoctorContext
 from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable, load_all
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
-from stackctl.recipe.rules import RULES, run_rules
+from stackctl.recipe.ruleset import RULES, run_rules
 
 load_all()
 RECIPE_FILES = sorted(RECIPES.glob("*.toml"))
