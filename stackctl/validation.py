@@ -58,7 +58,8 @@ def host_capacity_findings(recipe) -> list:
     """The recipe's tiers against THIS host (RAM minus headroom, free disk): the same checks and numbers as
     `stackctl doctor`, reported at the tier's line."""
     from stackctl.doctor.context import DoctorContext
-    from stackctl.doctor.registry import CHECKS, FAIL, WARN, load_all
+    from stackctl.doctor.all_checks import load_all
+    from stackctl.doctor.registry import CHECKS, FAIL, WARN
     from stackctl.findings import Finding, key_path_text
     from stackctl.recipe.positions import lookup
 

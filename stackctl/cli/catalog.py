@@ -18,7 +18,7 @@ def _all_entries() -> dict:
     from stackctl.recipe.ruleset import RULES
 
     entries: dict[str, tuple[str, Any]] = {rule_id: ("rule", rule) for rule_id, rule in RULES.items()}
-    from stackctl.doctor.registry import load_all
+    from stackctl.doctor.all_checks import load_all
 
     CHECKS = load_all()
     entries.update({check_id: ("check", check) for check_id, check in CHECKS.items()})

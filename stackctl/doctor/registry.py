@@ -109,12 +109,3 @@ def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
         return func
 
     return register
-
-
-def load_all() -> dict[str, Check]:
-    """Import every check module (they register themselves) and return the registry."""
-    # Import order is report order: the server's own checks, then LMCache's live ones, then the --deep ones.
-    from stackctl.doctor import (host_checks, image_checks, server_checks, lmcache_live,  # noqa: F401, I001
-                                 lmcache_deep, tier_checks)
-
-    return CHECKS

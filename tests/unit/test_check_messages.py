@@ -19,7 +19,8 @@ from image_sites import CPU_TORCH, build_site, probe
 
 from stackctl.doctor import s3_probe
 from stackctl.doctor.context import DoctorContext
-from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
 from stackctl.recipe.ruleset import RULES, run_rules

@@ -8,7 +8,8 @@ import pytest
 from helpers import RECIPES
 
 from stackctl.doctor.context import DoctorContext, _write_atomically
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe
 
 load_all()

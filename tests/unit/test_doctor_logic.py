@@ -8,7 +8,8 @@ from helpers import FIXTURES, RECIPES
 
 from stackctl import metrics
 from stackctl.doctor import registry, reporters
-from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.recipe import load_recipe, load_recipe_text
 
 load_all()

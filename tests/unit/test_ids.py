@@ -20,7 +20,7 @@ def test_an_id_names_one_rule_or_one_check_never_both(monkeypatch):
 
 
 def test_both_registries_register_into_the_catalog_and_it_knows_every_id():
-    from stackctl.doctor.registry import load_all
+    from stackctl.doctor.all_checks import load_all
     from stackctl.recipe.ruleset import RULES
 
     checks = load_all()

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from helpers import REPO
 
 from stackctl.cli.catalog import explain, rules
-from stackctl.doctor.registry import load_all
+from stackctl.doctor.all_checks import load_all
 from stackctl.knowledge.sources import REPORT, SOURCE, sources_of, table
 from stackctl.recipe.ruleset import RULES
 
