@@ -1,4 +1,4 @@
-"""KV tier checks: host-side preflight of the S3 and fs tiers (fast, no image: runs on fleet hosts too), and the
+"""KV tier checks: host-side checks of the S3 and fs tiers (fast, no image: runs on fleet hosts too), and the
 round trip through LMCache's own code inside the stack's image (image.tiers)."""
 
 from __future__ import annotations
