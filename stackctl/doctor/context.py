@@ -104,7 +104,9 @@ class DoctorContext:
         except (ValueError, IndexError) as exc:
             raise Unavailable(f"image probe output unreadable: {exc}: {output[:300]!r}") from None
         self._cache["image"] = facts
-        _write_atomically(cache_file, json.dumps(facts))
+        from stackctl.lifecycle.state import write_atomically  # the state dir's one writer
+
+        write_atomically(cache_file, json.dumps(facts))
         return facts
 
     def _facts_cache_file(self, image_id: str, environment: dict, algo: str):
@@ -172,12 +174,3 @@ class DoctorContext:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
-
-
-def _write_atomically(path, text: str) -> None:
-    import os
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
