@@ -46,9 +46,9 @@ def s3_tier(ctx):
     hosts), TCP connects, the server speaks TLS (or plain HTTP with `disable_tls`; when it speaks the other one, the
     message says which), the bucket exists, and the recipe's credentials can put, read back and delete a probe
     object (botocore). A wrong endpoint, TLS setting, bucket or key otherwise shows only as silent recomputation."""
-    from stackctl.doctor import s3_probe
+    from stackctl.doctor import s3_access
 
-    verdict = s3_probe.check_bucket(_tier(ctx, "s3"))
+    verdict = s3_access.check_bucket(_tier(ctx, "s3"))
     if verdict.ok:
         return passed(verdict.message, **verdict.facts)
     return failed(verdict.message, cause=verdict.cause, **verdict.facts)
