@@ -197,7 +197,7 @@ def is_named(setting: str, output: str) -> bool:
     """Whether a setting shows in the recipe (values or comments) or the bundle: its name, LMCache's key for an
     LMCACHE_ variable, or the recipe key a server flag is written from (stackspec.SERVE_FLAG_KEYS: a flag whose
     value equals vLLM's default is not written into serve.sh, the key holds it)."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     names = {setting.lstrip("-")}
     if setting.startswith("LMCACHE_"):
@@ -214,7 +214,7 @@ def run_case(case: Path) -> CaseResult:
     from stackctl.errors import StackctlError
     from stackctl.importer import import_launch, import_launch_text
     from stackctl.recipe.loader import load_recipe_text
-    from stackctl.recipe.rules import RULES, run_rules
+    from stackctl.recipe.ruleset import RULES, run_rules
 
     spec = tomllib.loads((case / "expected.toml").read_text())
     result = CaseResult(case.name, set(spec.get("expected", [])), set(spec.get("absent", [])),
@@ -272,7 +272,7 @@ def _render(recipe) -> tuple[dict[str, str], str | None]:
     """(bundle files as text, why render refused or None). A refused recipe is still rendered without its guards,
     to measure what would reach the bundle; the guarded render's refusal is what the user sees."""
     from stackctl.errors import StackctlError
-    from stackctl.render import render_files
+    from stackctl.bundle.render import render_files
 
     refused = None
     try:
@@ -287,7 +287,7 @@ def _literal_values(recipe, texts: str) -> list[str]:
     """Run-time parts of the inputs found in what the server gets: its arguments, environment, LMCache config."""
     import json
 
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     served = json.dumps([stackspec.serve_args(recipe), stackspec.environment(recipe),
                          stackspec.lmcache_config(recipe), stackspec.server_command(recipe)])

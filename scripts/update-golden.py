@@ -23,7 +23,7 @@ def rendered(recipe_path: Path) -> dict[str, bytes]:
     """The bundle minus the files copied verbatim from checks/ and templates/files/ (tests compare those with
     their sources directly)."""
     from stackctl.recipe.loader import load_recipe
-    from stackctl.render import copied_sources, render_files
+    from stackctl.bundle.render import copied_sources, render_files
 
     copied = copied_sources()
     return {name: content for name, content in render_files(load_recipe(recipe_path)).items() if name not in copied}
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only report out-of-date golden bundles")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
-    from stackctl.render import MANIFEST, write_bundle
+    from stackctl.bundle.render import MANIFEST, write_bundle
 
     recipes = sorted((REPO / "recipes").glob("*.toml"))
     stale = []

@@ -1,3 +1,3 @@
-"""stackctl: declarative builds and preflight checks for ROCm LLM inference stacks."""
+"""stackctl: declarative builds, recipe rules and doctor checks for ROCm LLM inference stacks."""
 
 __version__ = "0.1.0"

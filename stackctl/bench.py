@@ -324,7 +324,7 @@ def plot(results: list[RunResult], path: Path) -> Path:
 
 
 def write_reports(results: list[RunResult], out_dir: Path) -> dict:
-    from stackctl.state import write_atomically
+    from stackctl.lifecycle.state import write_atomically
 
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = [r.summary() for r in results]

@@ -14,10 +14,10 @@ if TYPE_CHECKING:  # annotations only
 def validate_and_report(names: list[str], output_format: str = "text", strict: bool = False,
                         skip: tuple = (), host: bool = False) -> int:
     """Check each recipe, print the findings, return the exit status (0 clean, 1 errors or strict warnings)."""
-    from stackctl.cli.common import resolve_recipe_path
     from stackctl.recipe import load_recipe
     from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
-    from stackctl.recipe.rules import RULES, run_rules
+    from stackctl.recipe.locate import resolve_recipe_path
+    from stackctl.recipe.ruleset import RULES, run_rules
 
     refuse_unknown_skip_ids(skip)
     results: list[dict[str, Any]] = []
@@ -58,7 +58,8 @@ def host_capacity_findings(recipe) -> list:
     """The recipe's tiers against THIS host (RAM minus headroom, free disk): the same checks and numbers as
     `stackctl doctor`, reported at the tier's line."""
     from stackctl.doctor.context import DoctorContext
-    from stackctl.doctor.registry import CHECKS, FAIL, WARN, load_all
+    from stackctl.doctor.all_checks import load_all
+    from stackctl.doctor.registry import CHECKS, FAIL, WARN
     from stackctl.findings import Finding, key_path_text
     from stackctl.recipe.positions import lookup
 

@@ -82,7 +82,7 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
 
     from stackctl import bench as workload
     from stackctl.errors import StackctlError
-    from stackctl.state import write_atomically
+    from stackctl.lifecycle.state import write_atomically
 
     workload.require_plotting()
     url = _running_url(recipe)
@@ -107,11 +107,11 @@ def _connector(recipe, out_dir) -> None:
     """Run the connector's own benchmark module in the stack's container; print its figures, write connector.json."""
     import json
 
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.errors import StackctlError
     from stackctl.knowledge.model_table import resolve_shape
-    from stackctl.state import write_atomically
+    from stackctl.lifecycle.state import write_atomically
 
     if not stackspec.cpu_connector_enabled(recipe):
         raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "
@@ -143,7 +143,7 @@ def _connector(recipe, out_dir) -> None:
 def _running_url(recipe) -> str:
     from stackctl.errors import StackctlError
     from stackctl.httpclient import get_status
-    from stackctl.preflight import client_host
+    from stackctl.lifecycle.preflight import client_host
 
     url = f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
     if get_status(f"{url}/health", timeout=5) != 200:
@@ -154,12 +154,15 @@ def _running_url(recipe) -> str:
 def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
     """Use the arm's stack if it runs this recipe already; otherwise bring it up, measure, and take it down."""
     from stackctl import bench as workload
-    from stackctl import runner
     from stackctl.httpclient import get_status
-    from stackctl.preflight import client_host
+    from stackctl.lifecycle.down import down
+    from stackctl.lifecycle.health import save_failure_log, stop_reason
+    from stackctl.lifecycle.preflight import client_host
+    from stackctl.lifecycle.status import status_rows
+    from stackctl.lifecycle.up import up
 
     url = f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
-    rows = [r for r in runner.status_rows(recipe) if r["recipe_current"] and r["health"] == "healthy"]
+    rows = [r for r in status_rows(recipe) if r["recipe_current"] and r["health"] == "healthy"]
     started_here = False
     if not rows:
         if get_status(f"{url}/health", timeout=2) is not None:
@@ -168,7 +171,7 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
             raise StackctlError(f"{recipe.stack.name}: port {recipe.serve.port} is taken by another server "
                                 "(fix: stop it, or give the arms different serve.port values)")
         click.echo(f"bench: bringing up {recipe.stack.name}", err=True)
-        runner.up(recipe, say=lambda m: click.echo(m, err=True))
+        up(recipe, say=lambda m: click.echo(m, err=True))
         started_here = True
     try:
         click.echo(f"bench: {recipe.stack.name}: probe, then workload", err=True)
@@ -180,15 +183,15 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
         if started_here:
             container = _stack_container(recipe)
             if container is not None and container.status != "running":
-                kept = runner.save_failure_log(recipe, container)
-                click.echo(f"bench: {recipe.stack.name} stopped ({runner.stop_reason(container.attrs['State'])}); "
+                kept = save_failure_log(recipe, container)
+                click.echo(f"bench: {recipe.stack.name} stopped ({stop_reason(container.attrs['State'])}); "
                            f"its log: {kept}", err=True)
-            runner.down(recipe, say=lambda m: click.echo(m, err=True))
+            down(recipe, say=lambda m: click.echo(m, err=True))
 
 
 def _stack_container(recipe):
+    from stackctl.bundle.stackspec import container_name
     from stackctl.engine import docker_adapter as dk
-    from stackctl.stackspec import container_name
 
     container = dk.find_container(dk.client(), container_name(recipe))
     if container is not None:

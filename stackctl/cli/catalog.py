@@ -15,10 +15,10 @@ if TYPE_CHECKING:  # annotations only
 
 def _all_entries() -> dict:
     """Every documented id: recipe rules, then doctor checks (when the doctor package is present)."""
-    from stackctl.recipe.rules import RULES
+    from stackctl.recipe.ruleset import RULES
 
     entries: dict[str, tuple[str, Any]] = {rule_id: ("rule", rule) for rule_id, rule in RULES.items()}
-    from stackctl.doctor.registry import load_all
+    from stackctl.doctor.all_checks import load_all
 
     CHECKS = load_all()
     entries.update({check_id: ("check", check) for check_id, check in CHECKS.items()})
@@ -29,7 +29,7 @@ def _all_entries() -> dict:
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules(output_format):
     """List every recipe rule with its id, severity and summary."""
-    from stackctl.recipe.rules import RULES
+    from stackctl.recipe.ruleset import RULES
 
     if output_format == "json":
         from stackctl.knowledge.sources import sources_of

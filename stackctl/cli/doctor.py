@@ -27,7 +27,8 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     """
     from stackctl.doctor import run_doctor
     from stackctl.doctor.context import DoctorContext
-    from stackctl.doctor.registry import load_all, parse_scopes
+    from stackctl.doctor.all_checks import load_all
+    from stackctl.doctor.registry import parse_scopes
     from stackctl.errors import ExitCode
 
     if list_checks:

@@ -19,7 +19,7 @@ from stackctl.fleet.execute import find_ansible, playbook_args, run_playbook
 from stackctl.fleet.planning import plan_fleet
 from stackctl.fleet.records import keep_host_records
 from stackctl.fleet.wheelhouse import ready_wheelhouse
-from stackctl.state import new_fleet_run_dir
+from stackctl.lifecycle.state import new_fleet_run_dir
 
 
 def say(message: str) -> None:
@@ -161,7 +161,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
 
 def _plan(recipe: str | None, inventory: str):
     """ansible_runner (refused early when Ansible is missing), then the hosts, their plans and recipes."""
-    from stackctl.cli.common import resolve_recipe_path
+    from stackctl.recipe.locate import resolve_recipe_path
 
     runner_module = find_ansible()
     return (runner_module, *plan_fleet(recipe, inventory, resolve_recipe_path, say))

@@ -21,7 +21,7 @@ from stackctl.errors import StackctlError
 @click.option("--list", "list_presets", is_flag=True, help="List the presets.")
 def init(preset, from_command, lmcache_config, name, output, force, list_presets):
     """Write a commented recipe from a preset, or from an existing launch command."""
-    from stackctl.cli.common import shipped_recipe_names
+    from stackctl.recipe.locate import shipped_recipe_names
     from stackctl.resources import shipped
 
     if list_presets:

@@ -17,8 +17,8 @@ def render(recipe, out_dir, ignore_errors):
     from pathlib import Path
 
     from stackctl.cli.common import load_checked
-    from stackctl.render import MANIFEST
-    from stackctl.render import render as render_bundle
+    from stackctl.bundle.render import MANIFEST
+    from stackctl.bundle.render import render as render_bundle
 
     bundle = render_bundle(load_checked(recipe, "render", ignore_errors), Path(out_dir))
     manifest = json.loads((bundle / MANIFEST).read_text())

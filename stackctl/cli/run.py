@@ -34,7 +34,7 @@ def say(message: str) -> None:
 def build(recipe, wheelhouse, ca_bundle, ignore_errors, rebuild, no_cache):
     """Build RECIPE's image (tag stackctl/NAME:HASH); reuse an existing one with the same build inputs."""
     from stackctl.cli.common import load_checked
-    from stackctl.runner import build as build_image
+    from stackctl.lifecycle.build import build as build_image
 
     tag, _ = build_image(load_checked(recipe, "build", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle, rebuild=rebuild,
                          no_cache=no_cache, say=say)
@@ -58,7 +58,7 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
     """
     from stackctl.cli.common import load_checked
     from stackctl.doctor.registry import parse_scopes
-    from stackctl.runner import up as run_up
+    from stackctl.lifecycle.up import up as run_up
 
     if gate:
         parse_scopes(gate, "--gate")
@@ -72,16 +72,17 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
 @click.pass_context
 def rollback(ctx, recipe, timeout):
     """Return RECIPE's stack to the deployment before the running one (from `status --history`)."""
-    from stackctl import runner
+    from stackctl.bundle.stackspec import container_name
     from stackctl.cli.common import load
-    from stackctl.deploy import rollback_recipe
+    from stackctl.lifecycle.status import status_rows
+    from stackctl.lifecycle.up import rollback_recipe, up
 
     loaded = load(recipe)
-    running = [r["recipe_hash"] for r in runner.status_rows(loaded) if r["container"] == f"stackctl-{loaded.stack.name}"
+    running = [r["recipe_hash"] for r in status_rows(loaded) if r["container"] == container_name(loaded)
                and r["state"] == "running"]
     target = rollback_recipe(loaded, running[0] if running else None)
     say(f"rolling back to {target}")
-    ctx.exit(runner.up(load(target), timeout=timeout, say=say, command="rollback"))
+    ctx.exit(up(load(target), timeout=timeout, say=say, command="rollback"))
 
 
 @click.command()
@@ -90,7 +91,7 @@ def rollback(ctx, recipe, timeout):
 def down(recipe, remove_image):
     """Stop and remove RECIPE's container (and nothing else unless --image)."""
     from stackctl.cli.common import load
-    from stackctl.runner import down as run_down
+    from stackctl.lifecycle.down import down as run_down
 
     run_down(load(recipe), remove_image=remove_image, say=say)
 
@@ -104,8 +105,8 @@ def status(recipe, output_format, history):
     stopped server, why it stopped."""
     from stackctl.cli.common import load
     from stackctl.errors import StackctlError
-    from stackctl.runner import status_rows
-    from stackctl.state import read_history
+    from stackctl.lifecycle.state import read_history
+    from stackctl.lifecycle.status import status_rows
 
     if history and not recipe:
         raise StackctlError("--history needs a RECIPE (fix: stackctl status RECIPE --history)")
@@ -148,10 +149,10 @@ def _print_table(table: list) -> None:
 @click.option("--tail", type=int, default=200, show_default=True, help="Lines to show first (0: all).")
 def logs(recipe, follow, tail):
     """Show the server log of RECIPE's container."""
+    from stackctl.bundle.stackspec import container_name
     from stackctl.cli.common import load
     from stackctl.engine import docker_adapter as dk
     from stackctl.errors import StackctlError
-    from stackctl.stackspec import container_name
 
     loaded = load(recipe)
     container = dk.find_container(dk.client(), container_name(loaded))

@@ -8,13 +8,14 @@ from stackctl.doctor.registry import (
     SKIP,
     SKIPPED_BY_REQUEST,
     Result,
-    load_all,
 )
 
 
 def run_doctor(context, scopes=SCOPES, skip=()) -> tuple[list[Result], bool]:
     """Run every registered check of the given scopes, in scope order. Returns (results, doctor_failed) where
     doctor_failed means doctor itself could not run part of its job (a check crashed, or no engine)."""
+    from stackctl.doctor.all_checks import load_all
+
     load_all()
     skipped = set(skip) | set(context.recipe.checks.skip)
     results, broken = [], False

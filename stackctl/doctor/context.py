@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
-from stackctl import render as renderer
-from stackctl import stackspec
+from stackctl.bundle import render as renderer
+from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
 from stackctl.recipe.model import Recipe
 
@@ -60,9 +60,7 @@ class DoctorContext:
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            from stackctl.runner import resolved_image_tag
-
-            self._cache["tag"] = resolved_image_tag(self.engine(), self.recipe, renderer.render_files(self.recipe, guard=False))
+            self._cache["tag"] = renderer.image_tag(self.recipe, renderer.render_files(self.recipe, guard=False))
         return self._cache["tag"]
 
     def hash_algo(self) -> str:
@@ -106,16 +104,18 @@ class DoctorContext:
         except (ValueError, IndexError) as exc:
             raise Unavailable(f"image probe output unreadable: {exc}: {output[:300]!r}") from None
         self._cache["image"] = facts
-        _write_atomically(cache_file, json.dumps(facts))
+        from stackctl.lifecycle.state import write_atomically  # the state dir's one writer
+
+        write_atomically(cache_file, json.dumps(facts))
         return facts
 
     def _facts_cache_file(self, image_id: str, environment: dict, algo: str):
         import hashlib
 
-        from stackctl.runner import state_dir
+        from stackctl.lifecycle.state import stack_dir
 
         key = hashlib.sha256(json.dumps([image_id, environment, algo], sort_keys=True).encode()).hexdigest()[:16]
-        return state_dir(self.recipe) / "image-facts" / f"{key}.json"
+        return stack_dir(self.recipe.stack.name) / "image-facts" / f"{key}.json"
 
     def probe(self) -> dict:
         return self.image_facts()["probe"]
@@ -124,7 +124,7 @@ class DoctorContext:
 
     @property
     def base_url(self) -> str:
-        from stackctl.preflight import client_host
+        from stackctl.lifecycle.preflight import client_host
 
         # The address the server listens on; a wildcard bind (0.0.0.0) answers on loopback.
         return f"http://{client_host(self.recipe.serve.host)}:{self.recipe.serve.port}"
@@ -174,12 +174,3 @@ class DoctorContext:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
-
-
-def _write_atomically(path, text: str) -> None:
-    import os
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)

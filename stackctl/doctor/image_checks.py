@@ -137,7 +137,7 @@ def atom_plugin(ctx):
 def versions(ctx):
     """The recipe pins vLLM, LMCache and torch; rules and checks key their expectations on those versions, so the
     image must carry exactly them."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     probe = ctx.probe()
     pins = stackspec.versions(ctx.recipe)

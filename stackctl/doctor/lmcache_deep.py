@@ -131,7 +131,7 @@ def hash_seed_proof(ctx):
     recipe's environment asks for the prompt the stack stored; on a tier that outlives a process (fs, s3) it must
     hit. LMCache's local_disk keeps its index in process memory (lmcache/v1/storage_backend/local_disk_backend.py:135
     in 0.5.6), so disk is no proof, and 0 hits there are not a seed problem."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.doctor.second_server import stack_env
 
     _require_deep(ctx)

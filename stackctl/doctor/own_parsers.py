@@ -8,8 +8,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from stackctl import render as renderer
-from stackctl import stackspec
+from stackctl.bundle import render as renderer
+from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
 from stackctl.resources import shipped
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from stackctl import ids
 from stackctl.text import clean_doc
 
 SCOPES = ("host", "image", "server")
@@ -103,16 +104,8 @@ def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
     assert scope in SCOPES, scope
 
     def register(func):
+        ids.register(check_id, ids.CHECK)
         CHECKS[check_id] = Check(check_id, scope, severity, summary, fix, clean_doc(func.__doc__ or summary), func)
         return func
 
     return register
-
-
-def load_all() -> dict[str, Check]:
-    """Import every check module (they register themselves) and return the registry."""
-    # Import order is report order: the server's own checks, then LMCache's live ones, then the --deep ones.
-    from stackctl.doctor import (host_checks, image_checks, server_checks, lmcache_live,  # noqa: F401, I001
-                                 lmcache_deep, tier_checks)
-
-    return CHECKS

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from stackctl import render as renderer
+from stackctl.bundle import render as renderer
 from stackctl.engine import docker_adapter as dk
 
 SECOND_SERVER_LABEL = "dev.stackctl.second-server-of"
@@ -58,7 +58,8 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
                   say=lambda message: None) -> Iterator[SecondServer]:
     """Start a second server of `recipe` from `image` (the running stack's image id) with `env` added, wait until
     it is healthy, yield it, and remove its container and bundle whatever happens."""
-    from stackctl.runner import container_kwargs, read_secrets, wait_for_health
+    from stackctl.lifecycle.container import container_kwargs, read_secrets
+    from stackctl.lifecycle.health import wait_for_health
 
     port = free_port()
     second = derived_recipe(recipe, label, port, env)

@@ -1,4 +1,4 @@
-"""KV tier checks: host-side preflight of the S3 and fs tiers (fast, no image: runs on fleet hosts too), and the
+"""KV tier checks: host-side checks of the S3 and fs tiers (fast, no image: runs on fleet hosts too), and the
 round trip through LMCache's own code inside the stack's image (image.tiers)."""
 
 from __future__ import annotations
@@ -46,9 +46,9 @@ def s3_tier(ctx):
     hosts), TCP connects, the server speaks TLS (or plain HTTP with `disable_tls`; when it speaks the other one, the
     message says which), the bucket exists, and the recipe's credentials can put, read back and delete a probe
     object (botocore). A wrong endpoint, TLS setting, bucket or key otherwise shows only as silent recomputation."""
-    from stackctl.doctor import s3_probe
+    from stackctl.doctor import s3_access
 
-    verdict = s3_probe.check_bucket(_tier(ctx, "s3"))
+    verdict = s3_access.check_bucket(_tier(ctx, "s3"))
     if verdict.ok:
         return passed(verdict.message, **verdict.facts)
     return failed(verdict.message, cause=verdict.cause, **verdict.facts)
@@ -92,7 +92,7 @@ def tiers(ctx):
         raise Unavailable(f"LMCache {lmcache.get('version') or '(version unknown)'} is not known to have the storage "
                           "API the round trip drives (compat.toml lmcache_storage_api)")
     from stackctl.errors import StackctlError
-    from stackctl.preflight import ensure_tier_files_readable
+    from stackctl.lifecycle.preflight import ensure_tier_files_readable
 
     try:  # the check container mounts them: Docker would make an empty directory at a missing one
         ensure_tier_files_readable(ctx.recipe)

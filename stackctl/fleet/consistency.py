@@ -23,8 +23,8 @@ def cache_key_settings(recipe) -> dict[str, object]:
     """Everything that changes the keys (or the stored format) of LMCache entries, by recipe key. LMCache 0.5.x keys
     are model@world_size@worker@chunk_hash@kv_dtype; the chunk hash chains from the hash seed with the hash
     algorithm over chunk_size-token chunks."""
-    from stackctl import stackspec
-    from stackctl.stackspec import hash_seed
+    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import hash_seed
 
     config = stackspec.lmcache_config(recipe) or {}
     versions = stackspec.versions(recipe)

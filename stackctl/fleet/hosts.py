@@ -73,7 +73,7 @@ def tuning_for(recipe) -> dict:
 
 def host_plan(recipe_path: str, recipe) -> dict:
     """What one host gets: the recipe file (controller path), its hash, the stack name, the tuning."""
-    from stackctl.stackspec import recipe_hash
+    from stackctl.bundle.stackspec import recipe_hash
 
     return {"recipe": str(recipe_path), "recipe_hash": recipe_hash(recipe), "stack": recipe.stack.name,
             "tuning": tuning_for(recipe)}

@@ -42,7 +42,7 @@ def group_key(tier) -> str:
     """Hosts with the same key are meant to share one store: the fs path, or the S3 bucket + endpoint host:port."""
     if tier.kind == "fs":
         return f"fs {os.path.normpath(tier.path)}"
-    from stackctl.doctor.s3_probe import endpoint_of
+    from stackctl.doctor.s3_access import endpoint_of
 
     endpoint = endpoint_of(tier)
     return f"s3 {endpoint.bucket} {endpoint.host.lower()}:{endpoint.port}"
@@ -52,7 +52,7 @@ def tier_label(tier) -> str:
     """The tier as messages name it: "fs tier /shared/kv", "s3 tier bucket kv at rgw.example.com:443"."""
     if tier.kind == "fs":
         return f"fs tier {os.path.normpath(tier.path)}"
-    from stackctl.doctor.s3_probe import endpoint_of, where_of
+    from stackctl.doctor.s3_access import endpoint_of, where_of
 
     return f"s3 tier {where_of(endpoint_of(tier))}"
 
@@ -122,14 +122,14 @@ class FsStore:
 
 class S3Store:
     """The marker as an object in the S3 tier's bucket, through the tier's own endpoint, TLS, CA and credentials
-    (doctor's S3 client: stackctl.doctor.s3_probe)."""
+    (doctor's S3 client: stackctl.doctor.s3_access)."""
 
     not_there = "the marker object {writer} put there is not in the bucket this host reaches"
 
     def __init__(self, tier, marker_id: str):
-        from stackctl.doctor import s3_probe
+        from stackctl.doctor import s3_access
 
-        self.client, self.endpoint, self.credentials_problem = s3_probe.client_of(tier)
+        self.client, self.endpoint, self.credentials_problem = s3_access.client_of(tier)
         self.key = f"{S3_PREFIX}{marker_id}"
 
     def put(self, content: str) -> None:
@@ -144,7 +144,7 @@ class S3Store:
     def _do(self, operation: str, **kwargs):
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from stackctl.doctor.s3_probe import error_verdict
+        from stackctl.doctor.s3_access import error_verdict
 
         if self.credentials_problem:
             raise StoreError(self.credentials_problem)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stackctl import state
+from stackctl.lifecycle import state
 
 
 def rollout_record(outcome, artifacts: Path) -> dict:

@@ -8,7 +8,7 @@ import json
 import posixpath
 import re
 
-from stackctl import stackspec
+from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import CONTROL, Draft, drop_nulls, fits
 from stackctl.importer.flag_values import (

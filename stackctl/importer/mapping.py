@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from stackctl import stackspec
+from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.importer import atom_server
 from stackctl.importer.credentials import is_secret, is_secret_name

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from stackctl import stackspec
+from stackctl.bundle import stackspec
 from stackctl.importer.container import is_cuda_image, repository
 from stackctl.importer.draft import Draft, fits
 from stackctl.importer.launch import Launch

@@ -19,12 +19,12 @@ from stackctl.knowledge import compat
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.serve_flags import json_flag_values
 from stackctl.recipe.model import Recipe
-from stackctl.recipe.rules import package_version, rule
+from stackctl.recipe.registry import package_version, rule
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 
-    from stackctl.recipe.rules import Hit
+    from stackctl.recipe.registry import Hit
 
 COMPILATION_FLAGS = ("--compilation-config", "-cc")
 
@@ -72,7 +72,7 @@ def _verdicts(recipe: Recipe, package: str, judge) -> tuple[list, bool]:
 # -- vLLM serve flags ------------------------------------------------------------------------------------------
 
 def _flag_problems(recipe: Recipe, release: factdb.Release, kind: str) -> Iterator[Hit]:
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.knowledge import serve_flags
 
     args = stackspec.serve_args(recipe)
@@ -154,7 +154,7 @@ def _flag_deprecated(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
 
 def _compilation_configs(recipe: Recipe) -> Iterator[tuple[tuple, dict]]:
     """(key path prefix, config dict) of the recipe's compilation config and of any in serve.extra_args."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     yield ("serve", "compilation_config"), stackspec.compilation_config(recipe)
     for index, config in json_flag_values(recipe.serve.extra_args, COMPILATION_FLAGS):

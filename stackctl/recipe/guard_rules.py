@@ -1,7 +1,7 @@
 """Rules that keep the recipe the one source of truth: no secret in it, nothing that bypasses the other rules
 through the free-form keys (cache.extra, serve.extra_args), no unknown ids in checks.skip, no unsafe host paths.
 
-They register in the same catalog as stackctl/recipe/rules.py (imported at its end), with the same fixtures in
+They register in the same catalog as stackctl/recipe/rules.py (recipe/ruleset.py loads both), with the same fixtures in
 tests/fixtures/rules/<id>/.
 """
 
@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from stackctl import secrets
 from stackctl.recipe.model import Recipe
-from stackctl.recipe.rules import rule
+from stackctl.recipe.registry import rule
+from stackctl.recipe.safety import host_path_problem, unresolved_values
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 
-    from stackctl.recipe.rules import Hit
+    from stackctl.recipe.registry import Hit
 
 
 @rule("secret-in-recipe", "error",
@@ -58,35 +59,6 @@ def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
     yield from unresolved_values(recipe)
 
 
-def unresolved_values(recipe: Recipe) -> Iterator[Hit]:
-    """(key path, message) for every value that holds a run-time reference (importer/runtime.py's definition)."""
-    from stackctl.unresolved import runtime_reference
-
-    values: list[tuple[tuple, object]] = [(("model", key), getattr(recipe.model, key))
-                                          for key in ("path", "served_name", "tool_call_parser", "reasoning_parser")]
-    values.append((("stack", "base_image"), recipe.stack.base_image))
-    values += [(("serve", "env", key), value) for key, value in recipe.serve.env.items()]
-    values += [(("serve", "extra_args", index), value) for index, value in enumerate(recipe.serve.extra_args)]
-    for index, tier in enumerate(recipe.cache.tiers):
-        values += [(("cache", "tiers", index, key), getattr(tier, key)) for key in ("path", "url")]
-    values += _strings_in(("cache", "extra"), recipe.cache.extra)
-    values += _strings_in(("serve", "compilation_config"), recipe.serve.compilation_config)
-    for path, value in values:
-        reference = runtime_reference(value)
-        if reference:
-            yield (path, f"{value!r} holds {reference}, which only a shell at launch time would expand: stackctl "
-                         "passes values as written, so the server would receive this text")
-
-
-def _strings_in(path: tuple, value) -> list[tuple[tuple, object]]:
-    """(key path, string) for every string nested in a table or array."""
-    if isinstance(value, dict):
-        return [item for key, inner in value.items() for item in _strings_in(path + (key,), inner)]
-    if isinstance(value, list):
-        return [item for index, inner in enumerate(value) for item in _strings_in(path + (index,), inner)]
-    return [(path, value)]
-
-
 # -- free-form keys that would bypass the recipe -------------------------------------------------------------
 
 @rule("cache-extra-shadows-key", "error",
@@ -104,7 +76,7 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
     kind for (lm://, redis://, ...), `remote_serde`, and a `local_disk` LMCache never uses (no
     `max_local_disk_size` above 0, which `disk-tier-without-size` reports) stay allowed.
     """
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     extra = recipe.cache.extra
     for key, value in extra.items():
@@ -160,7 +132,7 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
     A `--kv-transfer-config` for another connector is allowed while `cache.enabled = false` (stackctl then writes
     none).
     """
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     args = recipe.serve.extra_args
     for index, token in enumerate(args):
@@ -186,7 +158,7 @@ def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
     cache is off) is the user's to keep."""
     import json
 
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     try:
         config = json.loads(text or "")
@@ -248,16 +220,12 @@ def _value_problem(key: str, value: str) -> str | None:
 
 def unknown_skip_ids(ids) -> list[str]:
     """Messages for the ids in `ids` that are neither a rule nor a doctor check, with a did-you-mean."""
-    from stackctl.recipe.rules import RULES
+    from stackctl.ids import REGISTERED, known_ids
 
-    unknown = [i for i in ids if i not in RULES]
+    unknown = [i for i in ids if i not in REGISTERED]
     if not unknown:
         return []
-    from stackctl.doctor.registry import (
-        load_all,  # only when needed: the checks cost start-up time
-    )
-
-    known = sorted(set(RULES) | set(load_all()))
+    known = sorted(known_ids())
     messages = []
     for skip_id in unknown:
         if skip_id in known:
@@ -294,12 +262,6 @@ def _skip_unknown_id(recipe: Recipe) -> Iterator[Hit]:
 
 # -- host paths ---------------------------------------------------------------------------------------------
 
-# Directories of the host's own system: a tier that writes there (or a mount of them) damages the host or exposes it.
-SYSTEM_DIRS = ("/etc", "/proc", "/sys", "/dev", "/boot", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64",
-               "/libx32", "/var/lib/docker", "/var/lib/containerd", "/var/run", "/run", "/var/log")
-_PSEUDO_FS = ("/proc", "/sys", "/dev")  # never a place for files, not even to read
-
-
 @rule("host-path-unsafe", "error",
       "a host path (model, disk or fs tier, wheelhouse, CA bundle, credentials file) that is relative, climbs with "
       "`..`, holds a `:`, or is / or a system directory",
@@ -332,23 +294,3 @@ def _judge(path: tuple, value: str, writable: bool) -> Iterator[Hit]:
     problem = host_path_problem(value, writable)
     if problem:
         yield (path, f"{value!r} {problem}")
-
-
-def host_path_problem(value: str, writable: bool) -> str | None:
-    """Why `value` is not a safe host path, or None."""
-    import posixpath
-
-    if not value.startswith("/"):
-        return "is not an absolute path (it would depend on the directory stackctl runs in)"
-    if ".." in value.split("/"):
-        return "climbs with `..` (write the directory it means)"
-    if ":" in value:
-        return "holds a `:`, which breaks Docker's HOST:CONTAINER:MODE mount syntax"
-    normal = posixpath.normpath(value)
-    if normal in ("/", "//"):
-        return "is the root directory"
-    inside = next((d for d in SYSTEM_DIRS if normal == d or normal.startswith(d + "/")), None)
-    if inside and (writable or normal == inside or inside in _PSEUDO_FS):
-        what = "is" if normal == inside else f"is inside {inside},"
-        return f"{what} a system directory of the host"
-    return None

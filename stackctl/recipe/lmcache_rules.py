@@ -2,7 +2,7 @@
 imported launches: layer-wise mode vLLM was not told about, a GDS tier LMCache cannot create, a shared remote store
 without a fixed hash seed. They are reported, never corrected behind the user's back.
 
-They register in the same catalog as stackctl/recipe/rules.py, with fixtures in tests/fixtures/rules/<id>/.
+They register in the same catalog as stackctl/recipe/rules.py (recipe/ruleset.py loads them), with fixtures in tests/fixtures/rules/<id>/.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import json
 from typing import TYPE_CHECKING
 
 from stackctl.recipe.model import Recipe
-from stackctl.recipe.rules import rule
+from stackctl.recipe.registry import rule
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 
-    from stackctl.recipe.rules import Hit
+    from stackctl.recipe.registry import Hit
 
 # Remote connector schemes that store nothing another process could read (LMCache 0.5.6
 # lmcache/v1/storage_backend/connector/mock_adapter.py, blackhole_adapter.py).
@@ -40,7 +40,7 @@ def truthy(value) -> bool:
 
 def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
     """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.knowledge.serve_flags import json_flag_values
 
     configs = [stackspec.kv_connector(recipe)] if recipe.cache.enabled else []
@@ -162,7 +162,7 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     meant to do, and the seed must be fixed before the connector is added. With the cache on, lmcache-hash-seed
     reports the missing seed, and remote-tier-hash-seed the recipe's own S3 and fs tiers.
     """
-    from stackctl.stackspec import hash_seed
+    from stackctl.bundle.stackspec import hash_seed
 
     if hash_seed(recipe) is not None or recipe.cache.enabled:
         return

@@ -250,7 +250,7 @@ class Recipe(Section):
     cache: Cache = option(Cache, "KV-cache tiers (LMCache).", "section")
     host: Host = option(Host, "Host pinning and tuning.", "section")
     build: Build = option(Build, "Image build options.", "section")
-    checks: Checks = option(Checks, "Preflight checks.", "section")
+    checks: Checks = option(Checks, "Settings of the rules and doctor checks (what to skip, how long to wait).", "section")
     def __init__(self, **values):
         super().__init__(**values)
         # Where the recipe came from; filled by the loader, not part of the TOML.

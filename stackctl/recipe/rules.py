@@ -9,103 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stackctl.findings import Finding, key_path_text
+from stackctl.bundle.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe, Tier
-from stackctl.recipe.positions import lookup
-from stackctl.secrets import redact
-from stackctl.stackspec import hash_seed, lmcache_install, vllm_version
-from stackctl.text import clean_doc
+from stackctl.recipe.registry import VERSION_UNKNOWN, Hit, rule
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
-    from collections.abc import Iterable, Iterator
-    from typing import Callable
-
-Hit = tuple  # (key path tuple, message)
-
-
-class Rule:  # a plain class, not a dataclass: importing dataclasses costs `validate` more than its start-up budget
-    """A registered rule: id, severity, summary, fix, doc page, the check function, and for a version-bound rule
-    the package whose version it needs plus a predicate saying whether the recipe has anything for it to judge, and
-    optionally the check that still holds with that version unknown (what every release says)."""
-
-    def __init__(self, id: str, severity: str, summary: str, fix: str, doc: str, check: Callable,
-                 needs_version: str | None = None, applies: Callable | None = None,
-                 unknown_check: Callable | None = None):
-        self.id, self.severity, self.summary, self.fix, self.doc, self.check = id, severity, summary, fix, doc, check
-        self.needs_version, self.applies, self.unknown_check = needs_version, applies, unknown_check
-
-
-RULES: dict[str, Rule] = {}
-VERSION_UNKNOWN = "version-unknown"
-
-
-def rule(rule_id: str, severity: str, summary: str, fix: str, needs_version: str | None = None,
-         applies: Callable[[Recipe], bool] | None = None, unknown_check: Callable | None = None):
-    """Register a rule function under a stable id. A rule whose facts depend on a package version names the package
-    (needs_version="vllm" or "lmcache"): with that version unknown the engine does not run it, and reports it under
-    `version-unknown` when `applies(recipe)` says the recipe has something it would judge; `unknown_check(recipe)`,
-    when given, reports what holds whatever the version."""
-
-    def register(check: Callable[[Recipe], Iterable[Hit]]):
-        doc = clean_doc(check.__doc__ or summary)
-        RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check, needs_version, applies, unknown_check)
-        return check
-
-    return register
-
-
-def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
-    """All findings of all rules not skipped (by the caller or the recipe's checks.skip), in file order.
-
-    One policy for unknown versions, here and nowhere else: a version-bound rule is not applied when its package's
-    version is unknown, and one `version-unknown` warning names every rule left out that way (never silence, never
-    an error)."""
-    skipped = set(skip) | set(recipe.checks.skip)
-    hits: list[tuple[Rule, str | tuple, str]] = []
-    unapplied: dict[str, list[str]] = {}
-    for rule_ in RULES.values():
-        if rule_.id in skipped or rule_.id == VERSION_UNKNOWN:
-            continue
-        if rule_.needs_version and package_version(recipe, rule_.needs_version) is None:
-            if rule_.applies is None or rule_.applies(recipe):
-                unapplied.setdefault(rule_.needs_version, []).append(rule_.id)
-            if rule_.unknown_check is not None:
-                hits += [(rule_, path, message) for path, message in rule_.unknown_check(recipe)]
-            continue
-        hits += [(rule_, path, message) for path, message in rule_.check(recipe)]
-    if unapplied and VERSION_UNKNOWN not in skipped:
-        hits += [(RULES[VERSION_UNKNOWN], path, message) for path, message in _version_unknown_hits(unapplied)]
-    findings = []
-    for rule_, where, message in hits:
-        path = (where,) if isinstance(where, str) else tuple(where)
-        line, col = lookup(recipe.positions, path)
-        message = redact(message)  # no message shows a secret, whatever a rule quotes
-        findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
-                                rule_.id, rule_.severity))
-    return sorted(findings, key=lambda f: (f.line, f.col, f.rule_id))
-
-
-def _version_unknown_hits(unapplied: dict[str, list[str]]) -> Iterator[Hit]:
-    for package, rule_ids in sorted(unapplied.items()):
-        yield (("versions",), f"{'vLLM' if package == 'vllm' else 'LMCache'} version unknown: not applied: "
-                              f"{', '.join(sorted(rule_ids))} (set versions.{package})")
+    from collections.abc import Iterator
 
 
 # -- helpers shared by rules ----------------------------------------------------------------------------------
 
 def remote_tiers(recipe: Recipe) -> list[tuple[int, Tier]]:
     return [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("s3", "fs")]
-
-
-def package_version(recipe: Recipe, package: str) -> str | None:
-    """The version a version-bound rule judges against, the one the stack runs: the pin, else the platform's default
-    (stackspec: the vLLM of the CPU and ATOM images, the LMCache release stackctl builds); a real version number,
-    else None (unknown)."""
-    from stackctl.stackspec import versions
-
-    version = vllm_version(recipe) if package == "vllm" else versions(recipe)["lmcache"]
-    return version if compat.parse_version(version) is not None else None
 
 
 def cudagraph_mode(recipe: Recipe) -> str | None:
@@ -499,14 +415,3 @@ def _kv_transfer_config_invalid(recipe: Recipe) -> Iterator[Hit]:
         problems = kv_transfer_problems(text)
         if problems:
             yield (("serve", "extra_args"), f"--kv-transfer-config: {'; '.join(problems)}")
-
-
-# Rules that guard the recipe itself (secrets, free-form keys that bypass rules, skip ids, host paths) live in
-# their own module and register in the same catalog.
-# Rules judged against the facts read from the packages (stackctl/knowledge/facts/), and rules on LMCache settings
-# carried in cache.extra and serve.env, register here too.
-from stackctl.recipe import (  # noqa: E402,F401  (registers on import)
-    fact_rules,
-    guard_rules,  # noqa: E402,F401  (registers on import)
-    lmcache_rules,
-)

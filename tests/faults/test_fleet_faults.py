@@ -21,7 +21,7 @@ from helpers import run_cli
 from stacks import variant
 
 from stackctl.recipe import load_recipe
-from stackctl.stackspec import recipe_hash
+from stackctl.bundle.stackspec import recipe_hash
 
 pytestmark = [pytest.mark.docker, pytest.mark.ansible, pytest.mark.slow]
 

@@ -18,8 +18,8 @@ from stacks import variant
 
 from stackctl.httpclient import get_status, post_json
 from stackctl.recipe import load_recipe
-from stackctl.runner import stop_reason
-from stackctl.stackspec import recipe_hash
+from stackctl.lifecycle.health import stop_reason
+from stackctl.bundle.stackspec import recipe_hash
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -21,7 +21,7 @@ from fleet_hosts import (
 from helpers import RECIPES, run_cli
 
 from stackctl.recipe import load_recipe
-from stackctl.stackspec import recipe_hash
+from stackctl.bundle.stackspec import recipe_hash
 
 needs_ansible = pytest.mark.skipif(ansible_unavailable() is not None, reason=str(ansible_unavailable()))
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from stackctl.doctor.lmcache_backend import classify_backend
-from stackctl.stackspec import PROBES_DIR
+from stackctl.bundle.stackspec import PROBES_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "checks" / "probe_image.py"

@@ -162,7 +162,7 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
     """`up` mounts the S3 tier's ca_file and serve.sh makes the server process trust it: LMCache's own S3 round trip,
     run inside the serving container with the server's SSL_CERT_FILE, stores and reads back chunks over TLS; without
     it the same run fails, so the CA the recipe names is what makes the tier work."""
-    from stackctl.doctor import s3_probe, tier_roundtrip
+    from stackctl.doctor import s3_access, tier_roundtrip
     from stackctl.recipe import load_recipe
 
     for name in ("STACKCTL_S3_ACCESS_KEY", "STACKCTL_S3_SECRET_KEY"):  # this process lists and removes the objects
@@ -193,6 +193,6 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
     finally:
         run_cli("down", recipe_file, env=tiers_env, timeout=300)
         tier = recipe.tiers_of("s3")[0]
-        left = s3_probe.list_keys(tier, "stackctl-check-")
-        s3_probe.delete_keys(tier, left)
+        left = s3_access.list_keys(tier, "stackctl-check-")
+        s3_access.delete_keys(tier, left)
     assert left == []

@@ -17,12 +17,13 @@ import pytest
 from helpers import FIXTURES, RECIPES
 from image_sites import CPU_TORCH, build_site, probe
 
-from stackctl.doctor import s3_probe
+from stackctl.doctor import s3_access
 from stackctl.doctor.context import DoctorContext
-from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
-from stackctl.recipe.rules import RULES, run_rules
+from stackctl.recipe.ruleset import RULES, run_rules
 
 load_all()
 RECIPE_FILES = sorted(RECIPES.glob("*.toml"))
@@ -94,7 +95,7 @@ def no_network(monkeypatch):
     def unresolvable(*args, **kwargs):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    monkeypatch.setattr(s3_probe.socket, "getaddrinfo", unresolvable)
+    monkeypatch.setattr(s3_access.socket, "getaddrinfo", unresolvable)
 
 
 def judge_all(contexts, scope) -> list[tuple[str, str, str]]:

@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 
 from helpers import RECIPES, run_cli
 
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 
 load_all()
 SHIPPED = sorted(p.stem for p in RECIPES.glob("*.toml"))

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from helpers import RECIPES
 
-from stackctl import render, stackspec
+from stackctl.bundle import render, stackspec
 from stackctl.importer import import_launch
 from stackctl.recipe.loader import load_recipe, load_recipe_text
-from stackctl.recipe.rules import run_rules
+from stackctl.recipe.ruleset import run_rules
 
 CPU_TIERS = (RECIPES / "cpu-tiers.toml").read_text()
 ROCM = (RECIPES / "atom-lmcache-cpu.toml").read_text()

@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from helpers import RECIPES
 
-from stackctl.doctor.context import DoctorContext, _write_atomically
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.context import DoctorContext
+from stackctl.lifecycle.state import write_atomically
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe
 
 load_all()
@@ -49,7 +51,8 @@ def test_without_an_engine_image_and_server_checks_skip_with_the_reason(check_id
 
 
 def test_facts_files_are_replaced_whole(tmp_path):
+    """Doctor keeps image facts in the state dir through its one writer: a file is replaced whole."""
     target = tmp_path / "image-facts" / "abc.json"
-    _write_atomically(target, '{"probe": 1}')
-    _write_atomically(target, '{"probe": 2}')
+    write_atomically(target, '{"probe": 1}')
+    write_atomically(target, '{"probe": 2}')
     assert target.read_text() == '{"probe": 2}' and [p.name for p in target.parent.iterdir()] == ["abc.json"]

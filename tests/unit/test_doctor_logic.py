@@ -8,7 +8,8 @@ from helpers import FIXTURES, RECIPES
 
 from stackctl import metrics
 from stackctl.doctor import registry, reporters
-from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.recipe import load_recipe, load_recipe_text
 
 load_all()
@@ -154,7 +155,7 @@ def test_reporters_table_json_junit():
     ("line\n" * 100, "line"),
 ])
 def test_relevant_log_tail(log, expected):
-    from stackctl.runner import relevant_log_tail
+    from stackctl.lifecycle.health import relevant_log_tail
 
     tail = relevant_log_tail(log)
     assert tail.startswith(expected) and len(tail.splitlines()) <= 60

@@ -8,7 +8,8 @@ import pytest
 from helpers import FIXTURES
 
 from stackctl.doctor.affinity import Expected, compare, narrowed, parse_proc
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 from stackctl.host import discover
 from stackctl.recipe.loader import load_recipe_text
 

@@ -9,7 +9,7 @@ from helpers import FIXTURES
 
 from stackctl.knowledge import facts, serve_flags
 from stackctl.recipe import load_recipe
-from stackctl.recipe.rules import RULES, run_rules
+from stackctl.recipe.ruleset import RULES, run_rules
 
 V33 = facts.release("vllm", "0.33.0")
 

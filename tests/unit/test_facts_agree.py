@@ -43,7 +43,7 @@ def test_the_default_releases_have_facts():
 
 def test_the_flags_stackctl_writes_exist_in_every_supported_release():
     """Every flag serve_args can write (stackspec.SERVE_FLAG_KEYS) is accepted by every release from 0.19 on."""
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
     from stackctl.knowledge.serve_flags import flag_table
 
     for version in _releases("vllm"):
@@ -55,7 +55,7 @@ def test_the_flags_stackctl_writes_exist_in_every_supported_release():
 
 
 def test_the_lmcache_keys_stackctl_writes_exist_in_every_release():
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     for version in _releases("lmcache"):
         config = facts.load("lmcache", version)["config"]

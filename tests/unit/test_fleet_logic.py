@@ -14,7 +14,7 @@ from helpers import RECIPES, REPO
 from stackctl import fleet as fl
 from stackctl.errors import StackctlError
 from stackctl.recipe import load_recipe, load_recipe_text
-from stackctl.stackspec import recipe_hash
+from stackctl.bundle.stackspec import recipe_hash
 
 PLAYBOOKS = REPO / "playbooks"
 ROLE = PLAYBOOKS / "roles" / "stackctl_host"
@@ -180,7 +180,7 @@ def test_equal_settings_written_differently_agree():
     # cache.hash_seed and serve.env PYTHONHASHSEED with the same value.
     base = load_recipe_text(S3, "s3.toml")
     default_version = _variant(S3, 'lmcache = "0.5.6"\n', "")
-    from stackctl import stackspec
+    from stackctl.bundle import stackspec
 
     if stackspec.versions(default_version)["lmcache"] != "0.5.6":
         pytest.skip("the compatibility table's default LMCache is no longer 0.5.6")

@@ -9,7 +9,7 @@ import re
 import pytest
 from helpers import RECIPES, REPO
 
-from stackctl import state
+from stackctl.lifecycle import state
 from stackctl.errors import StackctlError
 from stackctl.fleet.progress import HostOutcome
 from stackctl.fleet.records import keep_host_records

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from helpers import run_cli
 
-from stackctl import stackspec
+from stackctl.bundle import stackspec
 from stackctl.recipe import load_recipe_text
-from stackctl.recipe.rules import run_rules
+from stackctl.recipe.ruleset import run_rules
 
 MAXIMAL = """[stack]
 name = "max"

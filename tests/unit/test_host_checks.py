@@ -13,7 +13,8 @@ import pytest
 from helpers import FIXTURES, RECIPES
 
 from stackctl.doctor.context import DoctorContext
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
 

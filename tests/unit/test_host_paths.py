@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from helpers import run_cli
 
-from stackctl.recipe.guard_rules import host_path_problem
+from stackctl.recipe.safety import host_path_problem
 
 RECIPE = """[stack]
 name = "paths"

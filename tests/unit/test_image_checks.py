@@ -12,7 +12,8 @@ import pytest
 from helpers import FIXTURES, RECIPES
 from image_sites import CPU_TORCH, CUDA_TORCH, build_site, probe
 
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe
 
 load_all()

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from stackctl import state
+from stackctl.lifecycle import state
 from stackctl.errors import StackctlError
-from stackctl.lock import StackLock
-from stackctl.preflight import client_host, ensure_port_free, port_holder
-from stackctl.runner import stop_reason
+from stackctl.lifecycle.lock import StackLock
+from stackctl.lifecycle.preflight import client_host, ensure_port_free, port_holder
+from stackctl.lifecycle.health import stop_reason
 
 HOLD = """
 import sys, time
-from stackctl.lock import StackLock
+from stackctl.lifecycle.lock import StackLock
 with StackLock(sys.argv[1], "demo", "up"):
     print("held", flush=True)
     time.sleep(60)
@@ -104,28 +104,47 @@ def test_stop_reason(engine_state, said):
     assert stop_reason(engine_state) == said
 
 
-def test_the_image_tag_hashes_the_resolved_base_image():
+class BuiltImage:  # the two attributes of a docker-py Image that the build decision reads
+    def __init__(self, base_id: str | None):
+        self.labels = {} if base_id is None else {"dev.stackctl.base-image-id": base_id}
+
+
+def test_build_rebuilds_when_the_base_image_changed_and_only_then():
+    from stackctl.lifecycle.build import rebuild_reason
+
+    assert rebuild_reason(None, "sha256:aaaa") == "no image with these build inputs yet"
+    assert rebuild_reason(BuiltImage("sha256:aaaa"), "sha256:aaaa") is None
+    assert "base image changed" in rebuild_reason(BuiltImage("sha256:aaaa"), "sha256:bbbb")
+    assert "unrecorded" in rebuild_reason(BuiltImage(None), "sha256:bbbb")
+
+
+def test_build_up_compose_and_manifest_name_one_image(tmp_path):
+    """The tag `stackctl build` makes is the one compose.yaml, manifest.json and `up` name (one function)."""
+    import json
+
+    import yaml
     from helpers import RECIPES
 
-    from stackctl import render
+    from stackctl.bundle import render
+    from stackctl.lifecycle.container import container_kwargs
     from stackctl.recipe import load_recipe
-    from stackctl.runner import image_tag
 
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
     files = render.render_files(recipe)
-    unresolved = image_tag(recipe, files)
-    first, second = image_tag(recipe, files, "sha256:aaaa"), image_tag(recipe, files, "sha256:bbbb")
-    assert unresolved == f"stackctl/cpu-smoke:{render.image_hash(files)}"
-    assert first != second and first.startswith("stackctl/cpu-smoke:") and len(first.split(":")[1]) == 12
-    assert image_tag(recipe, files, "sha256:aaaa") == first  # stable for the same base
+    tag = render.image_tag(recipe, files)
+    assert tag == f"stackctl/cpu-smoke:{render.image_hash(files)}"
+    compose = yaml.safe_load(files["compose.yaml"])
+    assert [service["image"] for service in compose["services"].values()] == [tag]
+    assert json.loads(files["manifest.json"])["image"] == tag
+    assert container_kwargs(recipe, files, tmp_path / "bundle", None)["image"] == tag
 
 
 def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, monkeypatch):
     from helpers import RECIPES
 
-    from stackctl.deploy import rollback_recipe
+    from stackctl.lifecycle.up import rollback_recipe
     from stackctl.recipe import load_recipe
-    from stackctl.stackspec import recipe_hash
+    from stackctl.bundle.stackspec import recipe_hash
 
     monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path / "state"))
     first = tmp_path / "first.toml"

@@ -9,7 +9,8 @@ import importlib.util
 import pytest
 from helpers import FIXTURES, RECIPES, REPO
 
-from stackctl.doctor.registry import CHECKS, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe_text
 
 load_all()

@@ -9,7 +9,8 @@ from helpers import RECIPES
 
 from stackctl.doctor import lmcache_log
 from stackctl.doctor.lmcache_deep import tier_env
-from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.doctor.second_server import derived_recipe
 from stackctl.recipe import load_recipe
 

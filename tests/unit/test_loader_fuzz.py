@@ -68,10 +68,10 @@ def test_arbitrary_values_in_known_sections(sections, tiers):
 # Never a traceback (only a clean RecipeError or StackctlError), and a planted secret never shows: not in a finding,
 # not in an error, not in a rendered file.
 
-from stackctl import stackspec  # noqa: E402
+from stackctl.bundle import stackspec  # noqa: E402
 from stackctl.errors import StackctlError  # noqa: E402
-from stackctl.recipe.rules import run_rules  # noqa: E402
-from stackctl.render import render_files  # noqa: E402
+from stackctl.recipe.ruleset import run_rules  # noqa: E402
+from stackctl.bundle.render import render_files  # noqa: E402
 
 SHAPED = ["AKIAQ3EXAMPLEFUZZ001", "hf_FuzzCanaryToken0123456789abcdefgh", "ghp_FuzzCanary0123456789abcdefghijklmno",
           "sk-proj-FuzzCanary0123456789abcdefXYZ", "https://u:Fuzz-Pw-31415@idx.example/simple"]

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from helpers import FIXTURES, RECIPES
 
-from stackctl import render, runner, stackspec
+from stackctl.bundle import render, stackspec
 from stackctl.host import discover, pinning_for
+from stackctl.lifecycle.container import container_kwargs
 from stackctl.host.placement import FALLBACK_VAR, LAUNCHER_VAR, placement
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 
@@ -31,7 +32,7 @@ def rocm_recipe(host: str = "", tensor_parallel: int = 1):
 
 def kwargs_for(recipe, facts, tmp_path: Path) -> tuple[dict, object]:
     decision = pinning_for(recipe, facts)
-    kwargs = runner.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", decision)
+    kwargs = container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", decision)
     return kwargs, decision
 
 
@@ -95,7 +96,7 @@ def test_isolcpus_off_with_isolated_cpus_on_the_node_is_refused_before_any_kwarg
 
 def test_no_other_module_writes_pinning_variables():
     """The launcher variables and cpuset kwargs are written by host/placement.py only."""
-    package = Path(stackspec.__file__).parent
+    package = Path(stackspec.__file__).parent.parent  # stackctl/
     writers = {path.relative_to(package).as_posix() for path in package.rglob("*.py")
                for text in [path.read_text()]
                if any(word in text for word in ("STACKCTL_LAUNCHER", "cpuset_cpus\"", "STACKCTL_NUMA", "STACKCTL_CPUS"))}

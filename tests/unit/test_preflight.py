@@ -9,7 +9,7 @@ import socket
 import pytest
 from helpers import RECIPES
 
-from stackctl import preflight
+from stackctl.lifecycle import preflight
 from stackctl.errors import StackctlError
 from stackctl.recipe import load_recipe
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import RECIPES, REPO, run_cli, tool
 
-from stackctl import render, stackspec
+from stackctl.bundle import render, stackspec
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.importer.writer import toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
@@ -81,7 +81,7 @@ def test_rendering_twice_gives_the_same_bytes():
 
 
 _DIGEST = ("import hashlib, sys; from pathlib import Path; from stackctl.recipe.loader import load_recipe; "
-           "from stackctl.render import render_files; h = hashlib.sha256()\n"
+           "from stackctl.bundle.render import render_files; h = hashlib.sha256()\n"
            "for p in sorted(Path(sys.argv[1]).glob('*.toml')):\n"
            "    for name, data in sorted(render_files(load_recipe(p)).items()): h.update(name.encode() + data)\n"
            "print(h.hexdigest())")

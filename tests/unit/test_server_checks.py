@@ -10,7 +10,8 @@ import pytest
 from helpers import FIXTURES, RECIPES
 
 from stackctl import metrics
-from stackctl.doctor.registry import CHECKS, Unavailable, load_all
+from stackctl.doctor.all_checks import load_all
+from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.doctor.server_checks import hit_test as hit_test_of
 from stackctl.recipe import load_recipe
 

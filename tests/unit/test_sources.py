@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from helpers import REPO
 
 from stackctl.cli.catalog import explain, rules
-from stackctl.doctor.registry import load_all
+from stackctl.doctor.all_checks import load_all
 from stackctl.knowledge.sources import REPORT, SOURCE, sources_of, table
-from stackctl.recipe.rules import RULES
+from stackctl.recipe.ruleset import RULES
 
 CHECKS = load_all()
 IDS = sorted(RULES) + sorted(CHECKS)

@@ -1,4 +1,4 @@
-"""The runner's pure parts: the container arguments `up` passes to the engine (ROCm devices and groups, secrets from
+"""The lifecycle's pure parts: the container arguments `up` passes to the engine (ROCm devices and groups, secrets from
 the host's variables, never printed), the early refusal on a host without the GPUs (captured sysfs hosts), and the
 server address `status` reads back from the rendered serve.sh. `up`/`down`/`status` against the engine are in
 tests/integration."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from helpers import FIXTURES, RECIPES
 
-from stackctl import render, runner, stackspec
+from stackctl.lifecycle import build, container, health, up
+from stackctl.bundle import render, stackspec
 from stackctl.errors import StackctlError
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
@@ -25,20 +26,20 @@ def s3_recipe():
 
 def test_rocm_container_gets_the_gpu_devices_and_the_hosts_group_ids(tmp_path):
     recipe = s3_recipe()
-    kwargs = runner.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None,
+    kwargs = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None,
                                      host_groups={"video": 44, "render": 110})
     assert kwargs["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert kwargs["group_add"] == ["44", "110"]  # numeric: the image has no render group of the host's id
     assert kwargs["security_opt"] == ["seccomp=unconfined"] and kwargs["cap_add"] == ["SYS_PTRACE"]
     assert kwargs["volumes"][str(tmp_path / "bundle")] == {"bind": stackspec.RUN_DIR, "mode": "ro"}
     assert kwargs["network_mode"] == "host" and kwargs["name"] == stackspec.container_name(recipe)
-    without_ids = runner.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None)
+    without_ids = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None)
     assert without_ids["group_add"] == ["video", "render"]
 
 
 def test_cpu_container_has_no_gpu_devices(tmp_path):
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    kwargs = runner.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None)
+    kwargs = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None)
     assert not {"devices", "group_add", "cap_add", "security_opt"} & set(kwargs)
     assert kwargs["environment"]["PYTHONHASHSEED"] == str(recipe.cache.hash_seed)
 
@@ -47,12 +48,12 @@ def test_secrets_reach_the_container_but_never_the_printed_arguments(tmp_path, m
     for name, value in S3_KEYS.items():
         monkeypatch.setenv(name, value)
     recipe = s3_recipe()
-    secrets = runner.read_secrets(recipe)
+    secrets = container.read_secrets(recipe)
     assert secrets == {"AWS_ACCESS_KEY_ID": S3_KEYS["LMCACHE_S3_ACCESS_KEY_ID"],
                        "AWS_SECRET_ACCESS_KEY": S3_KEYS["LMCACHE_S3_SECRET_ACCESS_KEY"]}
-    kwargs = runner.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None, secrets=secrets)
+    kwargs = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None, secrets=secrets)
     assert kwargs["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"
-    shown = runner.redacted(kwargs, secrets)
+    shown = container.redacted(kwargs, secrets)
     assert shown["environment"]["AWS_ACCESS_KEY_ID"] == "<secret: read at run time>"
     assert shown["environment"]["AWS_SECRET_ACCESS_KEY"] == "<secret: read at run time>"
     assert not any(value in str(shown) for value in S3_KEYS.values())
@@ -63,7 +64,7 @@ def test_a_missing_secret_variable_is_named(monkeypatch):
     monkeypatch.setenv("LMCACHE_S3_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE12")
     monkeypatch.delenv("LMCACHE_S3_SECRET_ACCESS_KEY", raising=False)
     with pytest.raises(StackctlError) as error:
-        runner.read_secrets(s3_recipe())
+        container.read_secrets(s3_recipe())
     assert str(error.value).startswith(f"{RECIPES / 'vllm-lmcache-s3.toml'}: secret variable(s) not set: "
                                        "LMCACHE_S3_SECRET_ACCESS_KEY (fix: export them")
     assert "AKIAEXAMPLE" not in str(error.value)
@@ -72,13 +73,13 @@ def test_a_missing_secret_variable_is_named(monkeypatch):
 def test_up_refuses_a_rocm_stack_before_building_on_a_host_without_the_gpus():
     recipe = s3_recipe()
     with pytest.raises(StackctlError, match=r"platform rocm but /dev/kfd is missing on this host \(fix: load"):
-        runner._refuse_without_gpus(recipe, CPU_ONLY)
+        up._refuse_without_gpus(recipe, CPU_ONLY)
     recipe.model.tensor_parallel = 16
     with pytest.raises(StackctlError, match=r"model.tensor_parallel = 16 but this host has 8 AMD GPU\(s\)"):
-        runner._refuse_without_gpus(recipe, MI300X)
+        up._refuse_without_gpus(recipe, MI300X)
     recipe.model.tensor_parallel = 8
-    assert runner._refuse_without_gpus(recipe, MI300X) is None
-    assert runner._refuse_without_gpus(load_recipe(RECIPES / "cpu-smoke.toml"), CPU_ONLY) is None
+    assert up._refuse_without_gpus(recipe, MI300X) is None
+    assert up._refuse_without_gpus(load_recipe(RECIPES / "cpu-smoke.toml"), CPU_ONLY) is None
 
 
 class RunningContainer:
@@ -96,10 +97,10 @@ def test_status_reads_the_address_from_the_rendered_serve_script(tmp_path):
     (bundle / "serve.sh").write_bytes(render.render_files(recipe)["serve.sh"])
     mounts = [{"Destination": "/models", "Source": "/srv/models"},
               {"Destination": stackspec.RUN_DIR, "Source": str(bundle)}]
-    assert runner.served_address(RunningContainer(mounts)) == (recipe.serve.host, "8123")
-    assert runner.served_address(RunningContainer(mounts[:1])) == ("127.0.0.1", None)
+    assert health.served_address(RunningContainer(mounts)) == (recipe.serve.host, "8123")
+    assert health.served_address(RunningContainer(mounts[:1])) == ("127.0.0.1", None)
     (bundle / "serve.sh").unlink()
-    assert runner.served_address(RunningContainer(mounts)) == ("127.0.0.1", None)
+    assert health.served_address(RunningContainer(mounts)) == ("127.0.0.1", None)
 
 
 def bundle_dir(tmp_path):
@@ -119,7 +120,7 @@ def test_the_sites_wheels_and_ca_bundle_go_into_the_build_context(tmp_path, monk
     monkeypatch.setenv("STACKCTL_WHEELHOUSE", str(wheels))  # the variable is enough; the recipe names none
     monkeypatch.delenv("STACKCTL_CA_BUNDLE", raising=False)
     bundle, said = bundle_dir(tmp_path), []
-    runner._add_site_inputs(bundle, load_recipe(RECIPES / "cpu-smoke.toml"), None, str(ca), said.append)
+    build._add_site_inputs(bundle, load_recipe(RECIPES / "cpu-smoke.toml"), None, str(ca), said.append)
     assert [p.name for p in (bundle / "wheelhouse").iterdir()] == ["lmcache-0.5.6-cp311-linux_x86_64.whl"]
     assert (bundle / "ca" / "ca.crt").read_text() == "-----BEGIN CERTIFICATE-----\n"
     assert said == [f"wheelhouse {wheels}: 1 wheel(s)", f"CA bundle {ca}"]
@@ -129,9 +130,9 @@ def test_a_missing_wheelhouse_or_ca_bundle_is_named(tmp_path, monkeypatch):
     monkeypatch.delenv("STACKCTL_WHEELHOUSE", raising=False)
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
     with pytest.raises(StackctlError, match=r"^wheelhouse /no/wheels: no such directory \(fix: build.wheelhouse"):
-        runner._add_site_inputs(bundle_dir(tmp_path), recipe, "/no/wheels", None, print)
+        build._add_site_inputs(bundle_dir(tmp_path), recipe, "/no/wheels", None, print)
     with pytest.raises(StackctlError, match=r"^CA bundle /no/ca.pem: no such file \(fix: build.ca_bundle"):
-        runner._add_site_inputs(tmp_path / "bundle", recipe, None, "/no/ca.pem", print)
+        build._add_site_inputs(tmp_path / "bundle", recipe, None, "/no/ca.pem", print)
 
 
 @pytest.mark.parametrize("engine_state, said", [
@@ -141,4 +142,4 @@ def test_a_missing_wheelhouse_or_ca_bundle_is_named(tmp_path, monkeypatch):
      "exited with code 127: exec: \"vllm\": executable file not found"),
 ])
 def test_stop_reasons_status_shows(engine_state, said):
-    assert runner.stop_reason(engine_state) == said
+    assert health.stop_reason(engine_state) == said

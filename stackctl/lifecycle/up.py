@@ -1,20 +1,104 @@
-"""One `up` as a transaction: the previous container is kept (stopped, renamed NAME-previous) until its
-replacement is healthy and passes the gate; if the replacement fails, or Ctrl-C arrives, the replacement is removed
-and the previous container comes back under its own name.
+"""`stackctl up`: render the bundle into the stack's state directory (mounted read-only into the container, so
+runtime tuning never touches the image), build the image when it is not up to date, run the container pinned to
+the GPUs' NUMA node, and wait for /health. Idempotent: an unchanged running stack is left alone; a changed recipe
+replaces the container.
 
-Steps that must happen together run shielded from Ctrl-C (stackctl/signals.py); a Ctrl-C elsewhere lands in one
+One `up` runs as a transaction: the previous container is kept (stopped, renamed NAME-previous) until its
+replacement is healthy and passes the gate; if the replacement fails, or Ctrl-C arrives, the replacement is removed
+(its log kept) and the previous container comes back under its own name.
+
+Steps that must happen together run shielded from Ctrl-C (lifecycle/signals.py); a Ctrl-C elsewhere lands in one
 handler that cleans up and says what state the stack is in. Every outcome is a line in the stack's history.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from stackctl import render as renderer
-from stackctl import stackspec, state
+from stackctl.bundle import render as renderer
+from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
-from stackctl.signals import shielded
+from stackctl.lifecycle import state
+from stackctl.lifecycle.build import build
+from stackctl.lifecycle.container import container_kwargs, read_secrets, redacted
+from stackctl.lifecycle.health import (
+    health_url,
+    save_failure_log,
+    served_address,
+    stop_reason,
+    wait_for_health,
+    wait_healthy,
+)
+from stackctl.lifecycle.lock import StackLock
+from stackctl.lifecycle.preflight import (
+    ensure_port_free,
+    ensure_tier_files_readable,
+    ensure_tier_paths_writable,
+)
+from stackctl.lifecycle.signals import shielded
+from stackctl.recipe.model import Recipe
+
+
+def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
+       say=print, rollback: bool = True, gate: str | None = None, command: str = "up") -> int:
+    from stackctl.host import PinningError, discover, pinning_for
+
+    files = renderer.render_files(recipe)
+    facts = discover()
+    if not dry_run:
+        _refuse_without_gpus(recipe, facts)
+    try:
+        pinning = pinning_for(recipe, facts)
+    except PinningError as exc:
+        raise exc.located(recipe) from None
+    groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
+    secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
+    bundle_dir = state.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
+    kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
+    _show_pinning(recipe, pinning, say)
+    if dry_run:
+        print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
+        return ExitCode.OK
+
+    engine = dk.client()
+    directory = state.stack_dir(recipe.stack.name)
+    state.ensure_writable(directory)
+    with StackLock(directory, recipe.stack.name, command, say=say):
+        deployment = Deployment(recipe, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
+                                timeout=timeout or recipe.checks.startup_timeout_s)
+        return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
+                                            say=say, locked=True))
+
+
+def _show_pinning(recipe: Recipe, pinning, say) -> None:
+    """The decision, its reasons and warnings, the cpuset and the exact launcher line serve.sh will run."""
+    from stackctl.host.placement import placement
+
+    place = placement(pinning)
+    for reason in pinning.reasons:
+        say(f"pinning: {reason}")
+    for warning in pinning.warnings:
+        say(f"pinning: warning: {warning}")
+    cpuset = " ".join(f"{key}={value}" for key, value in place.cpuset.items()) or "none (not pinned)"
+    say(f"pinning: cpuset: {cpuset}")
+    say(f"pinning: launcher: {place.command_line(stackspec.server_command(recipe) + stackspec.serve_args(recipe))}")
+
+
+def _refuse_without_gpus(recipe: Recipe, facts) -> None:
+    """Say before an hour-long build, not after it, that this host cannot run a ROCm stack."""
+    if recipe.stack.platform != "rocm":
+        return
+    if not facts.devices.kfd:
+        raise StackctlError(f"{recipe.source}: platform rocm but /dev/kfd is missing on this host (fix: load the "
+                            f"amdgpu driver; `stackctl doctor {recipe.source} --scope host` shows the host checks)")
+    if len(facts.gpus) < recipe.model.tensor_parallel:
+        raise StackctlError(f"{recipe.source}: model.tensor_parallel = {recipe.model.tensor_parallel} but this host "
+                            f"has {len(facts.gpus)} AMD GPU(s) (fix: lower tensor_parallel or run on a bigger host)")
+
+
+# -- the transaction --------------------------------------------------------------------------------------------
 
 PREVIOUS_SUFFIX = "-previous"
 
@@ -35,12 +119,6 @@ class Deployment:
     # -- the transaction ----------------------------------------------------------------------------------------
 
     def run(self, build) -> int:
-        from stackctl.preflight import (
-            ensure_port_free,
-            ensure_tier_files_readable,
-            ensure_tier_paths_writable,
-        )
-
         current = self._current()
         # Before the build (minutes), the checks that need no image: the tiers' directories, and the port when no
         # container of this stack holds it.
@@ -65,8 +143,6 @@ class Deployment:
             self.say(f"{self.name} is running recipe {self.recipe_hash} already: nothing to do")
             return ExitCode.OK
         if current is not None and current.status != "running":
-            from stackctl.runner import save_failure_log, stop_reason
-
             self.say(f"{self.name} was not running ({stop_reason(current.attrs.get('State') or {})}): removing it")
             with shielded():
                 save_failure_log(self.recipe, current)
@@ -90,9 +166,6 @@ class Deployment:
         return ExitCode.OK
 
     def _switch(self, current, image) -> None:
-        from stackctl.preflight import ensure_port_free
-        from stackctl.runner import wait_healthy
-
         if current is not None:
             self.untouched = None
             old_hash = current.labels.get(dk.LABEL_RECIPE_HASH)
@@ -131,8 +204,6 @@ class Deployment:
     # -- failure: remove the replacement, bring the previous container back -------------------------------------
 
     def _undo(self, failure: BaseException) -> None:
-        from stackctl.runner import save_failure_log
-
         interrupted = isinstance(failure, KeyboardInterrupt)
         reason = "interrupted (Ctrl-C)" if interrupted else _first_line(str(failure)).removeprefix(
             f"{self.stack}: ").rstrip(":")
@@ -163,8 +234,6 @@ class Deployment:
     def _restore(self, wait: bool, why: str = "") -> str:
         """Start the previous container again under its own name; `why`, when given, opens the history line's
         detail."""
-        from stackctl.runner import health_url, served_address, wait_for_health
-
         previous = self.previous
         old_hash = previous.labels.get(dk.LABEL_RECIPE_HASH)
         image = (previous.image.tags or [previous.image.short_id])[0]

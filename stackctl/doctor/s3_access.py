@@ -1,6 +1,6 @@
-"""Host-side preflight of an S3 tier, without the image: the endpoint resolves (as LMCache addresses it: the bucket
+"""Host-side check of an S3 tier, without the image: the endpoint resolves (as LMCache addresses it: the bucket
 as a virtual host), TCP connects, speaks TLS or plain HTTP as the recipe says, the bucket exists, and the credentials
-can put, get and delete a probe object. Each failure names its cause in words.
+can put, get and delete a test object. Each failure names its cause in words.
 
 botocore is imported lazily (only when a recipe has an S3 tier), so the CLI stays light.
 """
@@ -179,7 +179,7 @@ def error_verdict(exc, endpoint: S3Endpoint) -> Verdict:
 
 
 def check_bucket(tier, environ=os.environ) -> Verdict:
-    """The whole preflight: transport, then bucket and a probe object's put/get/delete with the tier's credentials."""
+    """The whole check: transport, then bucket and a test object's put/get/delete with the tier's credentials."""
     endpoint = endpoint_of(tier)
     transport = check_transport(endpoint)
     if not transport.ok:
@@ -197,13 +197,13 @@ def check_bucket(tier, environ=os.environ) -> Verdict:
         client.put_object(Bucket=endpoint.bucket, Key=key, Body=body)
         try:
             if client.get_object(Bucket=endpoint.bucket, Key=key)["Body"].read() != body:
-                return Verdict(False, f"{CONTENT_MISMATCH}: probe object read back differs in {where}",
+                return Verdict(False, f"{CONTENT_MISMATCH}: test object read back differs in {where}",
                                CONTENT_MISMATCH)
         finally:
             client.delete_object(Bucket=endpoint.bucket, Key=key)
     except (ClientError, BotoCoreError) as exc:
         return error_verdict(exc, endpoint)
-    return Verdict(True, f"{where}: probe object put, read back and deleted ({transport.message})")
+    return Verdict(True, f"{where}: test object put, read back and deleted ({transport.message})")
 
 
 def list_keys(tier, prefix: str, environ=os.environ) -> list[str]:

@@ -15,7 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from stackctl import __version__, stackspec
+from stackctl import __version__
+from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
@@ -44,7 +45,7 @@ def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
         **_build_context_files(recipe),
     }
     # Runtime files name the image, whose tag is the hash of the build inputs above.
-    context["image"] = f"{stackspec.image_name(recipe)}:{image_hash(files)}"
+    context["image"] = image_tag(recipe, files)
     files.update({
         "serve.sh": env.get_template("serve.sh.j2").render(context).encode(),
         "compose.yaml": env.get_template("compose.yaml.j2").render(context).encode(),
@@ -76,7 +77,7 @@ def refuse_secrets(recipe: Recipe) -> None:
 
 def refuse_unsafe_mounts(recipe: Recipe) -> None:
     """No bundle mounts / or a system directory into the container, whatever was skipped or ignored."""
-    from stackctl.recipe.guard_rules import host_path_problem
+    from stackctl.recipe.safety import host_path_problem
 
     for mount in stackspec.volumes(recipe):
         problem = host_path_problem(mount["host"], writable=mount["mode"] == "rw")
@@ -88,11 +89,19 @@ def refuse_unsafe_mounts(recipe: Recipe) -> None:
 def refuse_unresolved(recipe: Recipe) -> None:
     """No bundle passes a shell reference or placeholder to the server as text, whatever was skipped or ignored."""
     from stackctl.findings import key_path_text
-    from stackctl.recipe.guard_rules import unresolved_values
+    from stackctl.recipe.safety import unresolved_values
 
     for path, message in unresolved_values(recipe):
         raise StackctlError(f"{recipe.source}: {key_path_text(path)}: {message} (fix: write the value itself; see "
                             "`stackctl explain unresolved-value`)")
+
+
+def image_tag(recipe: Recipe, files: dict[str, bytes]) -> str:
+    """The one name of the stack's image, stackctl/NAME:HASH of the build inputs: what `stackctl build` tags, what
+    `up` runs, what compose.yaml and manifest.json name, what doctor inspects. Known offline, so a rendered bundle
+    names the image `build` makes. The base image's id is not in the tag: `build` records it in a label and builds
+    again, under the same tag, when the engine's base image has changed since (lifecycle/build.py)."""
+    return f"{stackspec.image_name(recipe)}:{image_hash(files)}"
 
 
 def image_hash(files: dict[str, bytes]) -> str:
@@ -316,7 +325,7 @@ def _manifest(recipe: Recipe, files: dict[str, bytes]) -> str:
         "engine": recipe.stack.engine,
         "recipe_hash": stackspec.recipe_hash(recipe),
         "image_hash": image_hash(files),
-        "image": f"{stackspec.image_name(recipe)}:{image_hash(files)}",
+        "image": image_tag(recipe, files),
         "base_image": stackspec.base_image(recipe),
         "versions": stackspec.versions(recipe),
         "files": {name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())},

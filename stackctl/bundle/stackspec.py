@@ -19,6 +19,8 @@ LMCACHE_CONFIG_PATH = f"{RUN_DIR}/lmcache.yaml"
 # bundle or SSL_CERT_FILE only, so serve.sh (and the doctor's tier check) join this CA to the image's own bundle and
 # point SSL_CERT_FILE at the result.
 S3_CA_PATH = "/run/stackctl/s3-ca.pem"
+# The S3 tier's credentials_file, mounted read-only; AWS_SHARED_CREDENTIALS_FILE points the S3 client at it.
+S3_CREDENTIALS_PATH = "/run/secrets/aws-credentials"
 S3_CA_ENV = "STACKCTL_S3_CA"
 S3_CA_BUNDLE = "/tmp/stackctl-ca-bundle.pem"  # in the container; checks/tiers/roundtrip.py names it too
 VENV = "/opt/venv"                    # the CPU image's Python environment
@@ -219,7 +221,7 @@ def environment(recipe: Recipe) -> dict[str, str]:
         env.setdefault("ATOM_DISABLE_VLLM_PLUGIN", "1")  # plain vLLM arm on an image that may carry ATOM
     for tier in recipe.cache.tiers:
         if tier.kind == "s3" and tier.credentials_file:
-            env["AWS_SHARED_CREDENTIALS_FILE"] = "/run/secrets/aws-credentials"
+            env["AWS_SHARED_CREDENTIALS_FILE"] = S3_CREDENTIALS_PATH
         if tier.kind == "s3" and tier.ca_file:
             env[S3_CA_ENV] = S3_CA_PATH
     env.update(recipe.serve.env)
@@ -286,7 +288,7 @@ def volumes(recipe: Recipe) -> list[dict]:
         if tier.kind in ("disk", "fs") and tier.path:  # the loader requires the path of these kinds
             mounts.append({"host": tier.path, "container": tier.path, "mode": "rw"})
         if tier.kind == "s3" and tier.credentials_file:
-            mounts.append({"host": tier.credentials_file, "container": "/run/secrets/aws-credentials", "mode": "ro"})
+            mounts.append({"host": tier.credentials_file, "container": S3_CREDENTIALS_PATH, "mode": "ro"})
         if tier.kind == "s3" and tier.ca_file:
             mounts.append({"host": tier.ca_file, "container": S3_CA_PATH, "mode": "ro"})
     return mounts

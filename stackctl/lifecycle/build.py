@@ -1,0 +1,101 @@
+"""`stackctl build`: the stack's image, built only when its build inputs or its base image are new.
+
+The tag is the bundle's (render.image_tag: the hash of the build inputs), so compose.yaml and manifest.json name
+the image this builds. The base image's id is recorded in a label: the same `FROM debian:bookworm-slim` over a
+newer base image is another image, so a changed base is built again under the same tag.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from stackctl.bundle import render, stackspec
+from stackctl.engine import docker_adapter as dk
+from stackctl.errors import StackctlError
+from stackctl.lifecycle import state
+from stackctl.recipe.model import Recipe
+
+
+def base_image_id(engine, recipe: Recipe) -> str:
+    """The id of the recipe's base image as the engine has it now ("unresolved:NAME" when it has none: the build
+    will pull it)."""
+    base = stackspec.base_image(recipe)
+    image = dk.find_image(engine, base)
+    return image.id if image is not None else f"unresolved:{base}"
+
+
+def rebuild_reason(image, base_id: str) -> str | None:
+    """Why the image under the stack's tag must be built (again), or None when it is up to date: there is none,
+    or it was built from another base image than the engine has now (or from one stackctl did not record)."""
+    if image is None:
+        return "no image with these build inputs yet"
+    built_from = (image.labels or {}).get(dk.LABEL_BASE_ID)
+    if built_from != base_id:
+        was = built_from.split(":")[-1][:12] if built_from else "unrecorded"
+        return f"the base image changed since it was built (built from {was}, now {base_id.split(':')[-1][:12]})"
+    return None
+
+
+def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
+          rebuild: bool = False, no_cache: bool = False, say=print, locked: bool = False) -> tuple[str, bool]:
+    """Build the stack's image unless it is up to date. Returns (tag, built). Takes the stack's lock unless the
+    caller (`up`) holds it already."""
+    if locked:
+        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say)
+    from stackctl.lifecycle.lock import StackLock
+
+    directory = state.stack_dir(recipe.stack.name)
+    state.ensure_writable(directory)
+    with StackLock(directory, recipe.stack.name, "build", say=say):
+        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say)
+
+
+def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say) -> tuple[str, bool]:
+    files = render.render_files(recipe)
+    engine = engine or dk.client()
+    base_id = base_image_id(engine, recipe)
+    tag = render.image_tag(recipe, files)
+    why = rebuild_reason(dk.find_image(engine, tag), base_id)
+    if not (rebuild or no_cache) and why is None:
+        say(f"image {tag} is up to date (same build inputs, same base image): not rebuilding")
+        return tag, False
+    with tempfile.TemporaryDirectory(prefix="stackctl-build-") as context:
+        context_dir = Path(context)
+        render.write_bundle(files, context_dir / "bundle")
+        bundle = context_dir / "bundle"
+        _add_site_inputs(bundle, recipe, wheelhouse, ca_bundle, say)
+        labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: render.image_hash(files),
+                  dk.LABEL_BASE_IMAGE: stackspec.base_image(recipe), dk.LABEL_BASE_ID: base_id}
+        say(f"building {tag} from {stackspec.base_image(recipe)}" + (f" ({why})" if why else ""))
+        started = time.monotonic()
+        try:
+            dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels, nocache=no_cache))
+        except KeyboardInterrupt:  # stream_build has cancelled the build on the engine
+            say(f"interrupted during the build of {tag}: build cancelled, no image tagged; the stack's container "
+                "(if any) was not touched")
+            raise
+        say(f"built {tag} in {time.monotonic() - started:.0f} s")
+    return tag, True
+
+
+def _add_site_inputs(bundle: Path, recipe: Recipe, wheelhouse: str | None, ca_bundle: str | None, say) -> None:
+    """Copy the site's wheelhouse and CA bundle into the build context (not into the bundle's hash)."""
+    wheelhouse = wheelhouse or recipe.build.wheelhouse or os.environ.get("STACKCTL_WHEELHOUSE")
+    ca_bundle = ca_bundle or recipe.build.ca_bundle or os.environ.get("STACKCTL_CA_BUNDLE")
+    if wheelhouse:
+        wheels = sorted(Path(wheelhouse).expanduser().glob("*.whl"))
+        if not Path(wheelhouse).expanduser().is_dir():
+            raise StackctlError(f"wheelhouse {wheelhouse}: no such directory (fix: build.wheelhouse or "
+                                "STACKCTL_WHEELHOUSE must name a folder of .whl files)")
+        for wheel in wheels:
+            shutil.copy2(wheel, bundle / "wheelhouse" / wheel.name)
+        say(f"wheelhouse {wheelhouse}: {len(wheels)} wheel(s)")
+    if ca_bundle:
+        if not Path(ca_bundle).expanduser().is_file():
+            raise StackctlError(f"CA bundle {ca_bundle}: no such file (fix: build.ca_bundle or STACKCTL_CA_BUNDLE)")
+        shutil.copy2(Path(ca_bundle).expanduser(), bundle / "ca" / "ca.crt")
+        say(f"CA bundle {ca_bundle}")

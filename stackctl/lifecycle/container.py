@@ -1,0 +1,86 @@
+"""The container a stack runs as: docker-py `containers.run` arguments built from the recipe (pure; `up
+--dry-run` prints them), and the secrets it receives at run time."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from stackctl.bundle import render, stackspec
+from stackctl.engine import docker_adapter as dk
+from stackctl.errors import StackctlError
+from stackctl.recipe.model import Recipe
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:  # annotations only
+    from typing import Any
+
+
+def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, host_groups: dict | None = None,
+                     secrets: dict | None = None) -> dict:
+    """docker-py `containers.run` arguments: ROCm devices and groups, host networking and IPC, large shm, model and
+    tier volumes, the bundle's runtime files, env from the recipe, secrets from their references, and the
+    pinning decision's cpuset and launcher (host/placement.py, the only place that turns a decision into these)."""
+    from stackctl.host.placement import placement
+
+    env = dict(stackspec.environment(recipe))
+    env.update(secrets or {})
+    volumes = {str(bundle_dir): {"bind": stackspec.RUN_DIR, "mode": "ro"}}
+    for mount in stackspec.volumes(recipe):
+        volumes[mount["host"]] = {"bind": mount["container"], "mode": mount["mode"]}
+    kwargs: dict[str, Any] = {
+        "image": render.image_tag(recipe, files),
+        "name": stackspec.container_name(recipe),
+        "detach": True,
+        "network_mode": "host",
+        "ipc_mode": "host",
+        "shm_size": recipe.host.shm_size,
+        "environment": env,
+        "volumes": volumes,
+        "labels": {
+            dk.LABEL_STACK: recipe.stack.name,
+            dk.LABEL_RECIPE_HASH: stackspec.recipe_hash(recipe),
+            dk.LABEL_IMAGE_HASH: render.image_hash(files),
+            dk.LABEL_RECIPE_PATH: str(Path(recipe.source).resolve()),
+            dk.LABEL_DESCRIPTION: recipe.stack.description,
+        },
+    }
+    if recipe.stack.platform == "rocm":
+        groups = host_groups or {}
+        kwargs.update({
+            "devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"],
+            "group_add": [str(groups.get("video", "video")), str(groups.get("render", "render"))],
+            "cap_add": ["SYS_PTRACE"],
+            "security_opt": ["seccomp=unconfined"],
+        })
+    if pinning is not None:
+        place = placement(pinning)
+        kwargs.update(place.cpuset)
+        env.update(place.environment())
+        if place.capabilities:
+            kwargs["cap_add"] = kwargs.get("cap_add", []) + list(place.capabilities)
+    return kwargs
+
+
+def redacted(kwargs: dict, secrets: dict) -> dict:
+    """A copy safe to print: secret values replaced by where they come from."""
+    shown = json.loads(json.dumps(kwargs))
+    for name in secrets:
+        if name in shown.get("environment", {}):
+            shown["environment"][name] = "<secret: read at run time>"
+    return shown
+
+
+def read_secrets(recipe: Recipe) -> dict[str, str]:
+    """Secret values from the host variables the recipe names; a missing one is an error naming it."""
+    values, missing = {}, []
+    for container_var, host_var in stackspec.secret_references(recipe).items():
+        if host_var in os.environ:
+            values[container_var] = os.environ[host_var]
+        else:
+            missing.append(host_var)
+    if missing:
+        raise StackctlError(f"{recipe.source}: secret variable(s) not set: {', '.join(missing)} (fix: export them "
+                            "in the shell that runs stackctl; they reach the container at run time only)")
+    return values

@@ -1,0 +1,34 @@
+"""`stackctl down`: remove the stack's containers (and, asked to, its images), recorded in its history."""
+
+from __future__ import annotations
+
+from stackctl.bundle import stackspec
+from stackctl.engine import docker_adapter as dk
+from stackctl.errors import ExitCode
+from stackctl.lifecycle import state
+from stackctl.lifecycle.lock import StackLock
+from stackctl.lifecycle.signals import shielded
+from stackctl.recipe.model import Recipe
+
+
+def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
+    engine = dk.client()
+    directory = state.stack_dir(recipe.stack.name)
+    state.ensure_writable(directory)
+    removed = 0
+    with StackLock(directory, recipe.stack.name, "down", say=say):
+        for container in dk.stack_containers(engine, recipe.stack.name):
+            with shielded():  # a container is removed and said, or neither
+                dk.remove_container(container)
+                say(f"removed container {container.name}")
+            removed += 1
+        if remove_image:
+            for image in engine.images.list(filters={"label": f"{dk.LABEL_STACK}={recipe.stack.name}"}):
+                engine.images.remove(image.id, force=True)
+                say(f"removed image {', '.join(image.tags) or image.short_id}")
+        if removed:
+            state.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",
+                                                        "recipe_hash": stackspec.recipe_hash(recipe)})
+    if not removed:
+        say(f"{recipe.stack.name}: no container to remove")
+    return ExitCode.OK

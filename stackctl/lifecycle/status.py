@@ -1,0 +1,60 @@
+"""`stackctl status`: one row per stackctl container, read from the engine and the server's /health."""
+
+from __future__ import annotations
+
+from stackctl.bundle import stackspec
+from stackctl.engine import docker_adapter as dk
+from stackctl.lifecycle.health import health_url, served_address, stop_reason
+from stackctl.recipe.model import Recipe
+
+
+def status_rows(recipe: Recipe | None = None) -> list[dict]:
+    """One row per stackctl container: name, description, state, image, recipe hash (and whether it matches),
+    health, uptime, and for a stopped server why it stopped."""
+    from datetime import datetime, timezone
+
+    from stackctl.httpclient import get_status
+
+    engine = dk.client()
+    rows = []
+    wanted = stackspec.recipe_hash(recipe) if recipe else None
+    for container in dk.stack_containers(engine, recipe.stack.name if recipe else None):
+        labels = container.labels
+        started = container.attrs["State"].get("StartedAt", "")
+        uptime = None
+        if container.status == "running" and started:
+            begun = datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")
+            uptime = int((datetime.now(timezone.utc) - begun).total_seconds())
+        env = dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
+        host, port = served_address(container)
+        health = None
+        if container.status == "running":
+            code = get_status(health_url(host, port), timeout=2.0) if port else None
+            health = "healthy" if code == 200 else ("starting" if code is None else f"unhealthy ({code})")
+        rows.append({
+            "stack": labels.get(dk.LABEL_STACK), "container": container.name, "state": container.status,
+            "description": labels.get(dk.LABEL_DESCRIPTION, ""),
+            "image": (container.image.tags or [container.image.short_id])[0],
+            "recipe_hash": labels.get(dk.LABEL_RECIPE_HASH),
+            "recipe_current": (labels.get(dk.LABEL_RECIPE_HASH) == wanted) if wanted else None,
+            "health": health, "uptime_s": uptime, "host": host, "port": port or "?",
+            "hash_seed": env.get("PYTHONHASHSEED"),
+            "stopped_because": stop_reason(container.attrs.get("State") or {}) if container.status != "running"
+            else None,
+            "newer_base": newer_base(engine, container.image),
+        })
+    return rows
+
+
+def newer_base(engine, image) -> str | None:
+    """Whether the base image the container's image was built from has changed in the engine since (the next
+    `up` builds the image again), as a sentence; None when it has not or cannot be told."""
+    labels = image.labels or {}
+    base, built_from = labels.get(dk.LABEL_BASE_IMAGE), labels.get(dk.LABEL_BASE_ID)
+    if not base or not built_from:
+        return None
+    now = dk.find_image(engine, base)
+    if now is None or now.id == built_from:
+        return None
+    return f"base image {base} is now {now.short_id} (built from {built_from.split(':')[-1][:10]}): the next up " \
+           "builds a new image"
