@@ -21,6 +21,7 @@ def table() -> dict:
         return tomllib.loads(handle.read())
 
 
+@functools.lru_cache(maxsize=256)  # the rules ask about the same few versions dozens of times per recipe
 def parse_version(text: str | None):
     """A packaging Version, or None when the text is missing or not a version (e.g. a git ref)."""
     if not text:

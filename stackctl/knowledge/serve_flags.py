@@ -9,7 +9,6 @@ the server with "unrecognized arguments".
 
 from __future__ import annotations
 
-import difflib
 import json
 
 from stackctl.knowledge import facts as factdb
@@ -144,6 +143,8 @@ def _one_value(value: str, kind: str, entry: dict) -> str | None:
         return None
     choices = entry.get("choices")
     if choices and value not in choices:
+        import difflib  # only for a misspelt value: kept off validate's start-up
+
         close = difflib.get_close_matches(value, choices, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         return f"invalid choice, expected one of {', '.join(choices)}{hint}"
@@ -191,6 +192,8 @@ def _missing(index: int, name: str, release: factdb.Release) -> Problem:
         return Problem(index, "unknown", name, f"{name} is not in {release.label()}: it first appears in vLLM "
                                                f"{first}")
     known = list(flag_table(release))
+    import difflib  # only for an unknown flag: kept off validate's start-up
+
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     hint = f" (did you mean {close[0]}?)" if close else ""
     return Problem(index, "unknown", name, f"{name} is not a flag of {release.label()} or of any release stackctl "
