@@ -1,6 +1,7 @@
 """Where each rule and doctor check gets its facts: stackctl/knowledge/sources.toml, one list of sources per id, shown
-by `stackctl explain ID`. A source is "PACKAGE VERSION PATH:LINES (what it shows)", or a https:// address of a report
-beside such a source. New rules and checks add their table there; tests/unit/test_sources.py keeps every id cited."""
+by `stackctl explain ID`. A source is "PACKAGE VERSION PATH:LINES (what it shows)"; stackctl's own Python code is cited
+by name, "stackctl VERSION PATH::NAME[, ::NAME] (what it shows)", because its line numbers move with every edit; a
+https:// address of a report may stand beside a source. New rules and checks add their table there; tests/unit/test_sources.py keeps every id cited."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 _SOURCES_FILE = os.path.join(os.path.dirname(__file__), "sources.toml")
 SOURCE = re.compile(r"^(?P<package>\S+) (?P<version>\S+) (?P<path>[^\s:]+):(?P<lines>\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)"
                     r" \((?P<shows>.+)\)$")
+OWN_CODE = re.compile(r"^stackctl (?P<version>\S+) (?P<path>\S+\.py)::(?P<names>\w+(?:, ::\w+)*) \((?P<shows>.+)\)$")
 REPORT = re.compile(r"^https://\S+$")
 
 
