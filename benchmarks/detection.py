@@ -214,7 +214,7 @@ def run_case(case: Path) -> CaseResult:
     from stackctl.errors import StackctlError
     from stackctl.importer import import_launch, import_launch_text
     from stackctl.recipe.loader import load_recipe_text
-    from stackctl.recipe.ruleset import RULES, run_rules
+    from stackctl.rules.ruleset import RULES, run_rules
 
     spec = tomllib.loads((case / "expected.toml").read_text())
     result = CaseResult(case.name, set(spec.get("expected", [])), set(spec.get("absent", [])),

@@ -1,5 +1,5 @@
 """One catalog of the ids a user names in `checks.skip`, `--skip` and `stackctl explain`: recipe rules
-(recipe/registry.py) and doctor checks (doctor/registry.py) both register their ids here as their modules load, and
+(rules/registry.py) and doctor checks (doctor/registry.py) both register their ids here as their modules load, and
 an id names one rule or one check, never both (a skip list could not tell them apart).
 
 `validate` does not import doctor's checks (its start-up stays light), so the ids of checks not loaded come from

@@ -15,9 +15,9 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
                         skip: tuple = (), host: bool = False) -> int:
     """Check each recipe, print the findings, return the exit status (0 clean, 1 errors or strict warnings)."""
     from stackctl.recipe import load_recipe
-    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+    from stackctl.rules.guard_rules import refuse_unknown_skip_ids
     from stackctl.recipe.locate import resolve_recipe_path
-    from stackctl.recipe.ruleset import RULES, run_rules
+    from stackctl.rules.ruleset import RULES, run_rules
 
     refuse_unknown_skip_ids(skip)
     results: list[dict[str, Any]] = []

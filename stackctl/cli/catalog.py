@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # annotations only
 
 def _all_entries() -> dict:
     """Every documented id: recipe rules, then doctor checks (when the doctor package is present)."""
-    from stackctl.recipe.ruleset import RULES
+    from stackctl.rules.ruleset import RULES
 
     entries: dict[str, tuple[str, Any]] = {rule_id: ("rule", rule) for rule_id, rule in RULES.items()}
     from stackctl.doctor.all_checks import load_all
@@ -29,7 +29,7 @@ def _all_entries() -> dict:
 @click.option("--format", "output_format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 def rules(output_format):
     """List every recipe rule with its id, severity and summary."""
-    from stackctl.recipe.ruleset import RULES
+    from stackctl.rules.ruleset import RULES
 
     if output_format == "json":
         from stackctl.knowledge.sources import sources_of

@@ -23,7 +23,7 @@ def check_rules(recipe, name: str, verb: str, ignore_errors: bool = False):
     """The rule check of load_checked, for a recipe already loaded; returns the recipe."""
     import sys
 
-    from stackctl.recipe.ruleset import run_rules
+    from stackctl.rules.ruleset import run_rules
 
     errors = [f for f in run_rules(recipe) if f.severity == "error"]
     if not errors:

@@ -36,7 +36,7 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
             click.echo(f"{check.id:<28} {check.scope:<6} {check.severity:<7} {check.summary}")
         return
     scopes = parse_scopes(scope)
-    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+    from stackctl.rules.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
     loaded = _recipe(recipe)

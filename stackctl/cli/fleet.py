@@ -74,7 +74,7 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     """
     if allow_reboot and not tune:
         raise StackctlError("--allow-reboot only matters with --tune (fix: add --tune, or drop --allow-reboot)")
-    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+    from stackctl.rules.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
     batch_size = fl.parse_batch(batch)
@@ -135,7 +135,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     from stackctl.fleet.marker import assign_marker_groups
 
     scopes = parse_scopes(scope)
-    from stackctl.recipe.guard_rules import refuse_unknown_skip_ids
+    from stackctl.rules.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
     runner_module, hosts, plans, recipes = _plan(recipe, inventory)

@@ -36,7 +36,7 @@ def plan_fleet(recipe: str | None, inventory: str, resolve: Callable[[str], str]
     """Hosts, each host's plan, each host's loaded recipe. Recipes with rule errors are refused here; warnings go
     to `warn`. `resolve` turns a recipe name (a path or a shipped recipe's name) into a path."""
     from stackctl.recipe import load_recipe
-    from stackctl.recipe.ruleset import run_rules
+    from stackctl.rules.ruleset import run_rules
 
     hosts, hostvars = read_inventory(inventory)
     if not hosts:

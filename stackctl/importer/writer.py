@@ -56,7 +56,7 @@ OWN_KEY_RULES = ("secret-in-recipe", "cache-extra-shadows-key", "extra-args-shad
 
 def own_key_errors(recipe) -> list:
     """Errors of the rules guarding stackctl's own keys on a recipe, innermost (longest key path) first."""
-    from stackctl.recipe.ruleset import RULES
+    from stackctl.rules.ruleset import RULES
 
     findings = [RULES[rule_id] for rule_id in OWN_KEY_RULES]
     found = []

@@ -1,6 +1,6 @@
 """What no bundle may hold, whatever rules were skipped or ignored: a host path that is unsafe to mount, and a value
 only a shell at launch time would have expanded. The rules `host-path-unsafe` and `unresolved-value`
-(recipe/guard_rules.py) report them at their line; render (bundle/render.py) refuses them outright.
+(rules/guard_rules.py) report them at their line; render (bundle/render.py) refuses them outright.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
-from stackctl.recipe.ruleset import RULES, run_rules
+from stackctl.rules.ruleset import RULES, run_rules
 
 load_all()
 RECIPE_FILES = sorted(RECIPES.glob("*.toml"))

@@ -15,7 +15,7 @@ import pytest
 import tomllib
 from helpers import FIXTURES, REPO
 
-from stackctl.recipe.ruleset import RULES
+from stackctl.rules.ruleset import RULES
 
 _spec = importlib.util.spec_from_file_location("detection", REPO / "benchmarks" / "detection.py")
 detection = importlib.util.module_from_spec(_spec)

@@ -10,7 +10,7 @@ from helpers import RECIPES
 from stackctl.bundle import render, stackspec
 from stackctl.importer import import_launch
 from stackctl.recipe.loader import load_recipe, load_recipe_text
-from stackctl.recipe.ruleset import run_rules
+from stackctl.rules.ruleset import run_rules
 
 CPU_TIERS = (RECIPES / "cpu-tiers.toml").read_text()
 ROCM = (RECIPES / "atom-lmcache-cpu.toml").read_text()

@@ -9,7 +9,7 @@ from helpers import FIXTURES
 
 from stackctl.knowledge import facts, serve_flags
 from stackctl.recipe import load_recipe
-from stackctl.recipe.ruleset import RULES, run_rules
+from stackctl.rules.ruleset import RULES, run_rules
 
 V33 = facts.release("vllm", "0.33.0")
 
@@ -98,7 +98,7 @@ def test_flags_from_typed_keys_are_judged_by_name_only():
     (None, "str?", None), (None, "int", "null"), ([], "dict?", "object"), ({}, "str", "string"),
 ])
 def test_lmcache_values_as_its_converters_read_them(value, type_text, problem):
-    from stackctl.recipe.fact_rules import _lmcache_value_problem
+    from stackctl.rules.fact_rules import _lmcache_value_problem
 
     found = _lmcache_value_problem(value, type_text)
     assert (found is None) if problem is None else (problem in found)

@@ -7,7 +7,7 @@ from helpers import run_cli
 
 from stackctl.bundle import stackspec
 from stackctl.recipe import load_recipe_text
-from stackctl.recipe.ruleset import run_rules
+from stackctl.rules.ruleset import run_rules
 
 MAXIMAL = """[stack]
 name = "max"

@@ -21,7 +21,7 @@ def test_an_id_names_one_rule_or_one_check_never_both(monkeypatch):
 
 def test_both_registries_register_into_the_catalog_and_it_knows_every_id():
     from stackctl.doctor.all_checks import load_all
-    from stackctl.recipe.ruleset import RULES
+    from stackctl.rules.ruleset import RULES
 
     checks = load_all()
     assert {i for i, kind in ids.REGISTERED.items() if kind == ids.RULE} == set(RULES)
@@ -31,7 +31,7 @@ def test_both_registries_register_into_the_catalog_and_it_knows_every_id():
 
 def test_skip_ids_are_judged_without_importing_doctor():
     """`validate` checks checks.skip against every id, doctor's included, without paying for importing them."""
-    script = ("import sys; from stackctl.recipe.ruleset import run_rules; from stackctl.recipe.guard_rules import "
+    script = ("import sys; from stackctl.rules.ruleset import run_rules; from stackctl.rules.guard_rules import "
               "unknown_skip_ids; print(unknown_skip_ids(['host.gpus', 'lmcache-hash-seed', 'host.gpu'])); "
               "print(sorted(m for m in sys.modules if m.startswith('stackctl.doctor')))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout

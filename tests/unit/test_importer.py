@@ -24,7 +24,7 @@ from stackctl.importer.flags import BOOL_FLAGS, VALUE_FLAGS
 from stackctl.importer.shell import command_words, expand, split_commands
 from stackctl.importer.writer import toml_key, toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
-from stackctl.recipe.ruleset import run_rules
+from stackctl.rules.ruleset import run_rules
 from stackctl.bundle.render import render_files
 
 if sys.version_info >= (3, 11):

@@ -15,7 +15,7 @@ from stackctl.importer.container import is_cuda_image, repository, runs_server
 from stackctl.importer.manifest import looks_like_manifest
 from stackctl.importer.yaml_input import MAX_YAML_NODES, load_yaml_documents
 from stackctl.recipe.loader import load_recipe_text
-from stackctl.recipe.ruleset import run_rules
+from stackctl.rules.ruleset import run_rules
 from stackctl.bundle.render import render_files
 from stackctl.unresolved import home_reference, runtime_reference
 

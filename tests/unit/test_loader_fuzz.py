@@ -70,7 +70,7 @@ def test_arbitrary_values_in_known_sections(sections, tiers):
 
 from stackctl.bundle import stackspec  # noqa: E402
 from stackctl.errors import StackctlError  # noqa: E402
-from stackctl.recipe.ruleset import run_rules  # noqa: E402
+from stackctl.rules.ruleset import run_rules  # noqa: E402
 from stackctl.bundle.render import render_files  # noqa: E402
 
 SHAPED = ["AKIAQ3EXAMPLEFUZZ001", "hf_FuzzCanaryToken0123456789abcdefgh", "ghp_FuzzCanary0123456789abcdefghijklmno",

@@ -6,7 +6,7 @@ import pytest
 from helpers import FIXTURES, RECIPES
 
 from stackctl.recipe import load_recipe
-from stackctl.recipe.ruleset import RULES, run_rules
+from stackctl.rules.ruleset import RULES, run_rules
 
 RULE_FIXTURES = FIXTURES / "rules"
 

@@ -16,7 +16,7 @@ from helpers import REPO
 from stackctl.cli.catalog import explain, rules
 from stackctl.doctor.all_checks import load_all
 from stackctl.knowledge.sources import OWN_CODE, REPORT, SOURCE, sources_of, table
-from stackctl.recipe.ruleset import RULES
+from stackctl.rules.ruleset import RULES
 
 CHECKS = load_all()
 IDS = sorted(RULES) + sorted(CHECKS)

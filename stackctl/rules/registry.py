@@ -1,6 +1,6 @@
 """How a recipe rule is declared: `@rule(id, severity, summary, fix)` on a function from a Recipe to (key path,
-message) pairs. The rule modules (recipe/rules.py, fact_rules.py, guard_rules.py, lmcache_rules.py) declare with
-it; recipe/ruleset.py loads them all and runs them. Every id is also registered in the one catalog of rule and
+message) pairs. The rule modules (rules/stack_rules.py, fact_rules.py, guard_rules.py, lmcache_rules.py) declare with
+it; rules/ruleset.py loads them all and runs them. Every id is also registered in the one catalog of rule and
 check ids (stackctl/ids.py).
 """
 

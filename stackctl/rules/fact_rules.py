@@ -19,12 +19,12 @@ from stackctl.knowledge import compat
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.serve_flags import json_flag_values
 from stackctl.recipe.model import Recipe
-from stackctl.recipe.registry import package_version, rule
+from stackctl.rules.registry import package_version, rule
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 
-    from stackctl.recipe.registry import Hit
+    from stackctl.rules.registry import Hit
 
 COMPILATION_FLAGS = ("--compilation-config", "-cc")
 

@@ -2,7 +2,7 @@
 imported launches: layer-wise mode vLLM was not told about, a GDS tier LMCache cannot create, a shared remote store
 without a fixed hash seed. They are reported, never corrected behind the user's back.
 
-They register in the same catalog as stackctl/recipe/rules.py (recipe/ruleset.py loads them), with fixtures in tests/fixtures/rules/<id>/.
+They register in the same catalog as stackctl/rules/stack_rules.py (rules/ruleset.py loads them), with fixtures in tests/fixtures/rules/<id>/.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import json
 from typing import TYPE_CHECKING
 
 from stackctl.recipe.model import Recipe
-from stackctl.recipe.registry import rule
+from stackctl.rules.registry import rule
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 
-    from stackctl.recipe.registry import Hit
+    from stackctl.rules.registry import Hit
 
 # Remote connector schemes that store nothing another process could read (LMCache 0.5.6
 # lmcache/v1/storage_backend/connector/mock_adapter.py, blackhole_adapter.py).

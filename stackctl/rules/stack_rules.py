@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from stackctl.bundle.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe, Tier
-from stackctl.recipe.registry import VERSION_UNKNOWN, Hit, rule
+from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator

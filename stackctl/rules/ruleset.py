@@ -1,7 +1,7 @@
 """Every recipe rule, loaded in one place and run together.
 
 The rule modules register on import, in this order (the order of `stackctl rules`): the catalog of silent
-failures (rules.py), the rules judged against facts read from the packages (fact_rules.py), the rules that guard
+failures (stack_rules.py), the rules judged against facts read from the packages (fact_rules.py), the rules that guard
 the recipe itself (guard_rules.py: secrets, free-form keys that bypass the rules, skip ids, host paths) and the
 rules on LMCache settings carried in cache.extra and serve.env (lmcache_rules.py).
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stackctl.findings import Finding, key_path_text
-from stackctl.recipe import rules, fact_rules, guard_rules, lmcache_rules  # noqa: F401, I001  (each registers its rules)
+from stackctl.rules import stack_rules, fact_rules, guard_rules, lmcache_rules  # noqa: F401, I001  (each registers its rules)
 from stackctl.recipe.positions import lookup
-from stackctl.recipe.registry import RULES, VERSION_UNKNOWN, Hit, Rule, package_version
+from stackctl.rules.registry import RULES, VERSION_UNKNOWN, Hit, Rule, package_version
 from stackctl.secrets import redact
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time

@@ -1,7 +1,7 @@
 """Rules that keep the recipe the one source of truth: no secret in it, nothing that bypasses the other rules
 through the free-form keys (cache.extra, serve.extra_args), no unknown ids in checks.skip, no unsafe host paths.
 
-They register in the same catalog as stackctl/recipe/rules.py (recipe/ruleset.py loads both), with the same fixtures in
+They register in the same catalog as stackctl/rules/stack_rules.py (rules/ruleset.py loads both), with the same fixtures in
 tests/fixtures/rules/<id>/.
 """
 
@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 from stackctl import secrets
 from stackctl.recipe.model import Recipe
-from stackctl.recipe.registry import rule
+from stackctl.rules.registry import rule
 from stackctl.recipe.safety import host_path_problem, unresolved_values
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 
-    from stackctl.recipe.registry import Hit
+    from stackctl.rules.registry import Hit
 
 
 @rule("secret-in-recipe", "error",
