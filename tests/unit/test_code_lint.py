@@ -21,3 +21,13 @@ def test_mypy_finds_nothing(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_no_two_test_modules_share_a_name():
+    """The test folders are not packages, so pytest imports each test module by its file name: two files of one name
+    in different folders stop the whole run at collection ("import file mismatch")."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        if "fixtures" not in path.relative_to(REPO / "tests").parts:
+            seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
