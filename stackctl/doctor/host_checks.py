@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.text import size_text
 
 GiB = 1024 ** 3
 
@@ -229,12 +230,12 @@ def disk_tier(ctx):
     free = stat.f_bavail * stat.f_frsize
     want = int(tier.size_gb * GiB)
     if free < want:
-        return failed(f"{path}: {free / GiB:.1f} GiB free < tier size {want / GiB:.1f} GiB")
+        return failed(f"{path}: {size_text(free)} free < tier size {size_text(want)}")
     rotational = _rotational(path)
     if rotational:
         return warned(f"{path} is on a rotational disk")
     note = "" if rotational is False else " (rotational flag unknown)"
-    return passed(f"{path}: {free / GiB:.1f} GiB free >= {want / GiB:.1f} GiB{note}")
+    return passed(f"{path}: {size_text(free)} free >= {size_text(want)}{note}")
 
 
 def _rotational(path: Path) -> bool | None:
