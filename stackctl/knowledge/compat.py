@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 
 if sys.version_info >= (3, 11):
@@ -21,20 +22,86 @@ def table() -> dict:
         return tomllib.loads(handle.read())
 
 
+_PLAIN_RELEASE = re.compile(r"^\d+(\.\d+)*$")
+
+
+class ParsedVersion:
+    """A version the rules compare. Plain releases ("0.32.0", the usual case) compare as numbers, the way packaging
+    orders them (0.5 == 0.5.0); anything else ("0.10.2rc1", "0.5.6+rocm") is compared by packaging's Version. The
+    split keeps packaging, whose import and pattern cost `stackctl validate` ~2.5 ms at start-up, off the common path."""
+
+    __slots__ = ("text", "release", "plain")
+
+    def __init__(self, text: str, release: tuple[int, ...], plain: bool):
+        self.text, self.release, self.plain = text, release, plain
+
+    def _keys(self, other: ParsedVersion):
+        if self.plain and other.plain:
+            return _trimmed(self.release), _trimmed(other.release)
+        from packaging.version import Version
+
+        return Version(self.text), Version(other.text)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ParsedVersion):
+            return NotImplemented
+        mine, theirs = self._keys(other)
+        return mine == theirs
+
+    def __lt__(self, other: ParsedVersion) -> bool:
+        mine, theirs = self._keys(other)
+        return mine < theirs
+
+    def __le__(self, other: ParsedVersion) -> bool:
+        mine, theirs = self._keys(other)
+        return mine <= theirs
+
+    def __gt__(self, other: ParsedVersion) -> bool:
+        return other < self
+
+    def __ge__(self, other: ParsedVersion) -> bool:
+        return other <= self
+
+    def __hash__(self):  # equal versions hash alike: plain releases by their trimmed numbers
+        return hash(_trimmed(self.release)) if self.plain else hash(self.text)
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return f"ParsedVersion({self.text!r})"
+
+
+def _trimmed(release: tuple[int, ...]) -> tuple[int, ...]:
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    return release
+
+
 @functools.lru_cache(maxsize=256)  # the rules ask about the same few versions dozens of times per recipe
-def parse_version(text: str | None):
-    """A packaging Version, or None when the text is missing or not a version (e.g. a git ref)."""
+def parse_version(text: str | None) -> ParsedVersion | None:
+    """A comparable version, or None when the text is missing or not a version (e.g. a git ref)."""
     if not text:
         return None
-    from packaging.version import (  # packaging is cheap, but only rules need it
-        InvalidVersion,
-        Version,
-    )
+    text = text.lstrip("v")
+    if _PLAIN_RELEASE.match(text):
+        return ParsedVersion(text, tuple(int(part) for part in text.split(".")), True)
+    from packaging.version import InvalidVersion, Version
 
     try:
-        return Version(text.lstrip("v"))
+        parsed = Version(text)
     except InvalidVersion:
         return None
+    plain = parsed.epoch == 0 and (parsed.pre, parsed.post, parsed.dev, parsed.local) == (None, None, None, None)
+    return ParsedVersion(str(parsed), parsed.release, plain)
+
+
+def version_key(text: str) -> ParsedVersion:
+    """parse_version for text known to be a version (stackctl's own data: facts files, compat ranges)."""
+    parsed = parse_version(text)
+    if parsed is None:
+        raise ValueError(f"not a version: {text!r}")
+    return parsed
 
 
 def in_range(version: str | None, since: str | None = None, until: str | None = None) -> bool | None:
@@ -42,11 +109,9 @@ def in_range(version: str | None, since: str | None = None, until: str | None = 
     parsed = parse_version(version)
     if parsed is None:
         return None
-    if since and parsed < parse_version(since):
+    if since and parsed < version_key(since):
         return False
-    if until and parsed >= parse_version(until):
-        return False
-    return True
+    return not (until and parsed >= version_key(until))
 
 
 def describe_range(since: str | None, until: str | None) -> str:
@@ -68,8 +133,6 @@ def is_cuda_only(distribution: str) -> bool:
 
 
 def normalize_name(name: str) -> str:
-    import re
-
     return re.sub(r"[-_.]+", "-", name).lower()
 
 

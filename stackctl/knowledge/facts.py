@@ -57,12 +57,12 @@ def versions(package: str) -> list[str]:
 
 @functools.lru_cache(maxsize=None)
 def _versions(package: str) -> tuple[str, ...]:
-    from stackctl.knowledge.compat import parse_version
+    from stackctl.knowledge.compat import version_key
 
     prefix = f"{package}-"
     found = [name[len(prefix):-len(".json")] for name in os.listdir(FACTS_DIR)
              if name.startswith(prefix) and name.endswith(".json")]
-    return tuple(sorted(found, key=parse_version))
+    return tuple(sorted(found, key=version_key))
 
 
 @functools.lru_cache(maxsize=None)
@@ -75,7 +75,7 @@ def nearest(package: str, version: str) -> str | None:
     """The release whose facts stand in for VERSION: itself, else a release of the same minor (the newest earlier
     patch, else the oldest later one), else the closest earlier release, else the oldest one; None when the version
     is not a version."""
-    from stackctl.knowledge.compat import parse_version
+    from stackctl.knowledge.compat import parse_version, version_key
 
     wanted = parse_version(version)
     known = versions(package)
@@ -83,7 +83,7 @@ def nearest(package: str, version: str) -> str | None:
         return None
     if str(wanted) in known:
         return str(wanted)
-    parsed = [(parse_version(v), v) for v in known]
+    parsed = [(version_key(v), v) for v in known]
     same_minor = [(p, v) for p, v in parsed if p.release[:2] == wanted.release[:2]]
     if same_minor:
         earlier_patch = [v for p, v in same_minor if p <= wanted]

@@ -179,10 +179,10 @@ def _missing(index: int, name: str, release: factdb.Release) -> Problem:
     base = "--" + name[5:] if name.startswith("--no-") else name
     seen = factdb.history("vllm", "flags", base)
     if seen:
-        from stackctl.knowledge.compat import parse_version
+        from stackctl.knowledge.compat import version_key
 
-        target = parse_version(release.version)
-        earlier = [(v, e) for v, e in seen if parse_version(v) < target]
+        target = version_key(release.version)
+        earlier = [(v, e) for v, e in seen if version_key(v) < target]
         if earlier:
             last, entry = earlier[-1]
             return Problem(index, "removed", name, f"{name} was removed: vLLM {last} was the last release with it "

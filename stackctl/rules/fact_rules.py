@@ -54,10 +54,10 @@ def fact_rule(rule_id: str, severity: str, summary: str, fix: str, package: str)
 def _verdicts(recipe: Recipe, package: str, judge) -> tuple[list, bool]:
     """(hits every supported release reports, whether the releases disagree) for a recipe whose version is
     unknown. The message is the newest release's, saying the version was not known."""
-    from stackctl.knowledge.compat import parse_version
+    from stackctl.knowledge.compat import version_key
 
-    oldest = parse_version(OLDEST_SUPPORTED[package])
-    releases = [v for v in factdb.versions(package) if parse_version(v) >= oldest]
+    oldest = version_key(OLDEST_SUPPORTED[package])
+    releases = [v for v in factdb.versions(package) if version_key(v) >= oldest]
     per_release = [{tuple(path) if not isinstance(path, str) else (path,): message
                     for path, message in judge(recipe, factdb.release(package, version))} for version in releases]
     common = set(per_release[0]).intersection(*per_release[1:]) if per_release else set()
@@ -193,12 +193,12 @@ def _judge_keys(release: factdb.Release, section: str, prefix: tuple, config: di
 
 
 def _missing_key(release: factdb.Release, section: str, key: str) -> str:
-    from stackctl.knowledge.compat import parse_version
+    from stackctl.knowledge.compat import version_key
 
     seen = factdb.history("vllm", section, key)
-    target = parse_version(release.version)
-    earlier = [(v, e) for v, e in seen if parse_version(v) < target]
-    later = [v for v, _ in seen if parse_version(v) > target]
+    target = version_key(release.version)
+    earlier = [(v, e) for v, e in seen if version_key(v) < target]
+    later = [v for v, _ in seen if version_key(v) > target]
     if earlier:
         last, entry = earlier[-1]
         note = f" (its deprecation notice said: {entry['deprecated']})" if isinstance(entry, dict) and \
@@ -300,10 +300,10 @@ def _vllm_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     for path, name in _env_names(recipe, "VLLM_"):
         if name in known or name in skip:
             continue
-        from stackctl.knowledge.compat import parse_version
+        from stackctl.knowledge.compat import version_key
 
         seen = [v for v, _ in factdb.history("vllm", "env", name)]
-        earlier = [v for v in seen if parse_version(v) < parse_version(release.version)]
+        earlier = [v for v in seen if version_key(v) < version_key(release.version)]
         if earlier:
             message = f"{name} was removed after vLLM {earlier[-1]}: {release.label()} ignores it"
         elif seen:
@@ -372,10 +372,10 @@ def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
 
 
 def _lmcache_last_with(key: str, release: factdb.Release) -> str:
-    from stackctl.knowledge.compat import parse_version
+    from stackctl.knowledge.compat import version_key
 
     seen = [v for v, _ in factdb.history("lmcache", "config", key)
-            if parse_version(v) < parse_version(release.version)]
+            if version_key(v) < version_key(release.version)]
     return f"LMCache {seen[-1]} was the last release with it" if seen else ""
 
 
