@@ -58,11 +58,18 @@ doctor_phase() {  # LABEL stackctl doctor ARGS...: a shown phase whose table the
 }
 
 # The KV tiers' storage: a Ceph RGW on 127.0.0.1 (S3), and the disk and fs directories of recipes/cpu-lmcache.toml.
+ceph_dir=${STACKCTL_CEPH_DIR:-/tmp/stackctl-ceph}
+store_before=$(cat "$ceph_dir/rgw.pid" 2>/dev/null || true)
 quiet_phase "Ceph RGW on 127.0.0.1 (the S3 tier's store)" bash scripts/start-ceph-rgw.sh start
 CEPH=yes
+if [ -n "$store_before" ] && [ "$store_before" != "$(cat "$ceph_dir/rgw.pid")" ]; then
+    # A new, empty store with a new CA: an LMCache stack left by an earlier run still trusts the old CA and
+    # remembers objects that are gone (LMCache caches S3 object sizes), so it starts again below.
+    shown_phase "down cpu-lmcache (its S3 store was started afresh)" stackctl down recipes/cpu-lmcache.toml
+fi
 set -a  # its test credentials, for the S3 tier; read from the file, never printed
 # shellcheck source=/dev/null
-source "${STACKCTL_CEPH_DIR:-/tmp/stackctl-ceph}/s3.env"
+source "$ceph_dir/s3.env"
 set +a
 mkdir -p /tmp/stackctl-tiers/disk /tmp/stackctl-tiers/fs
 

@@ -121,10 +121,17 @@ make_tls() {  # a CA and a server certificate for the gateway's names (bucket su
         -extfile "$tls/san.ext" -out "$tls/server.pem" 2>/dev/null
 }
 
+# A full OSD (the RAM store holds every KV chunk the LMCache stacks ever put: LMCache never deletes from S3) still
+# answers HTTP but stalls every write; such a store (full, or nearly) is started afresh, empty, like a broken one.
+full() { ceph_cli health 2>/dev/null | grep -qi 'full'; }
+
 start() {
     if alive rgw && answers; then
-        echo "start-ceph-rgw: already running (http $ADDR:$HTTP_PORT, https $ADDR:$HTTPS_PORT)"
-        return 0
+        if ! full; then
+            echo "start-ceph-rgw: already running (http $ADDR:$HTTP_PORT, https $ADDR:$HTTPS_PORT)"
+            return 0
+        fi
+        echo "start-ceph-rgw: the store is full ($(ceph_cli health 2>/dev/null | head -c 200)); starting it afresh, empty"
     fi
     stop  # leftovers of an earlier, broken start
     local started=$SECONDS fsid osd_uuid osd_id
