@@ -10,10 +10,11 @@ def clean_doc(text: str) -> str:
 
 
 def size_text(size_bytes: float) -> str:
-    """A size for a message, in the unit that keeps it readable: 1.5 GiB, 64.0 MiB, 256 KiB, 512 B."""
-    for unit, scale in (("GiB", 1024 ** 3), ("MiB", 1024 ** 2)):
+    """A size for a message, in the unit that keeps it readable: 59.1 GiB (one decimal: free space, tier sizes),
+    64 MiB, 1.024 MiB, 256 KiB (four significant digits: KV chunks), 512 B."""
+    if size_bytes >= 1024 ** 3:
+        return f"{size_bytes / 1024 ** 3:.1f} GiB"
+    for unit, scale in (("MiB", 1024 ** 2), ("KiB", 1024)):
         if size_bytes >= scale:
-            return f"{size_bytes / scale:.1f} {unit}"
-    if size_bytes >= 1024:
-        return f"{size_bytes / 1024:.0f} KiB"
+            return f"{size_bytes / scale:.4g} {unit}"
     return f"{size_bytes:.0f} B"

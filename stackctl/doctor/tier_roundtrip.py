@@ -24,6 +24,7 @@ from pathlib import Path
 from stackctl.bundle import stackspec
 from stackctl.knowledge.kv_math import GiB, MiB
 from stackctl.resources import shipped
+from stackctl.text import size_text
 
 # Keys of LMCache's config that name a tier; each tier's config keeps everything else of the stack's config.
 TIER_KEYS = ("local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
@@ -72,13 +73,6 @@ class TierOutcome:
     ok: bool
     message: str
     figures: dict = field(default_factory=dict)
-
-
-def size_text(n: int) -> str:
-    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", 1024)):
-        if n >= scale:
-            return f"{n / scale:.4g} {unit}"
-    return f"{n} B"
 
 
 def kv_chunk(recipe) -> KVChunk:
