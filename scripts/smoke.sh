@@ -64,7 +64,8 @@ quiet_phase "Ceph RGW on 127.0.0.1 (the S3 tier's store)" bash scripts/start-cep
 CEPH=yes
 if [ -n "$store_before" ] && [ "$store_before" != "$(cat "$ceph_dir/rgw.pid")" ]; then
     # A new, empty store with a new CA: an LMCache stack left by an earlier run still trusts the old CA and
-    # remembers objects that are gone (LMCache caches S3 object sizes), so it starts again below.
+    # remembers objects that are gone (LMCache 0.5.6 caches S3 object sizes and assumes nothing is ever evicted:
+    # lmcache/v1/storage_backend/connector/s3_connector.py:155-160), so it starts again below.
     shown_phase "down cpu-lmcache (its S3 store was started afresh)" stackctl down recipes/cpu-lmcache.toml
 fi
 set -a  # its test credentials, for the S3 tier; read from the file, never printed
