@@ -32,6 +32,15 @@ class Watch:
         self.engine = engine
         self.before = {c.id for c in engine.containers.list(all=True)}
 
+    def new_containers(self, timeout: float = 60) -> list[str]:
+        """Names of containers created since the watch began, waiting up to `timeout` s for the first to appear."""
+        deadline = time.monotonic() + timeout
+        while True:
+            names = [c.name for c in self.engine.containers.list(all=True) if c.id not in self.before]
+            if names or time.monotonic() > deadline:
+                return names
+            time.sleep(0.2)
+
     def orphans(self, *allowed: str) -> list[str]:
         """New containers not in `allowed`, and any container set aside by an up that did not finish."""
         now = self.engine.containers.list(all=True)

@@ -16,7 +16,8 @@ from faultkit import history, remove_stack
 from helpers import run_cli
 from stacks import variant
 
-from stackctl.httpclient import get_status, post_json
+from stackctl import metrics
+from stackctl.httpclient import get_status, get_text, post_json
 from stackctl.recipe import load_recipe
 from stackctl.lifecycle.health import stop_reason
 from stackctl.bundle.stackspec import recipe_hash
@@ -66,6 +67,18 @@ def _wait_healthy(timeout: float = 600) -> None:
     while get_status(f"http://127.0.0.1:{PORT}/health", timeout=2) != 200:
         assert time.monotonic() < deadline, f"{STACK} not healthy within {timeout} s"
         time.sleep(1)
+
+
+def _served_requests() -> float:
+    return metrics.total(get_text(f"http://127.0.0.1:{PORT}/metrics", timeout=5), "vllm:request_success_total") or 0.0
+
+
+def _wait_for_served_requests(count: int, timeout: float = 120) -> None:
+    """Returns once the server has finished `count` more requests than when called."""
+    start, deadline = _served_requests(), time.monotonic() + timeout
+    while _served_requests() < start + count:
+        assert time.monotonic() < deadline, f"{STACK} finished fewer than {count} requests within {timeout} s"
+        time.sleep(0.1)
 
 
 def test_a_failed_replacement_leaves_the_previous_stack_serving(main_stack, recipes, fault_env, watch,
@@ -210,8 +223,7 @@ def test_ctrl_c_during_the_build_inside_up_leaves_the_running_stack_serving(main
     before = len(history(fault_env, STACK))
     job = background(["up", str(recipes["rebuilt"])], fault_env)
     job.wait_for("make_tiny_model.py", timeout=600)
-    time.sleep(3)
-    building = [c.name for c in watch.engine.containers.list(all=True) if c.id not in watch.before]
+    building = watch.new_containers()  # the build step's container: the Ctrl-C lands inside it
     assert building, "no build container runs: the Ctrl-C would not land inside a build step"
     job.proc.send_signal(2)  # SIGINT, as Ctrl-C sends it
 
@@ -275,12 +287,13 @@ def test_server_killed_during_bench_fails_cleanly_and_keeps_partial_results(main
                                                                             background, tmp_path, fault_report):
     _wait_healthy()
     out = tmp_path / "bench"
-    # Long enough to outlast the kill (about 20 requests/s here), short prompts to stay within max_model_len.
-    job = background(["bench", str(recipes["good"]), "--users", "2", "--turns", "400", "--system-tokens", "64",
-                      "--turn-tokens", "8", "--output-tokens", "4", "--max-requests", "800", "--max-seconds", "90",
+    # Far more requests than complete before the kill on any machine (a fast one serves ~100/s, so a fixed sleep
+    # let the whole run finish first); short prompts stay within max_model_len.
+    job = background(["bench", str(recipes["good"]), "--users", "4", "--turns", "400", "--system-tokens", "64",
+                      "--turn-tokens", "8", "--output-tokens", "4", "--max-requests", "1600", "--max-seconds", "120",
                       "-o", str(out)], fault_env)
     job.wait_for(f"bench: {STACK}: probe, then workload")
-    time.sleep(6)  # some requests complete first
+    _wait_for_served_requests(10)  # the kill lands mid-workload, after some requests completed
     subprocess.run(["docker", "kill", "--signal", "KILL", CONTAINER], check=True, capture_output=True)
 
     rc, output = job.finish(timeout=600)
