@@ -8,7 +8,7 @@ import re
 import textwrap
 from typing import Any
 
-from stackctl.errors import RecipeError
+from stackctl.errors import RecipeError, StackctlError
 from stackctl.importer.credentials import scrub_draft
 from stackctl.importer.draft import Draft, clean
 from stackctl.recipe import model
@@ -44,11 +44,17 @@ def render_loadable(draft: Draft, sources: str) -> str:
         if not contradictions:
             return text
         finding = contradictions[0]
+        if finding.key in REQUIRED_KEYS:  # no recipe without it: the user must give another value
+            raise StackctlError(f"{finding.key} cannot be imported: {finding.message} (fix: launch with "
+                                f"{REQUIRED_KEYS[finding.key]})")
         if not draft.drop_inner(finding.key):
             raise RuntimeError(f"stackctl import produced a recipe its own rules refuse:\n{finding}\n---\n{text}")
         draft.notes.append(f"{finding.key} not imported: {finding.message} ({finding.rule_id}); set it by hand")
     raise RuntimeError("stackctl import could not produce a recipe that loads")  # pragma: no cover
 
+
+# Keys a recipe cannot do without, and what the user gives instead when a guard rule refuses the imported value.
+REQUIRED_KEYS = {"model.path": "the model's own directory", "stack.name": "another stack name"}
 
 # Rules that guard stackctl's own keys: what init writes never trips them (the value is left out with a note instead).
 OWN_KEY_RULES = ("secret-in-recipe", "cache-extra-shadows-key", "extra-args-shadow-flag", "host-path-unsafe")

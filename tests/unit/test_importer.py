@@ -13,7 +13,7 @@ import sys
 
 import pytest
 from helpers import FIXTURES, RECIPES, run_cli
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stackctl import importer
@@ -500,6 +500,7 @@ _ENV = st.dictionaries(st.from_regex(r"[A-Z_][A-Z0-9_]{0,10}", fullmatch=True), 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_WORDS, max_size=12), _ENV, st.sampled_from(["", "chunk_size: 7\nmax_local_cpu_size: 0.5\n"]))
+@example(["--model", "/"], {}, "")  # a required key a guard rule refuses: an error, not a crash
 def test_any_launch_imports_into_a_recipe_that_loads(words, env, lmcache_yaml):
     prefix = " ".join(f"{key}={shlex.quote(value)}" for key, value in env.items())
     script = f"{prefix} vllm serve /models/m {' '.join(shlex.quote(w) for w in words)}\n"
@@ -511,6 +512,11 @@ def test_any_launch_imports_into_a_recipe_that_loads(words, env, lmcache_yaml):
     for value in env.values():
         if len(value) > 3 and is_secret("X", value):
             assert value not in text
+
+
+def test_a_model_path_the_guard_rules_refuse_is_a_one_line_error_not_a_recipe_without_a_model():
+    with pytest.raises(StackctlError, match=r"^model\.path cannot be imported: '/' is the root directory \(fix: "):
+        importer.import_launch_text("vllm serve /models/m --model /\n", None, "root")
 
 
 # -- what the script really does ---------------------------------------------------------------------------------
