@@ -87,9 +87,9 @@ def settle(read_log, start: int, marker: str = "Stored", timeout: float = 15.0) 
 
 
 def served_hit(ctx) -> dict:
-    """Shared by the live checks: after a warm-up request, a unique prompt asked three times. Under salt A it is computed and stored by
-    LMCache (cold); under salt A again vLLM's prefix cache answers (hbm); under salt B HBM misses and LMCache must
-    load it (warm)."""
+    """Shared by the live checks: after a warm-up request, a unique prompt asked three times. Under salt A it is
+    computed and stored by LMCache (cold); under salt A again vLLM's prefix cache answers (hbm); under salt B HBM
+    misses and LMCache must load it (warm)."""
 
     def run():
         ctx.require_healthy()

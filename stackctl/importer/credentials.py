@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from stackctl.errors import StackctlError
-from stackctl.importer.draft import Draft
+from stackctl.importer.draft import REQUIRED_KEYS, Draft
 from stackctl.secrets import (
     find_in_args,
     find_in_table,
@@ -133,7 +133,7 @@ def scrub_draft(draft: Draft) -> None:
             if isinstance(value, str) and secret_shape(value, context):
                 if _scrub_url(draft, fields, key, [], context):
                     continue
-                if (fields.name, key) in (("model", "path"), ("stack", "name")):  # required: no recipe without it
+                if f"{fields.name}.{key}" in REQUIRED_KEYS:  # no recipe without it
                     raise StackctlError(f"{fields.name}.{key} would be {mask(value)}, which looks like a secret "
                                         f"(fix: launch with a plain {key})")
                 draft.secret_values.append(value)

@@ -14,6 +14,9 @@ from stackctl.recipe import model
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
+# Keys a recipe cannot do without, and what the user gives instead when the imported value cannot be kept.
+REQUIRED_KEYS = {"model.path": "the model's own directory", "stack.name": "another stack name"}
+
 # A cache.tiers entry: its keys (model.Tier's field names) and the comment lines above it.
 TierDraft = tuple[dict[str, Any], list[str]]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.importer.credentials import scrub_draft
-from stackctl.importer.draft import Draft, clean
+from stackctl.importer.draft import REQUIRED_KEYS, Draft, clean
 from stackctl.recipe import model
 from stackctl.recipe.loader import MAX_DEPTH, load_recipe_text, nesting_depth
 
@@ -52,9 +52,6 @@ def render_loadable(draft: Draft, sources: str) -> str:
         draft.notes.append(f"{finding.key} not imported: {finding.message} ({finding.rule_id}); set it by hand")
     raise RuntimeError("stackctl import could not produce a recipe that loads")  # pragma: no cover
 
-
-# Keys a recipe cannot do without, and what the user gives instead when a guard rule refuses the imported value.
-REQUIRED_KEYS = {"model.path": "the model's own directory", "stack.name": "another stack name"}
 
 # Rules that guard stackctl's own keys: what init writes never trips them (the value is left out with a note instead).
 OWN_KEY_RULES = ("secret-in-recipe", "cache-extra-shadows-key", "extra-args-shadow-flag", "host-path-unsafe")
