@@ -18,6 +18,7 @@ from pathlib import Path
 from stackctl import __version__
 from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
+from stackctl.host.dtype import DTYPE_ENV, host_decides
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 from stackctl.resources import shipped
@@ -240,6 +241,8 @@ def _template_context(recipe: Recipe) -> dict:
         "cpu_connector": stackspec.cpu_connector_shipped(recipe),
         "cpu_connector_package": stackspec.CPU_CONNECTOR_PACKAGE,
         "cpu_connector_env": stackspec.CPU_CONNECTOR_ENV,
+        "host_dtype": host_decides(recipe),
+        "dtype_env": DTYPE_ENV,
     }
 
 

@@ -88,6 +88,7 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
     url = _running_url(recipe)
     result = workload.probe(url, recipe.served_name, tokens, runs, lmcache=recipe.cache.enabled)
     click.echo(workload.probe_table(result), nl=False)
+    _prefill_floor(recipe, result)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomically(out_dir / "probe.json", json.dumps(result, indent=2))
     workload.plot_probe(result, out_dir / "probe.png", recipe.stack.name)
@@ -187,6 +188,39 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
                 click.echo(f"bench: {recipe.stack.name} stopped ({stop_reason(container.attrs['State'])}); "
                            f"its log: {kept}", err=True)
             down(recipe, say=lambda m: click.echo(m, err=True))
+
+
+def _prefill_floor(recipe, result: dict) -> None:
+    """Each arm's prefill rate beside this host's matmul peak for the served dtype, measured now (after the arms, so
+    the probe and the server do not share the CPUs): how far from the physical floor the cold figure is. Added to
+    the probe's result and printed."""
+    from stackctl.bundle import stackspec
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.host import PinningError, discover, pinning_for
+    from stackctl.host.placement import placement
+    from stackctl.host.prefill import read_floor
+
+    container = _stack_container(recipe)
+    if container is None:
+        return
+    facts = discover()
+    environment = stackspec.environment(recipe)
+    try:
+        cpuset = placement(pinning_for(recipe, facts)).cpuset
+    except PinningError:
+        cpuset = {}
+    floor = read_floor(dk.client(), container, recipe.model.path, stack=recipe.stack.name, environment=environment,
+                       cpuset=cpuset, isa=facts.isa.for_environment(environment).to_dict(), fresh=True)
+    result["floor"] = floor.to_dict()
+    prompt = result.get("prompt_tokens") or 0
+    if floor.peak_gflops is not None:
+        click.echo(f"this host's {floor.dtype} matmul peak, measured now in the stack's image: "
+                   f"{floor.peak_gflops:,.1f} GFLOP/s ({floor.peak.threads if floor.peak else '?'} threads)")
+    for arm, values in result["arms"].items():
+        cached = round(prompt * (values["hit_rate"] or 0.0))
+        rate = floor.rate(prompt, cached, values["ttft_median_s"])
+        values["prefill"] = rate
+        click.echo(f"  {arm}: {floor.text(rate)}")
 
 
 def _stack_container(recipe):

@@ -4,7 +4,7 @@ checks, the image's, the server's own, then LMCache's live ones, the --deep ones
 from __future__ import annotations
 
 from stackctl.doctor import (host_checks, image_checks, server_checks, lmcache_live,  # noqa: F401, I001
-                             lmcache_deep, tier_checks)
+                             lmcache_deep, tier_checks, dtype_checks)
 from stackctl.doctor.registry import CHECKS, Check
 
 

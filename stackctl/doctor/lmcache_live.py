@@ -139,9 +139,13 @@ def lmcache_hit(ctx):
     result = served_hit(ctx)
     stored, loaded = result["stored"], result["loaded"]
     tokens = result["prompt_tokens"] or 0
+    from stackctl.doctor.dtype_checks import cold_rate_text  # lazily: its checks register after this module's
+
     figures = (f"store {lmcache_log.throughput(stored.stored_bytes, stored.store_ms)}, load "
                f"{lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}; TTFT "
-               f"{result['cold']['ttft_s'] * 1000:.0f} ms cold, {result['warm']['ttft_s'] * 1000:.0f} ms from LMCache")
+               f"{result['cold']['ttft_s'] * 1000:.0f} ms cold"
+               f"{cold_rate_text(ctx, tokens, 0, result['cold']['ttft_s'])}, "
+               f"{result['warm']['ttft_s'] * 1000:.0f} ms from LMCache")
     details = {"prompt_tokens": tokens, "external_hits": result["external_hits"], "stored": stored.to_dict(),
                "loaded": loaded.to_dict(), "cold_ttft_s": result["cold"]["ttft_s"],
                "warm_ttft_s": result["warm"]["ttft_s"]}

@@ -219,7 +219,10 @@ def cache_hits(ctx):
         raise Unavailable("LMCache is on: server.lmcache-hit is the hit test (an HBM hit proves nothing about it)")
     result = hit_test(ctx)
     tokens = result["prompt_tokens"] or 0
-    figures = (f"TTFT {result['cold_ttft_s'] * 1000:.0f} ms cold -> {result['warm_ttft_s'] * 1000:.0f} ms warm, "
+    from stackctl.doctor.dtype_checks import cold_rate_text  # lazily: its checks register after this module's
+
+    figures = (f"TTFT {result['cold_ttft_s'] * 1000:.0f} ms cold{cold_rate_text(ctx, tokens, 0, result['cold_ttft_s'])}"
+               f" -> {result['warm_ttft_s'] * 1000:.0f} ms warm, "
                f"{tokens} prompt tokens")
     details = {k: v for k, v in result.items() if k != "prompt"}
     if result["hbm_hits"] is None:

@@ -176,6 +176,37 @@ def stack_containers(engine, stack: str | None = None) -> list:
     return engine.containers.list(all=True, filters={"label": label})
 
 
+def run_to_end(engine, image: str, command: list[str], *, environment: dict, volumes: dict | None = None,
+               timeout: float = 300, **kwargs) -> str:
+    """Run `command` in a throwaway container of `image` (host network, no entrypoint) and return its stdout. The
+    container is removed whatever happens, Ctrl-C included: a probe leaves nothing behind."""
+    container = engine.containers.run(image, command, entrypoint="", detach=True, network_mode="host",
+                                      environment=environment, volumes=volumes or {}, **kwargs)
+    try:
+        container.wait(timeout=timeout)
+        return container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+    finally:
+        remove_container(container)
+
+
+def read_file(container, path: str, limit: int = 1 << 20) -> bytes | None:
+    """A small file from a container's filesystem (docker cp, no process started); None when it is absent."""
+    import io
+    import tarfile
+
+    import docker
+
+    try:
+        stream, _ = container.get_archive(path)
+    except docker.errors.NotFound:
+        return None
+    data = b"".join(stream)
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        member = next((m for m in archive.getmembers() if m.isfile()), None)
+        handle = archive.extractfile(member) if member is not None and member.size <= limit else None
+        return handle.read() if handle is not None else None
+
+
 def remove_container(container) -> None:
     import docker
 

@@ -13,6 +13,7 @@ from typing import Any
 from stackctl.host.cpu import CpuFacts, read_cpu_facts
 from stackctl.host.devices import DeviceFacts, read_device_facts
 from stackctl.host.gpus import GpuDiscovery, GpuInfo, discover_gpus
+from stackctl.host.isa import CpuIsa, read_isa
 from stackctl.host.memory import MemoryFacts, read_memory
 from stackctl.host.sysfs import is_live, read_text
 
@@ -28,6 +29,7 @@ class HostFacts:
     cpu: CpuFacts
     memory: MemoryFacts
     devices: DeviceFacts
+    isa: CpuIsa = CpuIsa(None, ())  # the CPU's vector/matrix features (host/isa.py)
 
     @property
     def gpus(self) -> list[GpuInfo]:
@@ -43,6 +45,7 @@ class HostFacts:
             "cpu": self.cpu.to_dict(),
             "memory": self.memory.to_dict(),
             "devices": self.devices.to_dict(),
+            "isa": self.isa.to_dict(),
         }
 
     @classmethod
@@ -55,6 +58,7 @@ class HostFacts:
             cpu=CpuFacts.from_dict(data.get("cpu", {})),
             memory=MemoryFacts.from_dict(data.get("memory", {})),
             devices=DeviceFacts.from_dict(data.get("devices", {})),
+            isa=CpuIsa.from_dict(data.get("isa", {})),
         )
 
 
@@ -70,6 +74,7 @@ def discover(root: Path = Path("/")) -> HostFacts:
         cpu=read_cpu_facts(root),
         memory=read_memory(root),
         devices=read_device_facts(root),
+        isa=read_isa(root),
     )
 
 

@@ -28,6 +28,7 @@ _VARIABLE = re.compile(r"([\x01$])(?:\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-=+?])([^}
 
 # A document's placeholder where a word belongs (`vllm serve <model_name_or_path>`, `model_path=<your model path>`):
 # to the shell a redirection, to the reader a value to fill in. Quoted, it stays one word the importer can name.
+_ARRAY_WORD = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\[[@*]\]\}")
 _PLACEHOLDER = re.compile(r"(?<=[=\s])<([A-Za-z][A-Za-z0-9 _./:-]*)>(?=[\s;]|$)", re.MULTILINE)
 _PLACEHOLDER_WORD = re.compile(r"<[A-Za-z][A-Za-z0-9 _./:-]*>")
 
@@ -146,7 +147,10 @@ def _hold_substitutions(command: str) -> tuple[str, list[str]]:
 
 def expand(word: str, variables: dict, split: bool = True) -> list[str]:
     """Expand $NAME, ${NAME}, ${NAME:-default} with variables the script set; unknown references stay as written.
-    Unquoted expansions are split into words (like the shell) when split is true."""
+    Unquoted expansions are split into words (like the shell) when split is true. A word that is a whole bash array
+    (`"${args[@]}"`) holds what only the run time knows (stackctl's serve.sh adds `--dtype X` that way): no words."""
+    if _ARRAY_WORD.fullmatch(_restore(word)):
+        return []
     pieces: list[tuple[str, str]] = []  # (text, "text" | "split" (unquoted expansion) | "whole")
     pos = 0
     for match in _VARIABLE.finditer(word):

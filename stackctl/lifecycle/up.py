@@ -59,6 +59,7 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
     _show_pinning(recipe, pinning, say)
     if dry_run:
+        _apply_dtype(recipe, facts, kwargs, say, {})  # from the CPU flags: nothing is measured in a dry run
         print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
         return ExitCode.OK
 
@@ -67,7 +68,9 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     state.ensure_writable(directory)
     with StackLock(directory, recipe.stack.name, command, say=say):
         deployment = Deployment(recipe, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
-                                timeout=timeout or recipe.checks.startup_timeout_s)
+                                timeout=timeout or recipe.checks.startup_timeout_s,
+                                decide_dtype=lambda image: _apply_dtype(recipe, facts, kwargs, say, _cpuset(pinning),
+                                                                        engine, image))
         return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
                                             say=say, locked=True))
 
@@ -84,6 +87,38 @@ def _show_pinning(recipe: Recipe, pinning, say) -> None:
     cpuset = " ".join(f"{key}={value}" for key, value in place.cpuset.items()) or "none (not pinned)"
     say(f"pinning: cpuset: {cpuset}")
     say(f"pinning: launcher: {place.command_line(stackspec.server_command(recipe) + stackspec.serve_args(recipe))}")
+
+
+def _cpuset(pinning) -> dict:
+    """The container's CPU set (the probe measures on the CPUs the server gets)."""
+    from stackctl.host.placement import placement
+
+    return placement(pinning).cpuset if pinning is not None else {}
+
+
+def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=None, image=None) -> dict | None:
+    """The CPU stack's dtype decision (host/dtype.py), from this host's matmul figures measured in the built image
+    when there is one, else from the CPU flags; it goes into the container's environment and is said. None on a GPU
+    platform (vLLM decides there)."""
+    from stackctl.host.dtype import decide_dtype
+    from stackctl.host.matmul import measure
+
+    if recipe.stack.platform != "cpu":
+        return None
+    environment = kwargs["environment"]
+    isa = facts.isa.for_environment(environment)
+    measured, note = None, ""
+    if image is not None:
+        try:
+            measured = measure(engine, image, environment=dict(stackspec.environment(recipe)), cpuset=cpuset,
+                               isa=isa.to_dict(), stack=recipe.stack.name)
+        except (ValueError, StackctlError) as exc:
+            note = f" (matmul probe: {_first_line(str(exc))})"
+    decision = decide_dtype(recipe, isa, measured)
+    environment.update(decision.environment())
+    warning = "warning: " if decision.emulated else ""
+    say(f"dtype: {warning}{decision.reason}{note}")
+    return decision.to_dict()
 
 
 def _refuse_without_gpus(recipe: Recipe, facts) -> None:
@@ -105,8 +140,10 @@ PREVIOUS_SUFFIX = "-previous"
 
 class Deployment:
     def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: str | None,
-                 command: str, timeout: float):
+                 command: str, timeout: float, decide_dtype=None):
         self.recipe, self.files, self.kwargs, self.engine, self.say = recipe, files, kwargs, engine, say
+        self.decide_dtype = decide_dtype or (lambda image: None)
+        self.dtype: dict | None = None  # the dtype decision, recorded in the history
         self.rollback, self.gate, self.command, self.timeout = rollback, gate, command, timeout
         self.name = kwargs["name"]
         self.stack = recipe.stack.name
@@ -137,9 +174,11 @@ class Deployment:
             raise
         self.kwargs["image"] = tag
         image = dk.find_image(self.engine, tag)
+        if image is not None:
+            self.dtype = self.decide_dtype(image)
         if current is not None and current.status == "running" and \
                 current.labels.get(dk.LABEL_RECIPE_HASH) == self.recipe_hash and \
-                image is not None and current.image.id == image.id:
+                image is not None and current.image.id == image.id and self._same_decisions(current):
             self.say(f"{self.name} is running recipe {self.recipe_hash} already: nothing to do")
             return ExitCode.OK
         if current is not None and current.status != "running":
@@ -285,6 +324,14 @@ class Deployment:
                     dk.remove_container(leftover)
         return current
 
+    def _same_decisions(self, current) -> bool:
+        """Whether the running container got the host decisions this up made (the dtype variable): a container
+        started before a decision existed, or with another one, is replaced."""
+        from stackctl.host.dtype import DTYPE_ENV
+
+        running = dict(item.partition("=")[::2] for item in (current.attrs.get("Config") or {}).get("Env") or [])
+        return running.get(DTYPE_ENV, "") == self.kwargs["environment"].get(DTYPE_ENV, "")
+
     def _describe(self, current) -> str:
         if current is None:
             return "nothing runs (no container)"
@@ -297,6 +344,8 @@ class Deployment:
                  "image": image_name or self.kwargs["image"], "recipe": recipe or str(self.recipe.source)}
         if image is not None:
             entry["image_id"] = image.id
+        if self.dtype is not None and recipe_hash is None:
+            entry["dtype"] = {key: self.dtype[key] for key in ("dtype", "served", "emulated", "reason")}
         if detail:
             entry["detail"] = detail
         state.record_deployment(self.stack, entry)

@@ -196,5 +196,5 @@ def test_up_refuses_a_cpu_the_host_lacks_in_one_line_before_anything_starts(tmp_
     result = run_cli("up", str(recipe), env=env)
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"stackctl: {recipe}:39:1: host.isolcpus: names CPU(s) 4096 this host does not have")
+    assert line.startswith(f"stackctl: {recipe}:42:1: host.isolcpus: names CPU(s) 4096 this host does not have")
     assert not (tmp_path / "state").exists()  # no bundle written, no image built, no container

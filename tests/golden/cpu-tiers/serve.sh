@@ -38,6 +38,14 @@ if [[ -n "${STACKCTL_LAUNCHER:-}" ]]; then
     fi
 fi
 
+# model.dtype = "auto" on a CPU: `stackctl up` picks the dtype this host's CPU runs natively (bfloat16 only with
+# AVX512-BF16 or AMX, else float32) and passes it in STACKCTL_DTYPE; without it vLLM picks bfloat16 on every x86 CPU.
+dtype_args=()
+if [[ -n "${STACKCTL_DTYPE:-}" ]]; then
+    dtype_args=(--dtype "${STACKCTL_DTYPE}")
+    echo "stackctl: dtype: ${STACKCTL_DTYPE} (stackctl up's decision for this host's CPU)" >&2
+fi
+
 exec "${launcher[@]}" python -m vllm.entrypoints.openai.api_server --model /opt/stackctl/models/tiny-random-llama \
     --served-model-name tiny \
     --host 127.0.0.1 \
@@ -47,4 +55,5 @@ exec "${launcher[@]}" python -m vllm.entrypoints.openai.api_server --model /opt/
     --enable-prefix-caching \
     --enforce-eager \
     --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}' \
-    --kv-cache-memory-bytes 1G
+    --kv-cache-memory-bytes 1G \
+    "${dtype_args[@]}"

@@ -1,0 +1,143 @@
+"""The CPU stack's dtype: whether this CPU multiplies it natively (host), and what the live server really computes in
+(server). An emulated bf16 is the silent 50x of CPU stacks: vLLM serves it on every x86 CPU without a word."""
+
+from __future__ import annotations
+
+from stackctl.bundle import stackspec
+from stackctl.doctor.registry import Unavailable, check, failed, passed
+from stackctl.host.isa import canonical_dtype
+from stackctl.host.prefill import served_dtype
+
+
+def _cpu_only(ctx) -> None:
+    if ctx.recipe.stack.platform != "cpu":
+        raise Unavailable(f"platform {ctx.recipe.stack.platform}: the GPU computes, not this CPU")
+
+
+def matmul_peak(ctx):
+    """This host's matmul GFLOP/s per dtype, measured in the stack's image (kept under the image id; --fresh
+    measures again); None with the reason when there is no engine or image."""
+    def measure():
+        from stackctl.engine import docker_adapter
+        from stackctl.host.matmul import measure as run_probe
+
+        try:
+            engine = ctx.engine()
+        except Unavailable as exc:
+            return None, str(exc)
+        image = docker_adapter.find_image(engine, ctx.image_tag)
+        if image is None:
+            return None, f"image {ctx.image_tag} not built"
+        try:
+            peak = run_probe(engine, image, environment=stackspec.environment(ctx.recipe), cpuset=_cpuset(ctx),
+                             isa=_isa(ctx).to_dict(), stack=ctx.recipe.stack.name, fresh=not ctx.use_cache)
+        except ValueError as exc:
+            return None, str(exc)
+        return peak, ""
+
+    return ctx.remember("matmul-peak", measure)
+
+
+def _cpuset(ctx) -> dict:
+    """The CPU set `up` gives the container: the probe measures on the same CPUs."""
+    from stackctl.host import PinningError, pinning_for
+    from stackctl.host.placement import placement
+
+    try:
+        return placement(pinning_for(ctx.recipe, ctx.host)).cpuset
+    except PinningError:
+        return {}
+
+
+def _isa(ctx):
+    return ctx.host.isa.for_environment(stackspec.environment(ctx.recipe))
+
+
+@check("host.cpu-dtype", "host", "error", "the CPU stack's dtype runs natively on this CPU",
+       'set model.dtype = "auto" (float32 where this CPU emulates bf16) or "float32"')
+def cpu_dtype(ctx):
+    """The dtype the stack serves in (the recipe's model.dtype, or stackctl up's decision for "auto") against this
+    CPU: its features (/proc/cpuinfo, capped by ONEDNN_MAX_CPU_ISA in the stack's environment) and the GFLOP/s of a
+    prefill-sized matmul in each dtype, measured in the stack's image on this host's CPUs (checks/matmul/peak.py).
+    A 16-bit dtype under half of float32's speed is emulated: without AVX512-BF16 or AMX bf16 ran 0.4 GFLOP/s
+    against float32's 124 on an AMD EPYC host, and a prompt took 33 s instead of under one."""
+    from stackctl.host.dtype import decide_dtype
+
+    _cpu_only(ctx)
+    isa = _isa(ctx)
+    peak, why = matmul_peak(ctx)
+    decision = decide_dtype(ctx.recipe, isa, peak)
+    details = {"isa": isa.to_dict(), "decision": decision.to_dict()}
+    if decision.emulated is None:
+        raise Unavailable(f"CPU features unknown and the matmul not measured ({why or 'no figures'})")
+    measured = "" if peak else f"; matmul not measured: {why}"
+    if decision.emulated:
+        return failed(f"{decision.reason}{measured}", **details)
+    return passed(f"{decision.reason}{measured}", **details)
+
+
+@check("server.dtype", "server", "error", "the running server computes in a dtype this CPU runs natively",
+       'set model.dtype = "auto" and run `stackctl up` again (stackctl then passes the dtype this CPU runs natively)')
+def server_dtype(ctx):
+    """What the live server computes in, read from vLLM's engine start-up line in its log (`dtype=torch.X`), judged
+    against this CPU like host.cpu-dtype: a server can run another dtype than the recipe meant (a server started
+    before stackctl decided the dtype, a --dtype in extra_args, vLLM's own choice of bf16 on every x86 CPU)."""
+    from stackctl.host.dtype import decide_dtype, host_decides
+
+    _cpu_only(ctx)
+    running = served_dtype(ctx.server_log())
+    if running is None:
+        raise Unavailable("the server's log has no engine start-up line with its dtype")
+    served = canonical_dtype(running)
+    isa = _isa(ctx)
+    peak, why = matmul_peak(ctx)
+    decision = decide_dtype(ctx.recipe, isa, peak)
+    details = {"served": running, "decision": decision.to_dict()}
+    if served is None:
+        raise Unavailable(f"the server runs {running}, which is no float dtype this check judges")
+    share = peak.share(served) if peak else None
+    native = isa.native(served) if share is None else share >= 0.5
+    evidence = (f"{served} matmul {peak.gflops_text(served)} GFLOP/s vs float32 {peak.gflops_text('float32')}"
+                if peak and share is not None else f"flags {isa.native_text()}")
+    if native is None:
+        raise Unavailable(f"the server runs {running}; CPU features unknown and matmul not measured ({why})")
+    if not native:
+        return failed(f"the server computes in {running}, which this CPU emulates ({evidence}, "
+                      f"{peak.factor_text(served) if peak else 'no measured factor'})", **details)
+    if host_decides(ctx.recipe) and decision.served and served != decision.served:
+        return failed(f"the server computes in {running}, but stackctl's decision for this host is "
+                      f"{decision.served}: the container was started without it", **details)
+    return passed(f"the server computes in {running}, native on this CPU ({evidence})", **details)
+
+
+def prefill_floor(ctx):
+    """The running stack's prefill floor (host/prefill.py): model config and dtype from the container, this host's
+    matmul figures as host.cpu-dtype measured them. None where there is no running container."""
+    def read():
+        import json
+
+        from stackctl.engine import docker_adapter
+        from stackctl.host.prefill import Floor
+        from stackctl.knowledge.model_flops import prefill_cost
+
+        raw = docker_adapter.read_file(ctx.container(), f"{ctx.recipe.model.path.rstrip('/')}/config.json")
+        try:
+            cost = prefill_cost(json.loads(raw)) if raw is not None else None
+        except ValueError:
+            cost = None
+        dtype = canonical_dtype(served_dtype(ctx.server_log()))
+        peak, why = matmul_peak(ctx) if ctx.recipe.stack.platform == "cpu" else (None, "")
+        return Floor(cost, dtype, peak, why if cost else f"no config.json under {ctx.recipe.model.path}")
+
+    try:
+        return ctx.remember("prefill-floor", read)
+    except Unavailable:
+        return None
+
+
+def cold_rate_text(ctx, prompt_tokens: int, cached_tokens: int, ttft_s: float) -> str:
+    """" (1,000 tokens recomputed at 3,030 tok/s, 860 GFLOP/s = 61% of this host's bfloat16 matmul peak)" for a
+    cold TTFT, so a slow host or an emulated dtype shows in the line a user reads; "" when unknown."""
+    floor = prefill_floor(ctx)
+    rate = floor.rate(prompt_tokens, cached_tokens, ttft_s) if floor else None
+    return f" ({floor.text(rate)})" if floor and rate else ""

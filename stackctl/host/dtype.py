@@ -1,0 +1,88 @@
+"""The dtype a CPU stack serves in: a decision made once per host, like pinning, and printed with its reason.
+
+`model.dtype = "auto"` on the CPU platform means "the fastest dtype this CPU runs natively": bfloat16 where the CPU
+has AVX512-BF16 or AMX (half the memory traffic, native matmuls), float32 where bf16 would be emulated (vLLM's CPU
+platform would pick bf16 there too, 100-300x slower, and say nothing). The matmul probe's figures, when measured in
+the stack's image on this host, decide over the flags: they are what the server will get.
+
+An explicit dtype is the user's: the decision keeps it and says whether this CPU emulates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from stackctl.host.isa import CpuIsa, canonical_dtype
+from stackctl.host.matmul import MatmulPeak
+from stackctl.recipe.model import Recipe
+
+# A 16-bit dtype counts as native when its matmuls reach at least this share of float32's: native bf16 runs 2-10x
+# float32 (AMX), emulated bf16 0.3% of it (AVX2, measured); the threshold sits far from both.
+NATIVE_SHARE = 0.5
+DTYPE_ENV = "STACKCTL_DTYPE"  # serve.sh passes it to vLLM as --dtype
+
+
+@dataclass(frozen=True)
+class DtypeDecision:
+    """`dtype`: what serve.sh adds as --dtype (None: the recipe's own flag stands, or vLLM decides); `served`: the
+    dtype the server computes in; `emulated`: True when this host emulates it (None: unknown)."""
+
+    dtype: str | None
+    served: str | None
+    emulated: bool | None
+    reason: str
+    measured: MatmulPeak | None = field(default=None, compare=False)
+
+    def environment(self) -> dict[str, str]:
+        """The container variable serve.sh reads; empty when the recipe's flag stands."""
+        return {DTYPE_ENV: self.dtype} if self.dtype else {}
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.dtype, "served": self.served, "emulated": self.emulated, "reason": self.reason,
+                "measured": self.measured.to_dict() if self.measured else None}
+
+
+def host_decides(recipe: Recipe) -> bool:
+    """Whether the host picks the dtype: a CPU stack with model.dtype = "auto"."""
+    return recipe.stack.platform == "cpu" and recipe.model.dtype.strip().lower() == "auto"
+
+
+def decide_dtype(recipe: Recipe, isa: CpuIsa, measured: MatmulPeak | None = None) -> DtypeDecision:
+    """The decision for `recipe` on a CPU with `isa` (already capped by the stack's environment), with the matmul
+    figures of this host when they were measured."""
+    if recipe.stack.platform != "cpu":
+        return DtypeDecision(None, canonical_dtype(recipe.model.dtype), None,
+                             f"platform {recipe.stack.platform}: vLLM picks the dtype for the GPU")
+    if not host_decides(recipe):
+        served = canonical_dtype(recipe.model.dtype)
+        emulated = _emulated(served, isa, measured)
+        how = {True: f"emulated on this CPU ({_evidence(served, isa, measured)})",
+               False: f"native on this CPU ({_evidence(served, isa, measured)})",
+               None: "not judged (CPU features unknown)"}[emulated]
+        return DtypeDecision(None, served, emulated, f"{recipe.model.dtype} (model.dtype), {how}", measured)
+    bf16_emulated = _emulated("bfloat16", isa, measured)
+    if bf16_emulated is False:
+        return DtypeDecision("bfloat16", "bfloat16", False,
+                             f"bfloat16 (this CPU runs bf16 natively: {_evidence('bfloat16', isa, measured)})",
+                             measured)
+    why = ("CPU features unknown: float32 is never emulated" if bf16_emulated is None else
+           f"this CPU has no native bf16: {_evidence('bfloat16', isa, measured)}")
+    return DtypeDecision("float32", "float32", False, f"float32 ({why})", measured)
+
+
+def _emulated(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> bool | None:
+    if dtype is None:
+        return None
+    share = measured.share(dtype) if measured else None
+    if share is not None:
+        return share < NATIVE_SHARE
+    native = isa.native(dtype)
+    return None if native is None else not native
+
+
+def _evidence(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> str:
+    """The figures when measured ("bf16 matmul 0.4 GFLOP/s vs float32 124"), else the flags."""
+    if dtype and measured and measured.share(dtype) is not None and dtype != "float32":
+        return (f"{dtype} matmul {measured.gflops_text(dtype)} GFLOP/s vs float32 "
+                f"{measured.gflops_text('float32')}, {measured.factor_text(dtype)}")
+    return f"flags {isa.native_text()}"

@@ -1,0 +1,99 @@
+"""This host's matmul speed per dtype, measured inside the stack's image (checks/matmul/peak.py).
+
+The figures are the physical floor a prefill can reach: bench and doctor print a server's prefill rate as a share
+of them, and the dtype decision (host/dtype.py) prefers them over the CPU flags. A measurement is kept under the
+image id, the environment, the CPU set and the CPU's features (state dir), since none of those change its figures
+without changing the key; `fresh=True` measures again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+PROBE_IN_CONTAINER = "/opt/stackctl/probes/matmul_peak.py"
+TIMEOUT_S = 180
+
+
+@dataclass(frozen=True)
+class MatmulPeak:
+    """GFLOP/s per dtype (None where it could not be measured), with how it was measured."""
+
+    gflops: dict[str, float | None]
+    threads: int | None = None
+    capability: str | None = None
+    torch: str | None = None
+    errors: dict[str, str] = field(default_factory=dict)
+
+    def share(self, dtype: str) -> float | None:
+        """dtype's GFLOP/s over float32's; None when either is unmeasured."""
+        value, base = self.gflops.get(dtype), self.gflops.get("float32")
+        return value / base if value is not None and base else None
+
+    def gflops_text(self, dtype: str) -> str:
+        value = self.gflops.get(dtype)
+        if value is None:
+            return "?"
+        return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+    def factor_text(self, dtype: str) -> str:
+        """"310x slower than float32" / "2.1x faster than float32"."""
+        share = self.share(dtype)
+        if share is None:
+            return "no ratio"
+        if share < 1:
+            return f"{1 / share:.0f}x slower than float32" if share < 0.1 else f"{1 / share:.1f}x slower than float32"
+        return f"{share:.1f}x faster than float32"
+
+    def to_dict(self) -> dict:
+        return {"gflops": dict(self.gflops), "threads": self.threads, "capability": self.capability,
+                "torch": self.torch, "errors": dict(self.errors)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> MatmulPeak:
+        return cls(dict(data.get("gflops", {})), data.get("threads"), data.get("capability"), data.get("torch"),
+                   dict(data.get("errors", {})))
+
+
+def parse_probe(output: str) -> MatmulPeak:
+    """The probe's JSON line -> MatmulPeak; ValueError when there is none or it reports a failure."""
+    line = next((text for text in reversed(output.splitlines()) if text.startswith("{")), None)
+    if line is None:
+        raise ValueError(f"the matmul probe printed no result: {output[-300:]!r}")
+    data = json.loads(line)
+    if data.get("error"):
+        raise ValueError(f"the matmul probe failed: {data['error']}")
+    dtypes = data.get("dtypes", {})
+    return MatmulPeak({name: entry.get("gflops") for name, entry in dtypes.items()}, data.get("threads"),
+                      data.get("capability"), data.get("torch"),
+                      {name: entry["error"] for name, entry in dtypes.items() if entry.get("error")})
+
+
+def cache_key(image_id: str, environment: dict, cpuset: dict, isa: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps([image_id, environment, cpuset, isa], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack: str,
+            dtypes: tuple[str, ...] = ("float32", "bfloat16"), fresh: bool = False) -> MatmulPeak:
+    """Run the probe in `image` (a docker-py image) with the stack's environment and CPU set; reuse a measurement
+    of the same key unless `fresh`. Raises ValueError when the probe cannot measure."""
+    from stackctl.engine import docker_adapter
+    from stackctl.lifecycle.state import stack_dir, write_atomically
+    from stackctl.resources import shipped
+
+    cache_file = stack_dir(stack) / "matmul" / f"{cache_key(image.id, environment, cpuset, isa)}.json"
+    if not fresh and cache_file.is_file():
+        try:
+            return MatmulPeak.from_dict(json.loads(cache_file.read_text()))
+        except (ValueError, KeyError):
+            pass  # a damaged cache file is measured again
+    probe = shipped("checks") / "matmul" / "peak.py"
+    output = docker_adapter.run_to_end(
+        engine, image.id, ["python", PROBE_IN_CONTAINER, "--dtypes", ",".join(dtypes)],
+        environment=environment, volumes={str(probe): {"bind": PROBE_IN_CONTAINER, "mode": "ro"}},
+        timeout=TIMEOUT_S, **cpuset)
+    peak = parse_probe(output)
+    write_atomically(cache_file, json.dumps(peak.to_dict()))
+    return peak

@@ -1,0 +1,84 @@
+"""The physical floor of a prefill on this host: what a server's TTFT implies, against the matmul GFLOP/s this
+host reaches in the dtype the server computes in.
+
+A cold TTFT alone says nothing about why it is slow: 14.7 s can be a big model, a busy host or bf16 emulated on a
+CPU without native bf16. Beside the model's FLOPs (knowledge/model_flops.py) and this host's matmul peak for the
+served dtype (host/matmul.py), it reads as "recompute at 4% of this host's bfloat16 matmul peak", and the cause shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from stackctl.host.isa import canonical_dtype
+from stackctl.host.matmul import MatmulPeak
+from stackctl.knowledge.model_flops import PrefillCost, prefill_cost, prefill_rate, rate_text
+
+# vLLM's engine start-up line holds its whole config, the dtype among it (vllm/config/vllm.py VllmConfig.__str__).
+SERVED_DTYPE = re.compile(r"Initializing a V1 LLM engine .*?\bdtype=(?:torch\.)?(\w+)")
+
+
+def served_dtype(log: str) -> str | None:
+    """The dtype the engine reports it was initialised with (the last start in the log), or None."""
+    found = SERVED_DTYPE.findall(log)
+    return found[-1] if found else None
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What a TTFT is judged against: the model's cost, the dtype served and this host's matmul figures."""
+
+    cost: PrefillCost | None
+    dtype: str | None  # canonical: float32 | bfloat16 | float16
+    peak: MatmulPeak | None
+    missing: str = ""  # why a part is unknown
+
+    @property
+    def peak_gflops(self) -> float | None:
+        return self.peak.gflops.get(self.dtype) if self.peak and self.dtype else None
+
+    def rate(self, prompt_tokens: int, cached_tokens: int, ttft_s: float) -> dict | None:
+        if self.cost is None:
+            return None
+        return prefill_rate(self.cost, prompt_tokens, cached_tokens, ttft_s, self.peak_gflops)
+
+    def text(self, rate: dict | None) -> str:
+        if rate is None:
+            return f"prefill rate unknown ({self.missing or 'no model config'})"
+        return rate_text(rate, self.dtype)
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.dtype, "peak_gflops": self.peak_gflops,
+                "matmul": self.peak.to_dict() if self.peak else None, "missing": self.missing}
+
+
+def read_floor(engine, container, model_path: str, *, stack: str, environment: dict, cpuset: dict, isa: dict,
+               fresh: bool) -> Floor:
+    """The floor for a running stack's container: the model's config.json from the container, the dtype from the
+    server's log, the matmul figures measured in the container's image (`fresh`: in this run, else as kept)."""
+    from stackctl.engine import docker_adapter
+    from stackctl.host.matmul import measure
+
+    missing = []
+    cost = None
+    raw = docker_adapter.read_file(container, f"{model_path.rstrip('/')}/config.json")
+    if raw is None:
+        missing.append(f"no config.json under {model_path} in the container")
+    else:
+        try:
+            cost = prefill_cost(json.loads(raw))
+        except ValueError as exc:
+            missing.append(str(exc))
+    log = container.logs().decode("utf-8", "replace")
+    dtype = canonical_dtype(served_dtype(log))
+    if dtype is None:
+        missing.append("the server's log names no dtype")
+    peak = None
+    try:
+        peak = measure(engine, container.image, environment=environment, cpuset=cpuset, isa=isa, stack=stack,
+                       dtypes=tuple(sorted({"float32", dtype or "bfloat16"})), fresh=fresh)
+    except ValueError as exc:
+        missing.append(str(exc))
+    return Floor(cost, dtype, peak, "; ".join(missing))

@@ -1,0 +1,187 @@
+"""The CPU's dtype features (host/isa.py), the dtype decision (host/dtype.py), the matmul probe's output
+(host/matmul.py) and a prefill's FLOPs (knowledge/model_flops.py): pure logic on captured /proc/cpuinfo text."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stackctl.host.dtype import DTYPE_ENV, decide_dtype, host_decides
+from stackctl.host.isa import CpuIsa, canonical_dtype, parse_cpuinfo
+from stackctl.host.matmul import MatmulPeak, parse_probe
+from stackctl.host.prefill import served_dtype
+from stackctl.knowledge.model_flops import prefill_cost, prefill_rate, rate_text
+from stackctl.recipe.loader import load_recipe_text
+
+# First lines of /proc/cpuinfo's first processor block on three kinds of host (flags shortened to what matters
+# and a few neighbours).
+EPYC_AVX2 = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7B13
+flags\t\t: fpu sse sse2 ssse3 fma sse4_1 sse4_2 avx f16c avx2 bmi2 sha_ni
+
+processor\t: 1
+flags\t\t: fpu avx512f avx512_bf16 amx_bf16
+"""
+XEON_AMX = """processor\t: 0
+model name\t: Intel(R) Xeon(R) Processor
+flags\t\t: fpu avx avx2 avx512f avx512dq avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8
+"""
+ARM_BF16 = """processor\t: 0
+BogoMIPS\t: 2000.00
+Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp bf16 i8mm sve
+"""
+
+
+def recipe(dtype: str = "auto", platform: str = "cpu", env: str = ""):
+    text = (f'[stack]\nname = "t"\nplatform = "{platform}"\nengine = "vllm"\n[model]\npath = "/m"\n'
+            f'dtype = "{dtype}"\n[serve]\nenv = {{ {env} }}\n')
+    return load_recipe_text(text)
+
+
+def test_cpuinfo_of_an_avx2_epyc_has_no_native_bf16_and_reads_only_the_first_processor():
+    isa = parse_cpuinfo(EPYC_AVX2)
+    assert (isa.arch, isa.features, isa.model_name) == ("x86_64", ("avx2",), "AMD EPYC 7B13")
+    assert isa.native("bfloat16") is False and isa.native("float16") is False and isa.native("float32") is True
+    assert isa.native_text() == "avx2, no avx512_bf16/amx_bf16"
+
+
+def test_cpuinfo_of_an_amx_xeon_and_an_arm_host_with_bf16():
+    amx = parse_cpuinfo(XEON_AMX)
+    assert amx.features == ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+    assert amx.native("bf16") is True and amx.native("half") is True
+    arm = parse_cpuinfo(ARM_BF16)
+    assert arm.arch == "aarch64" and arm.native("bfloat16") is True and "no avx512" not in arm.native_text()
+
+
+def test_unreadable_cpuinfo_is_unknown_not_emulated():
+    isa = parse_cpuinfo("")
+    assert not isa.known and isa.native("bfloat16") is None
+
+
+@pytest.mark.parametrize("environment, bf16", [
+    ({}, True),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, False),
+    ({"ONEDNN_MAX_CPU_ISA": "avx512_core"}, False),
+    ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, True),
+    ({"ATEN_CPU_CAPABILITY": "avx2"}, True),  # measured: ATen's cap alone leaves oneDNN's bf16 matmuls native
+    ({"ONEDNN_MAX_CPU_ISA": "nonsense"}, True),
+])
+def test_the_stacks_environment_caps_what_onednn_may_use(environment, bf16):
+    isa = parse_cpuinfo(XEON_AMX).for_environment(environment)
+    assert isa.native("bfloat16") is bf16
+    if "ONEDNN_MAX_CPU_ISA" in environment and not bf16:
+        assert isa.capped_by == (f"ONEDNN_MAX_CPU_ISA={environment['ONEDNN_MAX_CPU_ISA'].upper()}",)
+
+
+def test_round_trip_through_json():
+    isa = parse_cpuinfo(XEON_AMX).for_environment({"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert CpuIsa.from_dict(json.loads(json.dumps(isa.to_dict()))) == isa
+
+
+@pytest.mark.parametrize("text, name", [("bf16", "bfloat16"), ("torch.bfloat16", "bfloat16"), ("half", "float16"),
+                                        ("float", "float32"), ("auto", None), ("int8", None)])
+def test_canonical_dtype(text, name):
+    assert canonical_dtype(text) == name
+
+
+# -- the decision ------------------------------------------------------------------------------------------------
+
+EMULATED = MatmulPeak({"float32": 124.0, "bfloat16": 0.4})
+NATIVE = MatmulPeak({"float32": 54.0, "bfloat16": 106.0})
+
+
+def test_auto_on_a_cpu_without_native_bf16_serves_float32_and_says_the_measured_factor():
+    decision = decide_dtype(recipe(), parse_cpuinfo(EPYC_AVX2), EMULATED)
+    assert (decision.dtype, decision.served, decision.emulated) == ("float32", "float32", False)
+    assert decision.environment() == {DTYPE_ENV: "float32"}
+    assert decision.reason == ("float32 (this CPU has no native bf16: bfloat16 matmul 0.4 GFLOP/s vs float32 124, "
+                               "310x slower than float32)")
+
+
+def test_auto_on_an_amx_cpu_serves_bf16_from_the_flags_alone():
+    decision = decide_dtype(recipe(), parse_cpuinfo(XEON_AMX))
+    assert decision.dtype == "bfloat16" and decision.emulated is False and "flags avx2" in decision.reason
+
+
+def test_the_measurement_decides_over_the_flags():
+    """Flags say native (an AMX host) but the stack's oneDNN is capped in a way the flags cannot show: the figures
+    win."""
+    decision = decide_dtype(recipe(), parse_cpuinfo(XEON_AMX), EMULATED)
+    assert decision.dtype == "float32"
+    assert decide_dtype(recipe(), parse_cpuinfo(EPYC_AVX2), NATIVE).dtype == "bfloat16"
+
+
+def test_an_explicit_dtype_stands_and_is_judged():
+    forced = decide_dtype(recipe("bfloat16"), parse_cpuinfo(EPYC_AVX2), EMULATED)
+    assert (forced.dtype, forced.served, forced.emulated) == (None, "bfloat16", True)
+    assert forced.environment() == {} and "310x slower" in forced.reason
+    assert decide_dtype(recipe("float32"), parse_cpuinfo(EPYC_AVX2)).emulated is False
+
+
+def test_unknown_cpu_with_auto_serves_float32_and_rocm_is_left_to_vllm():
+    assert decide_dtype(recipe(), parse_cpuinfo("")).dtype == "float32"
+    rocm = recipe(platform="rocm")
+    assert not host_decides(rocm) and decide_dtype(rocm, parse_cpuinfo(XEON_AMX)).dtype is None
+
+
+# -- the probe's output -------------------------------------------------------------------------------------------
+
+def test_probe_output_is_read_from_its_json_line_and_a_failure_is_an_error():
+    line = json.dumps({"schema": 1, "threads": 2, "capability": "AVX2", "torch": "2.13.0+cpu", "error": None,
+                       "dtypes": {"float32": {"gflops": 124.0, "error": None},
+                                  "bfloat16": {"gflops": None, "error": "RuntimeError: no"}}})
+    peak = parse_probe("torch chatter\n" + line + "\n")
+    assert peak.gflops == {"float32": 124.0, "bfloat16": None} and peak.errors == {"bfloat16": "RuntimeError: no"}
+    assert peak.share("bfloat16") is None and peak.factor_text("bfloat16") == "no ratio"
+    with pytest.raises(ValueError, match="torch does not import"):
+        parse_probe(json.dumps({"error": "torch does not import: x", "dtypes": {}}))
+    with pytest.raises(ValueError, match="no result"):
+        parse_probe("Traceback ...")
+
+
+def test_factor_texts():
+    assert NATIVE.factor_text("bfloat16") == "2.0x faster than float32"
+    assert MatmulPeak({"float32": 100.0, "bfloat16": 40.0}).factor_text("bfloat16") == "2.5x slower than float32"
+
+
+def test_served_dtype_is_the_last_engine_start_in_the_log():
+    log = ("INFO Initializing a V1 LLM engine (v0.32.0) with config: model='/m', trust_remote_code=False, "
+           "dtype=torch.bfloat16, max_seq_len=4096\n...\n"
+           "INFO Initializing a V1 LLM engine (v0.32.0) with config: model='/m', dtype=torch.float32, x=1\n")
+    assert served_dtype(log) == "float32"
+    assert served_dtype("no engine here") is None
+
+
+# -- a prefill's cost -----------------------------------------------------------------------------------------------
+
+BENCH_MODEL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layers": 12, "num_attention_heads": 16,
+               "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 4096, "torch_dtype": "bfloat16"}
+
+
+def test_the_bench_models_flops_per_token_are_twice_its_layer_weights():
+    cost = prefill_cost(BENCH_MODEL)
+    # per layer: q 1024x1024, k and v 1024x512 each, o 1024x1024, MLP 3 x 1024x4096 = 15,728,640 weights
+    assert cost.weight_flops_per_token == 2 * 12 * 15_728_640
+    whole = cost.flops(0, 2000)
+    attention = 4 * 12 * 16 * 64 * (2000 * 2001 / 2)
+    assert whole == 2000 * cost.weight_flops_per_token + attention + 2 * 1024 * 4096
+    # a cached prefix is not recomputed, but the tokens after it attend to it
+    assert cost.flops(1792, 2000) == pytest.approx(
+        208 * cost.weight_flops_per_token + 4 * 12 * 16 * 64 * (1793 + 2000) * 208 / 2 + 2 * 1024 * 4096)
+
+
+def test_prefill_rate_and_its_text():
+    cost = prefill_cost(BENCH_MODEL)
+    rate = prefill_rate(cost, 2000, 0, 2.0, peak_gflops=1000.0)
+    assert rate["tokens_recomputed"] == 2000 and rate["tokens_per_s"] == 1000
+    assert rate["share_of_peak"] == pytest.approx(cost.flops(0, 2000) / 2.0 / 1e9 / 1000)
+    assert rate_text(rate, "bfloat16").startswith("2,000 tokens recomputed at 1,000 tok/s, ")
+    assert rate_text(rate, "bfloat16").endswith("% of this host's bfloat16 matmul peak")
+    assert prefill_rate(cost, 2000, 0, 2.0, None)["share_of_peak"] is None
+
+
+def test_a_config_without_a_needed_field_is_a_named_error():
+    with pytest.raises(ValueError, match="intermediate_size"):
+        prefill_cost({k: v for k, v in BENCH_MODEL.items() if k != "intermediate_size"})
