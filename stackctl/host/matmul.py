@@ -69,10 +69,13 @@ def parse_probe(output: str) -> MatmulPeak:
                       {name: entry["error"] for name, entry in dtypes.items() if entry.get("error")})
 
 
-def cache_key(image_id: str, environment: dict, cpuset: dict, isa: dict) -> str:
+def cache_key(image_id: str, environment: dict, cpuset: dict, isa: dict, probe: bytes) -> str:
+    """Everything the figures depend on: the image, the environment, the CPUs, the CPU's features and the probe."""
     import hashlib
 
-    return hashlib.sha256(json.dumps([image_id, environment, cpuset, isa], sort_keys=True).encode()).hexdigest()[:16]
+    probe_hash = hashlib.sha256(probe).hexdigest()
+    return hashlib.sha256(json.dumps([image_id, environment, cpuset, isa, probe_hash],
+                                     sort_keys=True).encode()).hexdigest()[:16]
 
 
 def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack: str,
@@ -83,13 +86,14 @@ def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack:
     from stackctl.lifecycle.state import stack_dir, write_atomically
     from stackctl.resources import shipped
 
-    cache_file = stack_dir(stack) / "matmul" / f"{cache_key(image.id, environment, cpuset, isa)}.json"
+    probe = shipped("checks") / "matmul" / "peak.py"
+    key = cache_key(image.id, environment, cpuset, isa, probe.read_bytes())
+    cache_file = stack_dir(stack) / "matmul" / f"{key}.json"
     if not fresh and cache_file.is_file():
         try:
             return MatmulPeak.from_dict(json.loads(cache_file.read_text()))
         except (ValueError, KeyError):
             pass  # a damaged cache file is measured again
-    probe = shipped("checks") / "matmul" / "peak.py"
     output = docker_adapter.run_to_end(
         engine, image.id, ["python", PROBE_IN_CONTAINER, "--dtypes", ",".join(dtypes)],
         environment=environment, volumes={str(probe): {"bind": PROBE_IN_CONTAINER, "mode": "ro"}},
