@@ -29,11 +29,10 @@ def _cpu_dtype_emulated(recipe: Recipe) -> Iterator[Hit]:
 
     It judges the host validate runs on: validate on a host of the kind the stack will run on.
     """
+    if recipe.stack.platform != "cpu" or recipe.model.dtype.strip().lower() == "auto":
+        return  # `up` decides per host (host/dtype.py): nothing to judge, and validate reads no host facts
     from stackctl.host.isa import canonical_dtype, read_isa
-    from stackctl.host.dtype import host_decides
 
-    if recipe.stack.platform != "cpu" or host_decides(recipe):
-        return
     served = canonical_dtype(recipe.model.dtype)
     if served in (None, "float32"):
         return
