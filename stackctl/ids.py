@@ -22,6 +22,6 @@ def register(entry_id: str, kind: str) -> None:
 
 def known_ids() -> set[str]:
     """Every rule and check id, loaded or not."""
-    from stackctl.knowledge.sources import table
+    from stackctl.knowledge.sources import ids
 
-    return set(REGISTERED) | set(table())
+    return set(REGISTERED) | ids()

@@ -16,7 +16,8 @@ import click
               help="Also start a second server per LMCache tier beside the stack: every tier serves a load, and a "
                    "new process finds what the stack stored (hash seed). The stack itself is not touched.")
 @click.option("--skip", multiple=True, metavar="ID", help="Skip a check (repeatable).")
-@click.option("--fresh", is_flag=True, help="Probe the image again instead of reusing facts gathered for it.")
+@click.option("--fresh", is_flag=True,
+              help="Ask the image again (probe, parsers) instead of reusing what doctor kept for it.")
 @click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")
 @click.pass_context
 def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks):

@@ -57,10 +57,17 @@ class DoctorContext:
 
     # -- image ----------------------------------------------------------------------------------------------
 
+    def bundle_files(self) -> dict[str, bytes]:
+        """The stack's bundle as render writes it, rendered once per doctor run (the image tag and the parsers'
+        lmcache.yaml both come from it)."""
+        if "files" not in self._cache:
+            self._cache["files"] = renderer.render_files(self.recipe, guard=False)
+        return self._cache["files"]
+
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            self._cache["tag"] = renderer.image_tag(self.recipe, renderer.render_files(self.recipe, guard=False))
+            self._cache["tag"] = renderer.image_tag(self.recipe, self.bundle_files())
         return self._cache["tag"]
 
     def hash_algo(self) -> str:
@@ -70,52 +77,51 @@ class DoctorContext:
             return str(self.recipe.cache.extra.get("pre_caching_hash_algorithm", "builtin"))
         return self.recipe.serve.prefix_caching_hash_algo or "sha256"
 
-    def image_facts(self) -> dict:
-        """{"probe": {...}, "hash_runs": [{...}, {...}]} from one run of the stack's image."""
-        if "image" in self._cache:
-            return self._cache["image"]
-        from stackctl.engine import docker_adapter
+    def image(self):
+        """The stack's image as the engine has it (its id keys what doctor keeps about it)."""
+        if "image_object" not in self._cache:
+            from stackctl.engine import docker_adapter
 
-        engine = self.engine()
-        image = docker_adapter.find_image(engine, self.image_tag)
-        if image is None:
-            raise Unavailable(f"image {self.image_tag} not built (run `stackctl build {self.recipe.source}`)")
-        algo = self.hash_algo()
-        environment = stackspec.environment(self.recipe)
-        # An image never changes under its id: facts gathered for the same image, environment and hash algorithm
-        # are reused. --fresh gathers them again.
-        cache_file = self._facts_cache_file(image.id, environment, algo)
-        if self.use_cache and cache_file.is_file():
-            self._cache["image"] = json.loads(cache_file.read_text())
-            return self._cache["image"]
+            image = docker_adapter.find_image(self.engine(), self.image_tag)
+            if image is None:
+                raise Unavailable(f"image {self.image_tag} not built (run `stackctl build {self.recipe.source}`)")
+            self._cache["image_object"] = image
+        return self._cache["image_object"]
+
+    def kept(self, folder: str, key_parts: list, compute) -> dict:
+        """compute()'s result for the stack's image, kept in the state dir under `folder` for these inputs (the
+        image id is part of every key); --fresh computes it again."""
+        from stackctl.doctor import image_cache
+
+        path = image_cache.cache_file(self.recipe.stack.name, folder, [self.image().id] + key_parts)
+        return image_cache.cached(path, compute, self.use_cache)
+
+    def image_facts(self) -> dict:
+        """{"probe": {...}, "hash_runs": [{...}, {...}]} from one run of the stack's image, kept per image,
+        environment and hash algorithm."""
+        if "image" not in self._cache:
+            algo = self.hash_algo()
+            environment = stackspec.environment(self.recipe)
+            self._cache["image"] = self.kept("image-facts", [environment, algo],
+                                             lambda: self._gather_facts(environment, algo))
+        return self._cache["image"]
+
+    def _gather_facts(self, environment: dict, algo: str) -> dict:
         # Three fresh interpreters at once: the probe, and two hash probes (each its own str-hash secret and
         # random bytes, as two server processes have; a fork would share them).
         hash_probe = f"python {PROBE} --hash-probe --hash-algo {algo}"
         script = (f"python {PROBE} > /tmp/probe.json 2>/dev/null & "
                   f"{hash_probe} > /tmp/h1.json 2>/dev/null & {hash_probe} > /tmp/h2.json 2>/dev/null; wait; "
                   f"cat /tmp/probe.json; echo {MARK}; cat /tmp/h1.json; echo {MARK}; cat /tmp/h2.json")
-        output = engine.containers.run(
+        output = self.engine().containers.run(
             self.image_tag, ["-c", script], entrypoint="/bin/bash", remove=True, network_mode="host",
             environment=environment, stdout=True, stderr=False,
         ).decode("utf-8", errors="replace")
         parts = output.split(MARK)
         try:
-            facts = {"probe": json.loads(parts[0]), "hash_runs": [json.loads(p) for p in parts[1:3]]}
+            return {"probe": json.loads(parts[0]), "hash_runs": [json.loads(p) for p in parts[1:3]]}
         except (ValueError, IndexError) as exc:
             raise Unavailable(f"image probe output unreadable: {exc}: {output[:300]!r}") from None
-        self._cache["image"] = facts
-        from stackctl.lifecycle.state import write_atomically  # the state dir's one writer
-
-        write_atomically(cache_file, json.dumps(facts))
-        return facts
-
-    def _facts_cache_file(self, image_id: str, environment: dict, algo: str):
-        import hashlib
-
-        from stackctl.lifecycle.state import stack_dir
-
-        key = hashlib.sha256(json.dumps([image_id, environment, algo], sort_keys=True).encode()).hexdigest()[:16]
-        return stack_dir(self.recipe.stack.name) / "image-facts" / f"{key}.json"
 
     def probe(self) -> dict:
         return self.image_facts()["probe"]

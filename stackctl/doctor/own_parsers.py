@@ -8,7 +8,6 @@ import json
 import tempfile
 from pathlib import Path
 
-from stackctl.bundle import render as renderer
 from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
 from stackctl.resources import shipped
@@ -16,6 +15,8 @@ from stackctl.resources import shipped
 DRIVER = "/opt/stackctl/doctor/parse_config.py"
 SPEC_DIR = "/opt/stackctl/doctor/parsers"
 TIMEOUT_S = 300
+# Names the stack a parser run is for (not the stack label: `status`, `down` and `up` never take it for the stack).
+PARSERS_LABEL = "dev.stackctl.parsers-of"
 
 
 def server_arguments(recipe) -> list[str]:
@@ -25,24 +26,46 @@ def server_arguments(recipe) -> list[str]:
 
 
 def run(ctx) -> dict:
-    """{"vllm": {...}, "lmcache": {...}} as the probe reports it (see checks/parsers/parse_config.py)."""
-    from stackctl.engine import docker_adapter
-
+    """{"vllm": {...}, "lmcache": {...}} as the probe reports it (see checks/parsers/parse_config.py), kept per image
+    and inputs: importing vLLM in a container takes seconds, and the same image reads the same inputs the same way."""
     recipe = ctx.recipe
+    arguments = server_arguments(recipe)
+    lmcache_yaml = ctx.bundle_files().get("lmcache.yaml")
+    environment = stackspec.environment(recipe)
+    driver = _driver().read_bytes()
+    return ctx.kept("image-parsers", key_parts(arguments, lmcache_yaml, environment, driver),
+                    lambda: _ask_image(ctx, arguments, lmcache_yaml, environment))
+
+
+def key_parts(arguments: list[str], lmcache_yaml: bytes | None, environment: dict, driver: bytes) -> list:
+    """What the parsers' answer depends on besides the image: the arguments, lmcache.yaml, the environment the
+    packages read, and the probe script itself (mounted from stackctl, not part of the image)."""
+    return [arguments, None if lmcache_yaml is None else _digest(lmcache_yaml), environment, _digest(driver)]
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _driver() -> Path:
+    return shipped("checks") / "parsers" / "parse_config.py"
+
+
+def _ask_image(ctx, arguments: list[str], lmcache_yaml: bytes | None, environment: dict) -> dict:
+    """One container run of the stack's image: the probe script reads the arguments and lmcache.yaml."""
     engine = ctx.engine()
-    if docker_adapter.find_image(engine, ctx.image_tag) is None:
-        raise Unavailable(f"image {ctx.image_tag} not built (run `stackctl build {recipe.source}`)")
-    files = renderer.render_files(recipe, guard=False)
     with tempfile.TemporaryDirectory(prefix="stackctl-parsers-") as spec_dir:
-        Path(spec_dir, "args.json").write_text(json.dumps(server_arguments(recipe)))
+        Path(spec_dir, "args.json").write_text(json.dumps(arguments))
         command = ["python", DRIVER, "--args-json", f"{SPEC_DIR}/args.json"]
-        if "lmcache.yaml" in files:
-            Path(spec_dir, "lmcache.yaml").write_bytes(files["lmcache.yaml"])
+        if lmcache_yaml is not None:
+            Path(spec_dir, "lmcache.yaml").write_bytes(lmcache_yaml)
             command += ["--lmcache-config", f"{SPEC_DIR}/lmcache.yaml"]
-        volumes = {spec_dir: {"bind": SPEC_DIR, "mode": "ro"},
-                   str(shipped("checks") / "parsers" / "parse_config.py"): {"bind": DRIVER, "mode": "ro"}}
+        volumes = {spec_dir: {"bind": SPEC_DIR, "mode": "ro"}, str(_driver()): {"bind": DRIVER, "mode": "ro"}}
         container = engine.containers.run(ctx.image_tag, command, entrypoint="", detach=True, network_mode="host",
-                                          environment=stackspec.environment(recipe), volumes=volumes)
+                                          environment=environment, volumes=volumes,
+                                          labels={PARSERS_LABEL: ctx.recipe.stack.name})
         try:
             container.wait(timeout=TIMEOUT_S)
             output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")

@@ -15,7 +15,7 @@ from helpers import REPO
 
 from stackctl.cli.catalog import explain, rules
 from stackctl.doctor.all_checks import load_all
-from stackctl.knowledge.sources import OWN_CODE, REPORT, SOURCE, sources_of, table
+from stackctl.knowledge.sources import OWN_CODE, REPORT, SOURCE, ids, sources_of, table
 from stackctl.rules.ruleset import RULES
 
 CHECKS = load_all()
@@ -33,6 +33,11 @@ def test_every_rule_and_check_names_a_package_source(entry_id):
 
 def test_every_table_names_a_rule_or_a_check():
     assert set(table()) - set(IDS) == set()
+
+
+def test_the_ids_read_from_the_headers_are_the_tables_ids():
+    """`validate` reads the ids from the table headers alone (no TOML parse): the same set the parse gives."""
+    assert ids() == set(table())
 
 
 def test_citations_of_stackctls_own_files_point_into_them():
