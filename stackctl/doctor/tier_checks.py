@@ -69,6 +69,14 @@ def fs_tier(ctx):
     return passed(f"{tier.path}: writable, {stat.f_bavail * stat.f_frsize / GiB:.1f} GiB free")
 
 
+def _stack_runs(ctx) -> bool:
+    try:
+        ctx.container()
+    except Unavailable:
+        return False
+    return True
+
+
 @check("image.tiers", "image", "error",
        "every KV tier stores and returns data through LMCache's own code, in the stack's image",
        "fix the tier the message names (its cause says what: endpoint, TLS, bucket, credentials, path, space)")
@@ -79,12 +87,19 @@ def tiers(ctx):
     the recipe's model (`cache.chunk_size` tokens x the KV bytes a token costs one rank), and at least 16 MiB each
     way, so MB/s figures compare across tiers. Lower tiers run with `local_cpu: false` so the read cannot come from
     RAM; the objects are seen where the tier keeps them (files, bucket) and removed. Reports per tier the median
-    put/get latency of one chunk and MB/s over all chunks, or the failing tier and its cause."""
+    put/get latency of one chunk and MB/s over all chunks, or the failing tier and its cause.
+
+    On a running stack it runs with --deep only: it starts a container and moves real data (15 s and more), and
+    there the live checks prove the tiers through serving (server.lmcache-hit the first tier on every run,
+    server.tier-served each lower tier with --deep); before `up` it is the tiers' proof."""
     from stackctl.doctor import tier_roundtrip
     from stackctl.knowledge import compat
 
     if not ctx.recipe.cache.enabled or not ctx.recipe.cache.tiers:
         raise Unavailable("no LMCache tiers in the recipe")
+    if not ctx.deep and _stack_runs(ctx):
+        raise Unavailable("the stack runs: server.lmcache-hit proves its first tier serves; `doctor --deep` runs "
+                          "this round trip and proves every tier through serving (server.tier-served)")
     lmcache = ctx.probe().get("lmcache") or {}
     if not lmcache.get("found"):
         return failed("LMCache is not installed in the image")

@@ -174,7 +174,7 @@ def test_image_tiers_fails_on_a_missing_ca_file_before_mounting_anything(tmp_pat
     recipe = load_recipe(RECIPES / "cpu-tiers.toml")
     missing = tmp_path / "missing-ca.pem"
     recipe.tiers_of("s3")[0].ca_file = str(missing)
-    ctx = SimpleNamespace(recipe=recipe, probe=lambda: {"lmcache": {"found": True, "version": "0.5.6"}})
+    ctx = SimpleNamespace(recipe=recipe, deep=True, probe=lambda: {"lmcache": {"found": True, "version": "0.5.6"}})
     result = tier_checks.tiers(ctx)
     assert result.status == "fail", result
     assert f"cache.tiers[3].ca_file: {missing} does not exist" in result.message
@@ -185,7 +185,25 @@ def test_image_tiers_skips_an_lmcache_without_the_storage_api():
     from stackctl.doctor import tier_checks
     from stackctl.doctor.registry import Unavailable
 
-    ctx = SimpleNamespace(recipe=load_recipe(RECIPES / "cpu-tiers.toml"),
+    ctx = SimpleNamespace(recipe=load_recipe(RECIPES / "cpu-tiers.toml"), deep=True,
                           probe=lambda: {"lmcache": {"found": True, "version": "0.4.4"}})
     with pytest.raises(Unavailable, match="LMCache 0.4.4 is not known to have the storage API"):
         tier_checks.tiers(ctx)
+
+
+def test_image_tiers_on_a_running_stack_waits_for_deep():
+    """A running stack's tiers are proven by its live checks; the 15 s round trip runs with --deep only. Before
+    `up` (no container) it runs as the tiers' proof: here it gets as far as the probe, which the context lacks."""
+    from stackctl.doctor import tier_checks
+    from stackctl.doctor.registry import Unavailable
+
+    def no_container():
+        raise Unavailable("stack not running")
+
+    recipe = load_recipe(RECIPES / "cpu-tiers.toml")
+    running = SimpleNamespace(recipe=recipe, deep=False, container=lambda: object())
+    with pytest.raises(Unavailable, match="the stack runs: server.lmcache-hit proves its first tier serves"):
+        tier_checks.tiers(running)
+    stopped = SimpleNamespace(recipe=recipe, deep=False, container=no_container)
+    with pytest.raises(AttributeError, match="probe"):
+        tier_checks.tiers(stopped)
