@@ -1,7 +1,8 @@
 """The `stackctl` command: a click group whose subcommands load only when called (keeps start-up light).
 
-One exit point: user errors (StackctlError) print one line and exit with their code; Ctrl-C exits 130; anything
-else is a bug and prints a traceback only with --debug.
+One exit point: user errors (StackctlError) print one line and exit with their code; click's usage errors (an
+unknown option, a bad value) exit 1 like any other user error; Ctrl-C exits 130; anything else is a bug, exit 70,
+and prints a traceback only with --debug.
 """
 
 from __future__ import annotations
@@ -9,6 +10,17 @@ from __future__ import annotations
 import sys
 
 from stackctl.errors import ExitCode, StackctlError
+
+# The exit statuses of every command (errors.ExitCode), the top-level --help's epilog. `\b` keeps click from
+# rewrapping the lines.
+EXIT_STATUS_HELP = f"""\b
+Exit status:
+  {ExitCode.OK:<3} success
+  {ExitCode.FAILED:<3} user error: bad input or usage, a rule error, a failed check, gate or rollout
+  {ExitCode.COULD_NOT_RUN:<3} could not run: no Docker engine, no Ansible, a host tool failed
+  {ExitCode.INTERNAL:<3} internal error, a bug in stackctl (--debug shows the traceback)
+  {ExitCode.INTERRUPTED:<3} interrupted (Ctrl-C)
+"""
 
 # name -> (module, attribute, one-line help). The help is here so `stackctl --help` imports no subcommand.
 COMMANDS = {
@@ -56,7 +68,7 @@ def _build_cli():
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
-    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_STATUS_HELP)
     @click.version_option(__version__, prog_name="stackctl")
     @click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")
     @click.pass_context
@@ -89,9 +101,9 @@ def main(argv=None) -> None:
         if isinstance(exc, click.exceptions.Abort):
             print("stackctl: interrupted", file=sys.stderr)
             sys.exit(ExitCode.INTERRUPTED)
-        if isinstance(exc, click.ClickException):
+        if isinstance(exc, click.ClickException):  # click's own exit code for a usage error is 2: ours is 1
             exc.show()
-            sys.exit(exc.exit_code)
+            sys.exit(ExitCode.FAILED if isinstance(exc, click.UsageError) else exc.exit_code)
         if isinstance(exc, click.exceptions.Exit):
             sys.exit(exc.exit_code)
         if debug:

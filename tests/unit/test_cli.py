@@ -130,6 +130,42 @@ def test_ctrl_c_exits_130_and_bugs_are_one_line_without_debug(monkeypatch, capsy
         cli_module.main(["--debug", "validate", "x.toml"])
 
 
+def _command_paths(command, path=()):
+    """Every command path of the CLI object, the group itself first: (), ("validate",), ("fleet", "rollout"), ..."""
+    import click
+
+    yield path
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            yield from _command_paths(command.get_command(ctx, name), (*path, name))
+
+
+def test_every_verb_exits_1_on_bad_usage(capsys):
+    """A usage error is a user error: exit 1 (not click's 2, which is stackctl's could-not-run), click's usage line
+    and one `Error:` line naming the option. Walks the CLI object, so a new verb or subcommand is covered too."""
+    import stackctl.cli as cli_module
+
+    paths = list(_command_paths(cli_module._build_cli()))
+    assert {p[0] for p in paths if p} == set(COMMANDS) and ("fleet", "rollout") in paths
+    for path in paths:
+        with pytest.raises(SystemExit) as info:
+            cli_module.main([*path, "--no-such-option"])
+        captured = capsys.readouterr()
+        errors = [line for line in captured.err.splitlines() if line.startswith("Error:")]
+        shown = " ".join(("stackctl", *path))
+        assert info.value.code == 1, (shown, info.value.code, captured.err)
+        assert errors == ["Error: No such option '--no-such-option'."], (shown, captured.err)
+        assert captured.err.startswith(f"Usage: {shown} ") and captured.out == "", (shown, captured)
+
+
+def test_top_level_help_lists_every_exit_status():
+    from stackctl.errors import ExitCode
+
+    epilog = run_cli("--help", check=True).stdout.split("Exit status:", 1)[1]
+    assert [int(line.split()[0]) for line in epilog.strip().splitlines()] == [int(code) for code in ExitCode]
+
+
 def test_doctor_exits_2_when_it_cannot_reach_the_engine(tmp_path):
     import os
 
