@@ -64,12 +64,25 @@ def gpus(ctx):
                   gpus=[g.to_dict() for g in found])
 
 
-@check("host.rocm-driver", "host", "info", "the amdgpu driver version",
+@check("host.rocm-driver", "host", "error", "the amdgpu driver is loaded and drives the GPUs; its version",
        "install the ROCm driver (amdgpu-dkms) your ROCm release supports")
 def rocm_driver(ctx):
-    """Reports the amdgpu driver version (DKMS driver: /sys/module/amdgpu/version; amdsmi when installed)."""
+    """ROCm reaches the GPUs through the amdgpu kernel driver: it must be in the kernel (/sys/module/amdgpu) and have
+    brought the GPUs up (KFD lists them). A driver loaded with no GPU up is one older than the GPU, firmware that did
+    not load, or a GPU bound to another driver; `dmesg | grep amdgpu` says which. Reports the driver version (DKMS
+    driver: /sys/module/amdgpu/version; amdsmi when installed)."""
     _rocm_only(ctx)
-    version = ctx.host.gpu_discovery.driver_version
+    discovery = ctx.host.gpu_discovery
+    version = discovery.driver_version
+    if not discovery.gpus:
+        if discovery.driver_loaded is False and not version:
+            return failed("amdgpu is not loaded (no /sys/module/amdgpu)")
+        if discovery.driver_loaded is None and not version:
+            raise Unavailable(f"no GPU found, and whether amdgpu is loaded was not recorded ({discovery.reason})")
+        why = discovery.attempts[-1].reason if discovery.attempts else discovery.reason
+        return failed(f"amdgpu {version or '(in-tree)'} is loaded but brought up no GPU ({why})",
+                      fix="see why in `dmesg | grep amdgpu`: a driver older than the GPU needs the amdgpu-dkms of a "
+                          "ROCm release that supports the GPU")
     if not version:
         raise Unavailable("driver version not exposed (in-tree amdgpu, no amdsmi)")
     return passed(f"amdgpu {version}")

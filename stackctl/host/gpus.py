@@ -25,7 +25,8 @@ _log = logging.getLogger(__name__)
 
 AMD_VENDOR_ID = 4098  # 0x1002
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
-AMDGPU_VERSION = "/sys/module/amdgpu/version"
+AMDGPU_MODULE = "/sys/module/amdgpu"
+AMDGPU_VERSION = f"{AMDGPU_MODULE}/version"
 # KFD names IP-discovery ASICs (MI300 and later) "ip discovery": not a name to show anyone.
 _UNHELPFUL_KFD_NAMES = {"", "ip discovery"}
 
@@ -80,6 +81,7 @@ class GpuDiscovery:
     source: str | None = None
     attempts: list[ProbeAttempt] = field(default_factory=list)
     driver_version: str | None = None
+    driver_loaded: bool | None = None  # /sys/module/amdgpu is there; None: not read (facts from an older stackctl)
 
     @property
     def reason(self) -> str:
@@ -93,6 +95,7 @@ class GpuDiscovery:
         return {
             "source": self.source,
             "driver_version": self.driver_version,
+            "driver_loaded": self.driver_loaded,
             "reason": self.reason,
             "gpus": [gpu.to_dict() for gpu in self.gpus],
             "attempts": [attempt.to_dict() for attempt in self.attempts],
@@ -105,6 +108,7 @@ class GpuDiscovery:
             source=data.get("source"),
             attempts=[ProbeAttempt(**a) for a in data.get("attempts", [])],
             driver_version=data.get("driver_version"),
+            driver_loaded=data.get("driver_loaded"),
         )
 
 
@@ -147,6 +151,12 @@ def _numa_or_none(value: int | None) -> int | None:
 
 
 # -- sysfs (KFD topology) ---------------------------------------------------------------------------------------
+
+
+def read_driver_loaded(root: Path = Path("/")) -> bool:
+    """Whether amdgpu is in the kernel: /sys/module/amdgpu is there whenever the module is loaded, and for a
+    built-in amdgpu too (it has parameters)."""
+    return under(root, AMDGPU_MODULE).is_dir()
 
 
 def read_driver_version(root: Path = Path("/")) -> str | None:
@@ -509,13 +519,14 @@ def discover_gpus(root: Path = Path("/"), probes: dict[str, Probe] | None = None
             continue
         gpus = merge_with_kfd(found, kfd_gpus or [])
         attempts.append(ProbeAttempt(source, len(gpus), f"found {len(gpus)} GPU(s)"))
-        return GpuDiscovery(gpus, source, attempts, _driver_of(gpus) or read_driver_version(root))
+        return GpuDiscovery(gpus, source, attempts, _driver_of(gpus) or read_driver_version(root),
+                            read_driver_loaded(root))
 
     if kfd_gpus:
         attempts.append(ProbeAttempt("sysfs", len(kfd_gpus), f"found {len(kfd_gpus)} GPU(s) in KFD topology"))
-        return GpuDiscovery(kfd_gpus, "sysfs", attempts, read_driver_version(root))
+        return GpuDiscovery(kfd_gpus, "sysfs", attempts, read_driver_version(root), read_driver_loaded(root))
     attempts.append(ProbeAttempt("sysfs", 0, kfd_reason))
-    return GpuDiscovery([], None, attempts, read_driver_version(root))
+    return GpuDiscovery([], None, attempts, read_driver_version(root), read_driver_loaded(root))
 
 
 def _driver_of(gpus: Sequence[GpuInfo]) -> str | None:

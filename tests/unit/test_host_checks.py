@@ -1,5 +1,5 @@
 """Every host check judged on the captured hosts in tests/fixtures/sysfs (8x MI300X and 8x MI355X on 2 NUMA nodes,
-a 16-vCPU VM without GPUs) with a rocm recipe (ATOM + LMCache CPU and NVMe tiers) and the cpu recipe. Each case
+the MI355X host on a driver that brought up no GPU, a 16-vCPU VM without GPUs) with a rocm recipe (ATOM + LMCache CPU and NVMe tiers) and the cpu recipe. Each case
 asserts the status and the words a user reads. A check that cannot see its fact must skip with the reason, never
 pass. Variants of a captured host (a user outside the GPU groups, a GPU whose NUMA node is hidden) are the same
 frozen facts with one field replaced."""
@@ -23,6 +23,7 @@ SYSFS = FIXTURES / "sysfs"
 MI300X = discover(SYSFS / "mi300x-8gpu-2node")
 MI355X = discover(SYSFS / "mi355x-8gpu-2node")
 CPU_ONLY = discover(SYSFS / "cpu-only-1node")
+MI355X_DRIVER_NO_GPU = discover(SYSFS / "mi355x-driver-no-gpu")
 
 
 class HostContext:
@@ -104,10 +105,33 @@ def test_gpus_fail_on_another_arch_too_few_or_none():
 
 
 def test_rocm_driver_reports_the_dkms_version_or_skips():
-    assert (judge("host.rocm-driver", rocm(), MI300X).message) == "amdgpu 6.10.5"
-    assert judge("host.rocm-driver", rocm(), MI355X).status == "pass"
-    result = judge("host.rocm-driver", rocm(), CPU_ONLY)
+    result = judge("host.rocm-driver", rocm(), MI300X)
+    assert (result.status, result.message) == ("pass", "amdgpu 6.10.5")
+    result = judge("host.rocm-driver", rocm(), MI355X)
+    assert (result.status, result.message) == ("pass", "amdgpu 6.14.14")
+    in_tree = dataclasses.replace(MI300X, gpu_discovery=dataclasses.replace(MI300X.gpu_discovery, driver_version=None))
+    result = judge("host.rocm-driver", rocm(), in_tree)
     assert (result.status, result.message) == ("skip", "driver version not exposed (in-tree amdgpu, no amdsmi)")
+
+
+def test_rocm_driver_fails_when_amdgpu_is_not_loaded():
+    """The CPU-only VM has no /sys/module/amdgpu: a rocm recipe has no driver to run on."""
+    result = judge("host.rocm-driver", rocm(), CPU_ONLY)
+    assert (result.status, result.message) == ("fail", "amdgpu is not loaded (no /sys/module/amdgpu)")
+    assert result.fix == "install the ROCm driver (amdgpu-dkms) your ROCm release supports"
+
+
+def test_rocm_driver_fails_when_it_brought_up_no_gpu():
+    """mi355x-driver-no-gpu: an amdgpu-dkms older than the MI355X GPUs is loaded (/dev/kfd, KFD's CPU nodes) but
+    no GPU came up."""
+    result = judge("host.rocm-driver", rocm(), MI355X_DRIVER_NO_GPU)
+    assert result.status == "fail"
+    assert result.message == ("amdgpu 6.10.5 is loaded but brought up no GPU (KFD topology has 2 node(s), none of "
+                              "them a GPU (simd_count > 0))")
+    assert result.fix.startswith("see why in `dmesg | grep amdgpu`")
+    older = dataclasses.replace(MI355X_DRIVER_NO_GPU, gpu_discovery=dataclasses.replace(
+        MI355X_DRIVER_NO_GPU.gpu_discovery, driver_loaded=None, driver_version=None))
+    assert judge("host.rocm-driver", rocm(), older).status == "skip"  # facts that never recorded the module
 
 
 # -- NUMA and CPU tuning ----------------------------------------------------------------------------------------

@@ -124,6 +124,15 @@ def test_in_tree_driver_has_no_version(tmp_path):
     assert discovery.driver_version is None and discovery.gpus[0].driver_version is None
 
 
+def test_whether_amdgpu_is_loaded_comes_from_sys_module():
+    """/sys/module/amdgpu: there with the DKMS driver (and its version), with a driver that brought up no GPU, and
+    for the in-tree driver (its version file aside); absent on the CPU-only VM."""
+    assert discover_gpus(MI300X).driver_loaded is True
+    no_gpu = discover_gpus(SYSFS / "mi355x-driver-no-gpu")
+    assert (no_gpu.gpus, no_gpu.driver_loaded, no_gpu.driver_version) == ([], True, "6.10.5")
+    assert discover_gpus(CPU_ONLY).driver_loaded is False
+
+
 def test_discovery_round_trips_through_json():
     discovery = discover_gpus(MI300X)
     again = GpuDiscovery.from_dict(json.loads(json.dumps(discovery.to_dict())))
