@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import tool
+
 from stackctl.doctor.lmcache_backend import classify_backend
 from stackctl.bundle.stackspec import PROBES_DIR
 
@@ -234,8 +236,33 @@ def test_probe_uses_only_the_standard_library(lmcache_site):
     assert not imported & {"torch", "vllm", "lmcache"}
 
 
-def test_probe_parses_as_python_38():
-    ast.parse(PROBE.read_text(), feature_version=(3, 8))
+def python_38_violations(path: Path) -> list[str]:
+    """What `path` uses that Python 3.8 lacks, one line each ("L604: 'sys.stdlib_module_names' member requires !2,
+    3.10"), as vermin finds it: syntax, and the standard library's modules, functions, members and keyword
+    arguments (annotations stay unevaluated: the probe imports them from __future__)."""
+    result = subprocess.run([tool("vermin"), "--no-config-file", "--no-tips", "--violations", "-vvv", "-t=3.8-",
+                             str(path)], capture_output=True, text=True, timeout=120)
+    violations = [line.strip() for line in result.stdout.splitlines() if " requires " in line]
+    assert result.returncode == (1 if violations else 0), result.stdout + result.stderr
+    return violations
+
+
+# Newer names the probe may use behind a guard that Python 3.8 takes: the name, the guard.
+GUARDED = {"sys.stdlib_module_names": 'if not hasattr(sys, "stdlib_module_names"):'}
+
+
+def test_probe_needs_nothing_newer_than_python_38(tmp_path):
+    """The probe runs in arbitrary images, Python >= 3.8. ast.parse's feature_version is a best-effort grammar
+    check: it accepts a call to a method 3.8 does not have, which then fails in the image."""
+    text = PROBE.read_text()
+    unguarded = [v for v in python_38_violations(PROBE) if not any(f" '{name}' " in v for name in GUARDED)]
+    assert unguarded == []
+    assert all(guard in text for guard in GUARDED.values())
+    newer = tmp_path / "probe_image.py"
+    newer.write_text(text + '\nPREFIX = "lmcache-0.5.6".removeprefix("lmcache-")\n')
+    ast.parse(newer.read_text(), feature_version=(3, 8))  # passes the grammar check
+    last = len(newer.read_text().splitlines())
+    assert f"L{last}: 'str.removeprefix' member requires !2, 3.9" in python_38_violations(newer)
 
 
 def test_missing_facts_are_errors_not_failures(tmp_path):

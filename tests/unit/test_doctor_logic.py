@@ -177,13 +177,20 @@ class HostContext:
         self.recipe, self.host, self.deep, self._cache = recipe, discover(FIXTURES / "sysfs" / tree), False, {}
 
 
-@pytest.mark.parametrize("check_id", ["host.numa-topology", "host.isolcpus", "host.pinning"])
-def test_gpu_dependent_host_checks_skip_on_a_rocm_recipe_without_gpus(check_id):
+@pytest.mark.parametrize("check_id, on_mi300x, words", [
+    ("host.numa-topology", "pass", "GPU 0 -> node 0, GPU 1 -> node 0, GPU 2 -> node 0, GPU 3 -> node 0, GPU 4 -> node 1"),
+    ("host.isolcpus", "pass", "isolated CPUs 8-47,56-95,104-143,152-191 available (auto)"),
+    # The GPUs' node 0 CPUs the recipe gets are isolated with isolcpus=domain: no load balancing across them.
+    ("host.pinning", "warn", "cpuset_cpus=8-47,104-143 cpuset_mems=0, launcher numactl --physcpubind=8-47,104-143 "
+                             "--membind=0: these CPUs are isolated with isolcpus=domain"),
+])
+def test_gpu_dependent_host_checks_skip_on_a_rocm_recipe_without_gpus(check_id, on_mi300x, words):
     recipe = load_recipe(RECIPES / "atom-lmcache-cpu.toml")
     assert recipe.host.numa == "auto" and recipe.host.isolcpus == "auto"
     result = run(check_id, HostContext(recipe, "cpu-only-1node"))
     assert result.status == "skip" and "no GPU found" in result.message
-    assert run(check_id, HostContext(recipe, "mi300x-8gpu-2node")).status in ("pass", "warn")
+    result = run(check_id, HostContext(recipe, "mi300x-8gpu-2node"))
+    assert (result.status, result.message[:len(words)]) == (on_mi300x, words)
 
 
 def test_numa_topology_on_platform_cpu_needs_no_gpu():

@@ -176,15 +176,18 @@ def test_the_message_counts_further_differences():
 
 
 def test_equal_settings_written_differently_agree():
-    # The LMCache default version and an explicit pin of the same version write the same keys; so do
-    # cache.hash_seed and serve.env PYTHONHASHSEED with the same value.
-    base = load_recipe_text(S3, "s3.toml")
-    default_version = _variant(S3, 'lmcache = "0.5.6"\n', "")
+    # The LMCache default version (whichever the compatibility table names) and an explicit pin of the same
+    # version write the same keys; so do cache.hash_seed and serve.env PYTHONHASHSEED with the same value.
     from stackctl.bundle import stackspec
+    from stackctl.knowledge import compat
 
-    if stackspec.versions(default_version)["lmcache"] != "0.5.6":
-        pytest.skip("the compatibility table's default LMCache is no longer 0.5.6")
-    env_seed = load_recipe_text(S3.replace("hash_seed = 0", "").replace(
+    default = compat.table()["defaults"]["lmcache"]
+    pinned, pins = re.subn(r'^lmcache = "[^"]*"\n', f'lmcache = "{default}"\n', S3, count=1, flags=re.M)
+    assert pins == 1, "the S3 recipe pins versions.lmcache"
+    base = load_recipe_text(pinned, "s3.toml")
+    default_version = _variant(pinned, f'lmcache = "{default}"\n', "")
+    assert stackspec.versions(default_version)["lmcache"] == stackspec.versions(base)["lmcache"] == default
+    env_seed = load_recipe_text(pinned.replace("hash_seed = 0", "").replace(
         "[serve]\n", '[serve]\nenv = { PYTHONHASHSEED = "0" }\n', 1), "env.toml")
     assert fl.find_tier_mismatches({"a": base, "b": default_version, "c": env_seed}) == []
 
