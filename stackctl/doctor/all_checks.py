@@ -3,8 +3,14 @@ checks, the image's, the server's own, then LMCache's live ones, the --deep ones
 
 from __future__ import annotations
 
-from stackctl.doctor import (host_checks, image_checks, server_checks, lmcache_live,  # noqa: F401, I001
-                             lmcache_deep, tier_checks, dtype_checks)
+# By module path, not through stackctl.doctor's face, which imports this module (run_doctor).
+import stackctl.doctor.host_checks  # noqa: F401, I001
+import stackctl.doctor.image_checks  # noqa: F401
+import stackctl.doctor.server_checks  # noqa: F401
+import stackctl.doctor.lmcache_live  # noqa: F401
+import stackctl.doctor.lmcache_deep  # noqa: F401
+import stackctl.doctor.tier_checks  # noqa: F401
+import stackctl.doctor.dtype_checks  # noqa: F401
 from stackctl.doctor.registry import CHECKS, Check
 
 

@@ -91,10 +91,10 @@ class DoctorContext:
     def kept(self, folder: str, key_parts: list, compute) -> dict:
         """compute()'s result for the stack's image, kept in the state dir under `folder` for these inputs (the
         image id is part of every key); --fresh computes it again."""
-        from stackctl.doctor import image_cache
+        from stackctl.doctor.image_cache import cache_file, cached
 
-        path = image_cache.cache_file(self.recipe.stack.name, folder, [self.image().id] + key_parts)
-        return image_cache.cached(path, compute, self.use_cache)
+        path = cache_file(self.recipe.stack.name, folder, [self.image().id] + key_parts)
+        return cached(path, compute, self.use_cache)
 
     def image_facts(self) -> dict:
         """{"probe": {...}, "hash_runs": [{...}, {...}]} from one run of the stack's image, kept per image,

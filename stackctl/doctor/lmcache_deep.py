@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from stackctl.doctor import lmcache_log
+from stackctl.doctor.lmcache_log import ANSI, Activity, activity, throughput
 from stackctl.doctor.lmcache_live import (
     SHARED_ACROSS_PROCESSES,
     TIER_BACKENDS,
@@ -49,15 +49,15 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
     try:
         with second_server(ctx.recipe, image, f"second-{tier.kind}", tier_env(tier, run_id),
                            ctx.recipe.checks.startup_timeout_s, ctx.say) as server:
-            offset = len(lmcache_log.ANSI.sub("", server.log()))
+            offset = len(ANSI.sub("", server.log()))
             ask(server.base_url, server.model, prompt)
-            first = lmcache_log.activity(settle(server.log, offset))
-            second = lmcache_log.Activity()
+            first = activity(settle(server.log, offset))
+            second = Activity()
             deadline = time.monotonic() + STORE_WAIT_S
             while second.retrieved_tokens <= 0 and time.monotonic() < deadline:
-                offset = len(lmcache_log.ANSI.sub("", server.log()))
+                offset = len(ANSI.sub("", server.log()))
                 ask(server.base_url, server.model, prompt)
-                second = lmcache_log.activity(settle(server.log, offset, marker="Retrieved", timeout=3.0))
+                second = activity(settle(server.log, offset, marker="Retrieved", timeout=3.0))
                 if second.retrieved_tokens <= 0:
                     time.sleep(1.0)
     finally:
@@ -104,10 +104,10 @@ def tier_served(ctx):
         stored_ms = item["first"].store_ms + item["second"].store_ms
         loaded = item["second"]
         # A tier the stack already filled (fs, s3) answers the second server's first ask: it stores nothing new.
-        put = (f"stored {lmcache_log.throughput(stored, stored_ms)}" if stored else
+        put = (f"stored {throughput(stored, stored_ms)}" if stored else
                f"held the stack's {item['first'].hit_tokens} tokens")
         line = (f"{item['tier']}: {put}, loaded {loaded.retrieved_tokens} tokens, "
-                f"{lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}")
+                f"{throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}")
         lines.append(line)
         if loaded.retrieved_tokens <= 0:
             dead.append(f"{item['tier']} (stored {item['first'].stored_tokens + item['second'].stored_tokens} "

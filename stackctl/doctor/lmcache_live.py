@@ -17,7 +17,7 @@ import re
 import time
 
 from stackctl import metrics
-from stackctl.doctor import lmcache_log
+from stackctl.doctor.lmcache_log import ANSI, activity, throughput
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 
 # LMCache 0.5.6 storage backend names (lmcache/v1/storage_backend/__init__.py:187, :232, :274, :301).
@@ -80,7 +80,7 @@ def settle(read_log, start: int, marker: str = "Stored", timeout: float = 15.0) 
     engine process a little after the response) or after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        tail = lmcache_log.ANSI.sub("", read_log())[start:]
+        tail = ANSI.sub("", read_log())[start:]
         if marker in tail or time.monotonic() > deadline:
             return tail
         time.sleep(0.5)
@@ -103,13 +103,13 @@ def served_hit(ctx) -> dict:
         salt = new_salt()
         start = len(ctx.fresh_log())
         cold = ask(url, model, prompt, salt)
-        stored = lmcache_log.activity(settle(ctx.fresh_log, start))
+        stored = activity(settle(ctx.fresh_log, start))
         hbm = ask(url, model, prompt, salt)
         start = len(ctx.fresh_log())
         before = ctx.metrics()
         warm = ask(url, model, prompt)
         after = ctx.metrics()
-        loaded = lmcache_log.activity(settle(ctx.fresh_log, start, marker="Retrieved", timeout=5.0))
+        loaded = activity(settle(ctx.fresh_log, start, marker="Retrieved", timeout=5.0))
         hits = metrics.total(after, EXTERNAL_HITS)
         earlier = metrics.total(before, EXTERNAL_HITS)
         return {"prompt": prompt, "prompt_tokens": len(prompt), "block_size": blocks, "cold": cold, "hbm": hbm,
@@ -141,8 +141,8 @@ def lmcache_hit(ctx):
     tokens = result["prompt_tokens"] or 0
     from stackctl.doctor.dtype_checks import cold_rate_text  # lazily: its checks register after this module's
 
-    figures = (f"store {lmcache_log.throughput(stored.stored_bytes, stored.store_ms)}, load "
-               f"{lmcache_log.throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}; TTFT "
+    figures = (f"store {throughput(stored.stored_bytes, stored.store_ms)}, load "
+               f"{throughput(loaded.retrieved_bytes, loaded.retrieve_ms)}; TTFT "
                f"{result['cold']['ttft_s'] * 1000:.0f} ms cold"
                f"{cold_rate_text(ctx, tokens, 0, result['cold']['ttft_s'])}, "
                f"{result['warm']['ttft_s'] * 1000:.0f} ms from LMCache")

@@ -242,7 +242,7 @@ def server_pinning(ctx):
     process must have exactly the decided CPUs and nodes; workers may narrow themselves inside them (vLLM's CPU
     backend binds each worker to its OpenMP cores) but not step outside. A container whose cpuset was changed
     after the start (`docker update --cpuset-cpus`), or an image without numactl, fails."""
-    from stackctl.doctor import affinity
+    from stackctl.doctor.affinity import PROC_SCRIPT, Expected, compare, narrowed, parse_proc
     from stackctl.host.cpulist import format_cpulist
     from stackctl.host.pinning import PinningError, pinning_for, select_gpus
     from stackctl.host.placement import placement
@@ -257,13 +257,13 @@ def server_pinning(ctx):
     except PinningError as exc:
         return failed(f"no pinning decision for this host: {exc}")
     container = ctx.container()
-    output = container.exec_run(["sh", "-c", affinity.PROC_SCRIPT], demux=False).output
-    view = affinity.parse_proc(output.decode("utf-8", errors="replace"))
+    output = container.exec_run(["sh", "-c", PROC_SCRIPT], demux=False).output
+    view = parse_proc(output.decode("utf-8", errors="replace"))
     config = container.attrs.get("HostConfig") or {}
-    expected = affinity.Expected(set(parse_cpulist(decision.cpuset_cpus or "")),
+    expected = Expected(set(parse_cpulist(decision.cpuset_cpus or "")),
                                  set(parse_cpulist(decision.cpuset_mems or "")),
                                  decision.cpuset_cpus or "", decision.cpuset_mems or "")
-    problems = affinity.compare(view, expected, (config.get("CpusetCpus") or "", config.get("CpusetMems") or ""))
+    problems = compare(view, expected, (config.get("CpusetCpus") or "", config.get("CpusetMems") or ""))
     launcher = placement(decision).launcher
     if launcher and view.numactl is None:
         problems.append(f"numactl is not in the image: serve.sh could not run `{' '.join(launcher)}` and fell back "
@@ -289,7 +289,7 @@ def server_pinning(ctx):
             return warned(message + " (host.numa in the recipe)", **details)
     if problems:
         return failed("; ".join(problems), **details)
-    inside = affinity.narrowed(view, expected)
+    inside = narrowed(view, expected)
     summary = (f"{main.label()} and {len(view.processes) - 1} worker process(es) on CPUs {where['cpus']} "
                f"(node {where['nodes'] or '?'}), memory node(s) {where['mems'] or '?'}")
     how = f"as decided ({decision.kind}" + (f", {' '.join(launcher)})" if launcher else ")")

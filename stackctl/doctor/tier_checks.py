@@ -46,9 +46,9 @@ def s3_tier(ctx):
     hosts), TCP connects, the server speaks TLS (or plain HTTP with `disable_tls`; when it speaks the other one, the
     message says which), the bucket exists, and the recipe's credentials can put, read back and delete a probe
     object (botocore). A wrong endpoint, TLS setting, bucket or key otherwise shows only as silent recomputation."""
-    from stackctl.doctor import s3_access
+    from stackctl.doctor.s3_access import check_bucket
 
-    verdict = s3_access.check_bucket(_tier(ctx, "s3"))
+    verdict = check_bucket(_tier(ctx, "s3"))
     if verdict.ok:
         return passed(verdict.message, **verdict.facts)
     return failed(verdict.message, cause=verdict.cause, **verdict.facts)
@@ -92,7 +92,7 @@ def tiers(ctx):
     On a running stack it runs with --deep only: it starts a container and moves real data (15 s and more), and
     there the live checks prove the tiers through serving (server.lmcache-hit the first tier on every run,
     server.tier-served each lower tier with --deep); before `up` it is the tiers' proof."""
-    from stackctl.doctor import tier_roundtrip
+    from stackctl.doctor.tier_roundtrip import keys_per_tier, run as run_roundtrips
     from stackctl.knowledge import compat
 
     if not ctx.recipe.cache.enabled or not ctx.recipe.cache.tiers:
@@ -113,8 +113,8 @@ def tiers(ctx):
         ensure_tier_files_readable(ctx.recipe)
     except StackctlError as exc:
         return failed(str(exc))
-    chunk, outcomes = tier_roundtrip.run(ctx)
-    keys = tier_roundtrip.keys_per_tier(chunk.bytes)
+    chunk, outcomes = run_roundtrips(ctx)
+    keys = keys_per_tier(chunk.bytes)
     details = {o.kind: {"ok": o.ok, "message": o.message, **o.figures} for o in outcomes}
     head = f"{keys} x {chunk.describe()} per tier: "
     bad = [o for o in outcomes if not o.ok]

@@ -240,9 +240,9 @@ def cause(tier, report: dict, chunk_bytes: int) -> str:
         if "No space left" in log or report.get("free_bytes", 1 << 40) < chunk_bytes * 2:
             return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({facts})"
     if tier.kind == "s3":
-        from stackctl.doctor import s3_access
+        from stackctl.doctor.s3_access import check_bucket
 
-        verdict = s3_access.check_bucket(tier)
+        verdict = check_bucket(tier)
         if not verdict.ok:
             return f"{verdict.message} ({facts})"
     if report.get("error"):
@@ -263,13 +263,13 @@ def _last(log: str) -> str:
 
 
 def _s3_seen_and_removed(tier, model: str) -> str:
-    from stackctl.doctor import s3_access
+    from stackctl.doctor.s3_access import delete_keys, endpoint_of, list_keys
 
     try:
-        keys = s3_access.list_keys(tier, model)
-        s3_access.delete_keys(tier, keys)
-        left = s3_access.list_keys(tier, model)
+        keys = list_keys(tier, model)
+        delete_keys(tier, keys)
+        left = list_keys(tier, model)
     except Exception as exc:  # listing is evidence, not the verdict
         return f"objects not listed ({type(exc).__name__}: {exc})"
-    return f"{len(keys)} object(s) seen in bucket {s3_access.endpoint_of(tier).bucket}, removed" + (
+    return f"{len(keys)} object(s) seen in bucket {endpoint_of(tier).bucket}, removed" + (
         f" ({len(left)} left)" if left else "")

@@ -10,7 +10,7 @@ import re
 
 from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
-from stackctl.importer import atom_server
+from stackctl.importer.atom_server import to_vllm
 from stackctl.importer.credentials import is_secret, is_secret_name
 from stackctl.importer.draft import CONTROL, Draft, fits
 from stackctl.importer.flags import ServerFlags
@@ -24,7 +24,7 @@ from stackctl.unresolved import runtime_reference
 def build_draft(draft: Draft, launch: Launch, lmcache: dict | None, name: str | None, lmcache_given: bool) -> None:
     """Fill draft from the launch and its LMCache config (a StackctlError when the server names no model)."""
     if launch.kind == "atom server":
-        launch.args, notes = atom_server.to_vllm(launch.args)
+        launch.args, notes = to_vllm(launch.args)
         launch.notes += notes
     elif launch.kind == "demo api_server":
         launch.notes.append("vllm.entrypoints.api_server is vLLM's demo server (one /generate route); stackctl runs "

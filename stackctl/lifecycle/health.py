@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
-from stackctl.lifecycle import state
+from stackctl.lifecycle.state import stack_dir, write_atomically
 from stackctl.recipe.model import Recipe
 
 
@@ -71,9 +71,9 @@ def save_failure_log(recipe: Recipe, container) -> Path | None:
         log = container.logs().decode(errors="replace")
     except docker.errors.APIError as exc:  # the container may be gone already: say so, do not fail the cleanup
         log = f"(log unavailable: {exc})\n"
-    path = state.stack_dir(recipe.stack.name) / "last-failure.log"
+    path = stack_dir(recipe.stack.name) / "last-failure.log"
     try:
-        state.write_atomically(path, log)
+        write_atomically(path, log)
     except OSError:
         return None
     return path

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
-from stackctl.recipe import model
+from stackctl.recipe.model import TIER_FIELDS, Recipe, Tier, recipe_fields
 from stackctl.recipe.positions import index_positions, lookup
 from stackctl.secrets import is_secret_name, redact
 
@@ -32,7 +32,7 @@ _INLINE_SECRET_KEYS = {
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def load_recipe(path: str | Path) -> model.Recipe:
+def load_recipe(path: str | Path) -> Recipe:
     """Read and check a recipe file; raise RecipeError listing every problem, or StackctlError if unreadable."""
     path = os.fspath(path)  # plain strings: pathlib costs more start-up time than a whole validate run may spend
     try:
@@ -64,7 +64,7 @@ MAX_RECIPE_BYTES = 1_000_000
 MAX_DEPTH = 32  # tables and arrays inside each other; real recipes use 4
 
 
-def load_recipe_text(text: str, source: str = "<recipe>") -> model.Recipe:
+def load_recipe_text(text: str, source: str = "<recipe>") -> Recipe:
     """Parse recipe text; ``source`` names it in messages."""
     try:
         data = tomllib.loads(text)
@@ -106,14 +106,14 @@ class _Loader:
         message = redact(message)  # messages quote bad values: never a secret-shaped one
         self.findings.append(Finding(self.source, line, col, key_path_text(path), message, fix))
 
-    def build_recipe(self, data: dict) -> model.Recipe:
-        return self.build_section(model.Recipe, data, ())
+    def build_recipe(self, data: dict) -> Recipe:
+        return self.build_section(Recipe, data, ())
 
     def build_section(self, cls, data: Any, path: tuple):
         if not isinstance(data, dict):
             self.problem(path, f"must be a table, not {_toml_type(data)}", f"write it as [{key_path_text(path)}]")
             return cls()
-        declared = {f.name: f for f in model.recipe_fields(cls)}
+        declared = {f.name: f for f in recipe_fields(cls)}
         self.reject_unknown_keys(data, declared, path)
         values = {}
         for name, spec in declared.items():
@@ -295,12 +295,12 @@ class _Loader:
     def build_tier(self, data: Any, path: tuple):
         if not isinstance(data, dict):
             return self.wrong_type(path, data, "a table", "[[cache.tiers]] with kind = ...")
-        tier = self.build_section(model.Tier, data, path)
-        if tier.kind not in model.TIER_FIELDS:
+        tier = self.build_section(Tier, data, path)
+        if tier.kind not in TIER_FIELDS:
             return None
-        rules = model.TIER_FIELDS[tier.kind]
+        rules = TIER_FIELDS[tier.kind]
         for key in data:
-            if key != "kind" and key not in rules["allowed"] and key in model.Tier._fields:
+            if key != "kind" and key not in rules["allowed"] and key in Tier._fields:
                 self.problem(path + (key,), f"does not apply to a {tier.kind} tier",
                              f"remove it; a {tier.kind} tier takes {', '.join(sorted(rules['allowed']))}")
         for key in sorted(rules["required"]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from stackctl.recipe import model
+from stackctl.recipe.model import Cache, Recipe, Tier, recipe_fields
 
 _KIND_SCHEMAS: dict[str, dict] = {
     "str": {"type": "string"},
@@ -27,7 +27,7 @@ _TOML_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "bo
 
 def json_schema() -> dict:
     """JSON Schema (draft 2020-12) of a recipe, for editors' TOML completion (e.g. Taplo, Even Better TOML)."""
-    schema = _section_schema(model.Recipe)
+    schema = _section_schema(Recipe)
     schema.update({"$schema": "https://json-schema.org/draft/2020-12/schema",
                    "$id": "https://stackctl.dev/schema/recipe.json", "title": "stackctl recipe"})
     return schema
@@ -35,7 +35,7 @@ def json_schema() -> dict:
 
 def _section_schema(cls) -> dict:
     properties, required = {}, []
-    for spec in model.recipe_fields(cls):
+    for spec in recipe_fields(cls):
         properties[spec.name] = _field_schema(spec)
         if spec.required:
             required.append(spec.name)
@@ -51,7 +51,7 @@ def _field_schema(spec) -> dict:
     if kind == "section":
         schema = _section_schema(spec.default)
     elif kind == "tiers":
-        schema = {"type": "array", "items": _section_schema(model.Tier)}
+        schema = {"type": "array", "items": _section_schema(Tier)}
     else:
         schema = copy.deepcopy(_KIND_SCHEMAS[kind])  # the nested items/value schemas get constraints below
     schema["description"] = spec.doc
@@ -79,17 +79,17 @@ def _default(spec):
 def markdown_reference() -> str:
     """The recipe reference for the README: one table per section."""
     out = []
-    for section in model.recipe_fields(model.Recipe):
+    for section in recipe_fields(Recipe):
         cls = section.default
         out += _table(f"[{section.name}]", section.doc, cls)
-        if cls is model.Cache:
-            out += _table("[[cache.tiers]]", "One KV tier below GPU HBM.", model.Tier)
+        if cls is Cache:
+            out += _table("[[cache.tiers]]", "One KV tier below GPU HBM.", Tier)
     return "\n".join(out).rstrip() + "\n"
 
 
 def _table(header: str, doc: str, cls) -> list:
     rows = [f"### `{header}`", "", doc, "", "| key | type | default | meaning |", "|---|---|---|---|"]
-    for spec in model.recipe_fields(cls):
+    for spec in recipe_fields(cls):
         if spec.kind == "tiers":
             continue
         meta = spec.meta

@@ -72,20 +72,20 @@ def _verdicts(recipe: Recipe, package: str, judge) -> tuple[list, bool]:
 # -- vLLM serve flags ------------------------------------------------------------------------------------------
 
 def _flag_problems(recipe: Recipe, release: factdb.Release, kind: str) -> Iterator[Hit]:
-    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import SERVE_FLAG_KEYS, serve_args
     from stackctl.knowledge import serve_flags
 
-    args = stackspec.serve_args(recipe)
+    args = serve_args(recipe)
     offset = len(args) - len(recipe.serve.extra_args)
     for problem in serve_flags.judge(args, release):
         if problem.kind != kind:
             continue
         if problem.index >= offset:
             yield (("serve", "extra_args", problem.index - offset), problem.message)
-        elif problem.kind != "value" and problem.flag in stackspec.SERVE_FLAG_KEYS:
+        elif problem.kind != "value" and problem.flag in SERVE_FLAG_KEYS:
             # a flag stackctl writes from a typed key: its name is judged (the value is the typed key's, checked by
             # the schema), never a value that merely looks like an option
-            key = stackspec.SERVE_FLAG_KEYS.get(problem.flag, "serve")
+            key = SERVE_FLAG_KEYS.get(problem.flag, "serve")
             yield (tuple(key.split(".")), f"{problem.message} (stackctl writes it from {key})")
 
 
@@ -154,9 +154,9 @@ def _flag_deprecated(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
 
 def _compilation_configs(recipe: Recipe) -> Iterator[tuple[tuple, dict]]:
     """(key path prefix, config dict) of the recipe's compilation config and of any in serve.extra_args."""
-    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import compilation_config
 
-    yield ("serve", "compilation_config"), stackspec.compilation_config(recipe)
+    yield ("serve", "compilation_config"), compilation_config(recipe)
     for index, config in json_flag_values(recipe.serve.extra_args, COMPILATION_FLAGS):
         yield ("serve", "extra_args", index), config
 

@@ -76,21 +76,21 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
     kind for (lm://, redis://, ...), `remote_serde`, and a `local_disk` LMCache never uses (no
     `max_local_disk_size` above 0, which `disk-tier-without-size` reports) stay allowed.
     """
-    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import LMCACHE_EXTRA_CONFIG_KEYS, LMCACHE_KEYS
 
     extra = recipe.cache.extra
     for key, value in extra.items():
-        if key not in stackspec.LMCACHE_KEYS or not _recipe_expresses(recipe, key, value):
+        if key not in LMCACHE_KEYS or not _recipe_expresses(recipe, key, value):
             continue
         why = " (and a disk in extra is never mounted into the container)" if key == "local_disk" else ""
-        yield (("cache", "extra", key), f"`{key}` is written by stackctl from {stackspec.LMCACHE_KEYS[key]}; set that "
+        yield (("cache", "extra", key), f"`{key}` is written by stackctl from {LMCACHE_KEYS[key]}; set that "
                                         f"instead{why}")
     extra_config = extra.get("extra_config")
     if isinstance(extra_config, dict):
         for key in extra_config:
-            if key in stackspec.LMCACHE_EXTRA_CONFIG_KEYS:
+            if key in LMCACHE_EXTRA_CONFIG_KEYS:
                 yield (("cache", "extra", "extra_config", key),
-                       f"`extra_config.{key}` is written by stackctl from {stackspec.LMCACHE_EXTRA_CONFIG_KEYS[key]}; "
+                       f"`extra_config.{key}` is written by stackctl from {LMCACHE_EXTRA_CONFIG_KEYS[key]}; "
                        "set that instead")
 
 
@@ -132,14 +132,14 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
     A `--kv-transfer-config` for another connector is allowed while `cache.enabled = false` (stackctl then writes
     none).
     """
-    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import SERVE_FLAG_KEYS
 
     args = recipe.serve.extra_args
     for index, token in enumerate(args):
         flag = _flag_name(token)
-        if flag is None or flag not in stackspec.SERVE_FLAG_KEYS:
+        if flag is None or flag not in SERVE_FLAG_KEYS:
             continue
-        key = stackspec.SERVE_FLAG_KEYS[flag]
+        key = SERVE_FLAG_KEYS[flag]
         value = token.split("=", 1)[1] if "=" in token else (
             args[index + 1] if index + 1 < len(args) and not args[index + 1].startswith("--")
             and _takes_value(flag, key) else None)
@@ -158,16 +158,16 @@ def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
     cache is off) is the user's to keep."""
     import json
 
-    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import KV_CONNECTOR, kv_transfer_says_only_recipe_keys
 
     try:
         config = json.loads(text or "")
     except ValueError:
         return False  # kv-transfer-config-invalid reports it
-    if stackspec.kv_transfer_says_only_recipe_keys(config):
+    if kv_transfer_says_only_recipe_keys(config):
         return True
     connector = config.get("kv_connector") if isinstance(config, dict) else None
-    return recipe.cache.enabled and connector != stackspec.KV_CONNECTOR["kv_connector"]
+    return recipe.cache.enabled and connector != KV_CONNECTOR["kv_connector"]
 
 
 def _takes_value(flag: str, key: str) -> bool:

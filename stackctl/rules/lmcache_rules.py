@@ -40,10 +40,10 @@ def truthy(value) -> bool:
 
 def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
     """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
-    from stackctl.bundle import stackspec
+    from stackctl.bundle.stackspec import kv_connector
     from stackctl.knowledge.serve_flags import json_flag_values
 
-    configs = [stackspec.kv_connector(recipe)] if recipe.cache.enabled else []
+    configs = [kv_connector(recipe)] if recipe.cache.enabled else []
     configs += [config for _, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))]
     return configs
 

@@ -2,8 +2,11 @@
 layers in the table of docs/ARCHITECTURE.md (read from there: the doc is the one place the order is written).
 
 Every import counts as an arrow, also one inside a function (a lazy import is still a dependency) and one under
-`if TYPE_CHECKING:`. The checker runs on a small planted package too, so it is seen to fail on a cycle and on an
-upward import. `python tests/unit/test_layers.py` prints the figures: modules, arrows, and what following a recipe
+`if TYPE_CHECKING:`. A package's face (its __init__.py) is a node of its own: `from pkg import x` reads x from the
+face's namespace, so it is an arrow to the face (and to pkg.x too when that is a module); a face that imports a
+module which imports from that face is a cycle, however it happens to load. Modules import their siblings by module
+path (`from pkg.loader import load`); the face only re-exports. The checker runs on a small planted package too, so
+it is seen to fail on a cycle, on a face cycle and on an upward import. `python tests/unit/test_layers.py` prints the figures: modules, arrows, and what following a recipe
 through `up` visits.
 """
 
@@ -52,7 +55,8 @@ def modules_of(root: Path) -> dict[str, Path]:
 
 
 def import_graph(root: Path) -> dict[str, set[str]]:
-    """{module: the package's modules it imports}, from the source with ast (nothing is imported)."""
+    """{module: the package's modules it imports}, from the source with ast (nothing is imported). A package's face
+    is the node named by the package."""
     modules = modules_of(root)
     package = root.name
 
@@ -75,8 +79,10 @@ def import_graph(root: Path) -> dict[str, set[str]]:
                     base = ".".join(parts + ([node.module] if node.module else []))
                 if base.split(".")[0] != package:
                     continue
-                for alias in node.names:  # `from pkg import sub` depends on the submodule, not on pkg
-                    targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else known(base))
+                targets.add(known(base))  # the names come from base's namespace: a face when base is a package
+                for alias in node.names:  # `from pkg import sub` also loads the submodule
+                    if f"{base}.{alias.name}" in modules:
+                        targets.add(f"{base}.{alias.name}")
         graph[name] = {t for t in targets if t and t != name}
     return graph
 
@@ -196,6 +202,21 @@ def test_the_checker_finds_a_planted_upward_import(tmp_path):
     graph, layers = import_graph(root), read_layers(PLANTED_LAYERS)
     assert upward_imports(graph, layers) == ["pkg.low (layer 1) -> pkg.top (layer 2)"]
     assert cycles(graph) == [["pkg.low", "pkg.top"]]
+
+
+def test_the_checker_finds_a_planted_face_cycle(tmp_path):
+    """The face imports a module that takes a sibling through the face (`from pkg.sub import helper`): a cycle
+    between the face and the module, though every name it imports is a module. By module path, there is none."""
+    files = {"sub/__init__.py": "from pkg.sub.impl import run\n\n__all__ = ['run']\n",
+             "sub/helper.py": "def help():\n    return 1\n",
+             "sub/impl.py": "from pkg.sub import helper\n\ndef run():\n    return helper.help()\n"}
+    root = plant(tmp_path, files)
+    graph = import_graph(root)
+    assert graph["pkg.sub.impl"] == {"pkg.sub", "pkg.sub.helper"}
+    assert cycles(graph) == [["pkg.sub", "pkg.sub.impl"]]
+    files["sub/impl.py"] = "from pkg.sub.helper import help\n\ndef run():\n    return help()\n"
+    fixed = import_graph(plant(tmp_path / "fixed", files))
+    assert fixed["pkg.sub.impl"] == {"pkg.sub.helper"} and cycles(fixed) == []
 
 
 def test_the_checker_passes_a_clean_planted_package(tmp_path):
