@@ -128,10 +128,9 @@ def _connector(recipe, out_dir) -> None:
     command = ["python", "-m", "stackctl_lmcache_cpu.bench", "--layers", str(shape.num_hidden_layers),
                "--kv-heads", str(shape.num_key_value_heads), "--head-size", str(shape.head_dim),
                "--chunk", str(recipe.cache.chunk_size)]
-    run = container.exec_run(command, demux=True)
-    out, err = (part.decode(errors="replace") if part else "" for part in run.output)
-    if run.exit_code != 0:
-        raise StackctlError(f"bench --connector: {' '.join(command)} exited {run.exit_code}: {err.strip()[-400:]}")
+    exit_code, out, err = dk.exec_in(container, command)
+    if exit_code != 0:
+        raise StackctlError(f"bench --connector: {' '.join(command)} exited {exit_code}: {err.strip()[-400:]}")
     figures = json.loads(out.strip().splitlines()[-1])
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomically(out_dir / "connector.json", json.dumps(figures, indent=2))
@@ -228,9 +227,7 @@ def _stack_container(recipe):
     from stackctl.engine import docker_adapter as dk
 
     container = dk.find_container(dk.client(), container_name(recipe))
-    if container is not None:
-        container.reload()
-    return container
+    return dk.refresh(container) if container is not None else None
 
 
 def _pct(value) -> str:

@@ -160,10 +160,10 @@ def logs(recipe, follow, tail):
         raise StackctlError(f"{loaded.stack.name}: no container (fix: stackctl up {recipe})")
     kwargs = {"tail": tail if tail > 0 else "all"}
     if follow:
-        for chunk in container.logs(stream=True, follow=True, **kwargs):
-            click.echo(chunk.decode(errors="replace"), nl=False)
+        for text in dk.follow_logs(container, **kwargs):
+            click.echo(text, nl=False)
     else:
-        click.echo(container.logs(**kwargs).decode(errors="replace"), nl=False)
+        click.echo(dk.logs_text(container, **kwargs), nl=False)
 
 
 def _uptime(seconds) -> str:

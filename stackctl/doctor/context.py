@@ -113,10 +113,10 @@ class DoctorContext:
         script = (f"python {PROBE} > /tmp/probe.json 2>/dev/null & "
                   f"{hash_probe} > /tmp/h1.json 2>/dev/null & {hash_probe} > /tmp/h2.json 2>/dev/null; wait; "
                   f"cat /tmp/probe.json; echo {MARK}; cat /tmp/h1.json; echo {MARK}; cat /tmp/h2.json")
-        output = self.engine().containers.run(
-            self.image_tag, ["-c", script], entrypoint="/bin/bash", remove=True, network_mode="host",
-            environment=environment, stdout=True, stderr=False,
-        ).decode("utf-8", errors="replace")
+        from stackctl.engine import docker_adapter
+
+        output = docker_adapter.output_of(self.engine(), self.image_tag, ["-c", script], entrypoint="/bin/bash",
+                                          network_mode="host", environment=environment)
         parts = output.split(MARK)
         try:
             return {"probe": json.loads(parts[0]), "hash_runs": [json.loads(p) for p in parts[1:3]]}
@@ -150,7 +150,9 @@ class DoctorContext:
         if "log" not in self._cache:
             import re
 
-            text = self.container().logs().decode("utf-8", errors="replace")
+            from stackctl.engine import docker_adapter
+
+            text = docker_adapter.logs_text(self.container())
             self._cache["log"] = re.sub(r"\x1b\[[0-9;]*m", "", text)
         return self._cache["log"]
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
+from stackctl.engine import docker_adapter as dk
 from stackctl.resources import shipped
 
 DRIVER = "/opt/stackctl/doctor/parse_config.py"
@@ -63,14 +64,8 @@ def _ask_image(ctx, arguments: list[str], lmcache_yaml: bytes | None, environmen
             Path(spec_dir, "lmcache.yaml").write_bytes(lmcache_yaml)
             command += ["--lmcache-config", f"{SPEC_DIR}/lmcache.yaml"]
         volumes = {spec_dir: {"bind": SPEC_DIR, "mode": "ro"}, str(_driver()): {"bind": DRIVER, "mode": "ro"}}
-        container = engine.containers.run(ctx.image_tag, command, entrypoint="", detach=True, network_mode="host",
-                                          environment=environment, volumes=volumes,
-                                          labels={PARSERS_LABEL: ctx.recipe.stack.name})
-        try:
-            container.wait(timeout=TIMEOUT_S)
-            output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-        finally:
-            container.remove(force=True)
+        output = dk.run_to_end(engine, ctx.image_tag, command, environment=environment, volumes=volumes,
+                               timeout=TIMEOUT_S, labels={PARSERS_LABEL: ctx.recipe.stack.name})
     line = next((text for text in reversed(output.splitlines()) if text.startswith("{")), None)
     if line is None:
         raise Unavailable(f"the parser probe printed no result: {output[-300:]!r}")

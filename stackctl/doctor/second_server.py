@@ -33,8 +33,7 @@ class SecondServer:
     model: str
 
     def log(self) -> str:
-        self.container.reload()  # type: ignore[attr-defined]
-        return self.container.logs().decode("utf-8", errors="replace")  # type: ignore[attr-defined]
+        return dk.logs_text(dk.refresh(self.container))
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -77,7 +76,7 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
         if leftover is not None:  # from a doctor run that was killed outright
             dk.remove_container(leftover)
         say(f"starting a second server {kwargs['name']} on port {port} ({label})")
-        container = engine.containers.run(**kwargs)
+        container = dk.run_detached(engine, **kwargs)
         url = f"http://127.0.0.1:{port}"
         wait_for_health(second.stack.name, f"{url}/health", container, timeout, say)
         yield SecondServer(url, container, recipe.served_name)
@@ -89,8 +88,7 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
 
 def stack_env(container) -> dict[str, str]:
     """The environment a running container was started with (its `Config.Env`)."""
-    pairs = (container.attrs.get("Config") or {}).get("Env") or []
-    return dict(item.split("=", 1) for item in pairs if "=" in item)
+    return dk.container_env(container)
 
 
 def image_of(container) -> str:

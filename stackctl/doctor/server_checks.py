@@ -7,6 +7,7 @@ import re
 
 from stackctl import metrics
 from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.engine import docker_adapter as dk
 from stackctl.host.cpulist import parse_cpulist
 
 ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v([^)]*)\) with config: (.*)")
@@ -257,8 +258,7 @@ def server_pinning(ctx):
     except PinningError as exc:
         return failed(f"no pinning decision for this host: {exc}")
     container = ctx.container()
-    output = container.exec_run(["sh", "-c", PROC_SCRIPT], demux=False).output
-    view = parse_proc(output.decode("utf-8", errors="replace"))
+    view = parse_proc(dk.exec_output(container, ["sh", "-c", PROC_SCRIPT]))
     config = container.attrs.get("HostConfig") or {}
     expected = Expected(set(parse_cpulist(decision.cpuset_cpus or "")),
                                  set(parse_cpulist(decision.cpuset_mems or "")),

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stackctl.bundle import stackspec
+from stackctl.engine import docker_adapter as dk
 from stackctl.knowledge.kv_math import GiB, MiB
 from stackctl.resources import shipped
 from stackctl.text import size_text
@@ -166,13 +167,8 @@ def run(ctx, chunk: KVChunk | None = None, keys: int | None = None) -> tuple[KVC
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
         volumes[str(shipped("checks") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
         command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--timeout", str(TIER_TIMEOUT_S)]
-        container = engine.containers.run(ctx.image_tag, command, entrypoint="", detach=True, network_mode="host",
-                                          environment=environment, volumes=volumes)
-        try:
-            container.wait(timeout=TIER_TIMEOUT_S * len(specs) + 60)
-            output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
-        finally:
-            container.remove(force=True)
+        output = dk.run_to_end(engine, ctx.image_tag, command, environment=environment, volumes=volumes,
+                               timeout=TIER_TIMEOUT_S * len(specs) + 60)
     reports = read_reports(output)
     return chunk, [judge(tier, reports.get(tier.kind), model, chunk.bytes) for tier in recipe.cache.tiers]
 

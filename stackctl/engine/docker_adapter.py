@@ -176,6 +176,84 @@ def stack_containers(engine, stack: str | None = None) -> list:
     return engine.containers.list(all=True, filters={"label": label})
 
 
+def stack_images(engine, stack: str) -> list:
+    """The images stackctl built for `stack` (by their stack label)."""
+    return engine.images.list(filters={"label": f"{LABEL_STACK}={stack}"})
+
+
+def remove_image(engine, image) -> None:
+    engine.images.remove(image.id, force=True)
+
+
+def run_detached(engine, **kwargs):
+    """Start a container (docker-py's `containers.run` keyword arguments, detach among them) and return it."""
+    return engine.containers.run(**kwargs)
+
+
+def output_of(engine, image: str, command: list[str], **kwargs) -> str:
+    """Run `command` in a container of `image`, wait for it, and return its stdout; the engine removes the
+    container when it ends."""
+    output = engine.containers.run(image, command, remove=True, stdout=True, stderr=False, **kwargs)
+    return output.decode("utf-8", errors="replace")
+
+
+def exec_in(container, argv: list[str]) -> tuple[int, str, str]:
+    """Run `argv` in a running container: its exit code, stdout and stderr."""
+    run = container.exec_run(argv, demux=True)
+    out, err = (part.decode(errors="replace") if part else "" for part in run.output)
+    return run.exit_code, out, err
+
+
+def exec_output(container, argv: list[str]) -> str:
+    """Run `argv` in a running container: its stdout and stderr as one text, as the process wrote them."""
+    return container.exec_run(argv, demux=False).output.decode("utf-8", errors="replace")
+
+
+def logs_text(container, **kwargs) -> str:
+    """The container's log (docker-py's `logs` keyword arguments: tail, stdout, stderr) as text."""
+    return container.logs(**kwargs).decode("utf-8", errors="replace")
+
+
+def follow_logs(container, **kwargs):
+    """The container's log as it is written, piece by piece, as text, until the container ends."""
+    for chunk in container.logs(stream=True, follow=True, **kwargs):
+        yield chunk.decode(errors="replace")
+
+
+def logs_or_reason(container) -> str:
+    """The container's log, or one line saying why it cannot be read (the container may be gone already)."""
+    import docker
+
+    try:
+        return logs_text(container)
+    except docker.errors.APIError as exc:
+        return f"(log unavailable: {exc})\n"
+
+
+def refresh(container):
+    """The container's state as the engine has it now (status, attrs); returns the container."""
+    container.reload()
+    return container
+
+
+def stop_container(container, timeout: int) -> None:
+    container.stop(timeout=timeout)
+
+
+def rename_container(container, name: str) -> None:
+    container.rename(name)
+
+
+def start_container(container) -> None:
+    container.start()
+
+
+def container_env(container) -> dict[str, str]:
+    """The environment a container was started with (its `Config.Env`)."""
+    pairs = (container.attrs.get("Config") or {}).get("Env") or []
+    return dict(item.split("=", 1) for item in pairs if "=" in item)
+
+
 def run_to_end(engine, image: str, command: list[str], *, environment: dict, volumes: dict | None = None,
                timeout: float = 300, **kwargs) -> str:
     """Run `command` in a throwaway container of `image` (host network, no entrypoint) and return its stdout. The

@@ -71,7 +71,7 @@ def read_floor(engine, container, model_path: str, *, stack: str, environment: d
             cost = prefill_cost(json.loads(raw))
         except ValueError as exc:
             missing.append(str(exc))
-    log = container.logs().decode("utf-8", "replace")
+    log = docker_adapter.logs_text(container)
     dtype = canonical_dtype(served_dtype(log))
     if dtype is None:
         missing.append("the server's log names no dtype")

@@ -23,8 +23,8 @@ def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
                 say(f"removed container {container.name}")
             removed += 1
         if remove_image:
-            for image in engine.images.list(filters={"label": f"{dk.LABEL_STACK}={recipe.stack.name}"}):
-                engine.images.remove(image.id, force=True)
+            for image in dk.stack_images(engine, recipe.stack.name):
+                dk.remove_image(engine, image)
                 say(f"removed image {', '.join(image.tags) or image.short_id}")
         if removed:
             state.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",

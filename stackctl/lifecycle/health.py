@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from stackctl.bundle import stackspec
+from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.lifecycle.state import stack_dir, write_atomically
 from stackctl.recipe.model import Recipe
@@ -32,9 +33,9 @@ def wait_for_health(stack: str, url: str, container, timeout: float, say) -> Non
     last_report = 0.0
     while True:
         elapsed = time.monotonic() - started
-        container.reload()
+        dk.refresh(container)
         if container.status in ("exited", "dead"):
-            log = container.logs().decode(errors="replace")
+            log = dk.logs_text(container)
             raise StackctlError(f"{stack}: the server exited during start-up (exit code "
                                 f"{container.attrs['State'].get('ExitCode')}):\n{relevant_log_tail(log)}")
         if get_status(url, timeout=2.0) == 200:
@@ -42,7 +43,7 @@ def wait_for_health(stack: str, url: str, container, timeout: float, say) -> Non
                 sys.stderr.write("\n")
             return
         if elapsed > timeout:
-            log = container.logs(tail=200).decode(errors="replace")
+            log = dk.logs_text(container, tail=200)
             raise StackctlError(f"{stack}: not healthy after {timeout:.0f} s (fix: raise "
                                 f"checks.startup_timeout_s, or read the log):\n{relevant_log_tail(log)}")
         if tty:
@@ -65,12 +66,7 @@ def relevant_log_tail(log: str, lines: int = 25) -> str:
 
 def save_failure_log(recipe: Recipe, container) -> Path | None:
     """Keep a failed server's log as STATE/NAME/last-failure.log (the container itself is removed)."""
-    import docker
-
-    try:
-        log = container.logs().decode(errors="replace")
-    except docker.errors.APIError as exc:  # the container may be gone already: say so, do not fail the cleanup
-        log = f"(log unavailable: {exc})\n"
+    log = dk.logs_or_reason(container)  # the container may be gone already: say so, do not fail the cleanup
     path = stack_dir(recipe.stack.name) / "last-failure.log"
     try:
         write_atomically(path, log)

@@ -212,12 +212,12 @@ class Deployment:
                      "kept until the new one is healthy")
             with shielded():
                 _remove_named(self.engine, self.name + PREVIOUS_SUFFIX)
-                current.stop(timeout=20)
-                current.rename(self.name + PREVIOUS_SUFFIX)
+                dk.stop_container(current, timeout=20)
+                dk.rename_container(current, self.name + PREVIOUS_SUFFIX)
                 self.previous = current
         ensure_port_free(self.recipe.serve.host, self.recipe.serve.port, self.stack)
         with shielded():
-            self.container = self.engine.containers.run(**self.kwargs)
+            self.container = dk.run_detached(self.engine, **self.kwargs)
         self.say(f"started {self.name} ({self.container.short_id}); waiting for http://{self.recipe.serve.host}:"
                  f"{self.recipe.serve.port}/health")
         wait_healthy(self.recipe, self.container, self.timeout, self.say)
@@ -277,8 +277,8 @@ class Deployment:
         old_hash = previous.labels.get(dk.LABEL_RECIPE_HASH)
         image = (previous.image.tags or [previous.image.short_id])[0]
         with shielded():
-            previous.rename(self.name)
-            previous.start()
+            dk.rename_container(previous, self.name)
+            dk.start_container(previous)
             self.previous = None
         recipe = previous.labels.get(dk.LABEL_RECIPE_PATH)
 
@@ -317,7 +317,7 @@ class Deployment:
                         dk.remove_container(current)
                 self.previous = leftover
                 self.say(f"{self.stack}: {self._restore(wait=True, why='an earlier up was cut short')}")
-                leftover.reload()
+                dk.refresh(leftover)
                 current = leftover
             else:
                 with shielded():

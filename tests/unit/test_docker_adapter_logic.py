@@ -96,3 +96,97 @@ def test_no_engine_is_one_line_with_the_address(tmp_path, monkeypatch):
     message = str(error.value)
     assert "\n" not in message and message.startswith(f"cannot reach the Docker engine at unix://{tmp_path}/none.sock")
     assert message.endswith("(fix: start dockerd, or set DOCKER_HOST)")
+
+
+class FakeContainer:
+    """What the adapter asks of a docker-py container, recorded: exec_run's answers, logs, wait, remove."""
+
+    def __init__(self, output=(b"", b""), exit_code=0, log=b"", env=None, wait_error=None, log_error=None):
+        self.output, self.exit_code, self.log, self.calls = output, exit_code, log, []
+        self.attrs = {"Config": {"Env": env or []}}
+        self.wait_error, self.log_error = wait_error, log_error
+
+    def exec_run(self, argv, demux=False):
+        self.calls.append(("exec_run", argv, demux))
+        output = self.output if demux else b"".join(part or b"" for part in self.output)
+        return type("ExecResult", (), {"output": output, "exit_code": self.exit_code})()
+
+    def logs(self, **kwargs):
+        self.calls.append(("logs", kwargs))
+        if self.log_error is not None:
+            raise self.log_error
+        return self.log
+
+    def wait(self, timeout):
+        self.calls.append(("wait", timeout))
+        if self.wait_error is not None:
+            raise self.wait_error
+
+    def remove(self, force):
+        self.calls.append(("remove", force))
+
+
+class FakeContainers:
+    def __init__(self, container):
+        self.container, self.runs = container, []
+
+    def run(self, *args, **kwargs):
+        self.runs.append((args, kwargs))
+        return self.container
+
+
+class FakeEngine:
+    def __init__(self, container):
+        self.containers = FakeContainers(container)
+
+
+def test_exec_in_gives_the_exit_code_and_the_two_streams_as_text():
+    container = FakeContainer(output=(b"out\xff\n", None), exit_code=3)
+    assert dk.exec_in(container, ["ls"]) == (3, "out\ufffd\n", "")
+    assert container.calls == [("exec_run", ["ls"], True)]
+
+
+def test_exec_output_is_both_streams_as_the_process_wrote_them():
+    container = FakeContainer(output=(b"a\n", b"b\n"))
+    assert dk.exec_output(container, ["sh", "-c", "x"]) == "a\nb\n"
+    assert container.calls == [("exec_run", ["sh", "-c", "x"], False)]
+
+
+def test_a_log_that_cannot_be_read_says_why():
+    import docker
+
+    assert dk.logs_or_reason(FakeContainer(log=b"started\n")) == "started\n"
+    gone = FakeContainer(log_error=docker.errors.NotFound("No such container: x"))
+    assert dk.logs_or_reason(gone) == "(log unavailable: No such container: x)\n"
+
+
+def test_container_env_keeps_only_name_value_pairs():
+    container = FakeContainer(env=["A=1", "B=x=y", "EMPTY=", "ODD"])
+    assert dk.container_env(container) == {"A": "1", "B": "x=y", "EMPTY": ""}
+
+
+def test_run_to_end_removes_the_container_on_every_way_out():
+    container = FakeContainer(log=b"{}\n")
+    engine = FakeEngine(container)
+    assert dk.run_to_end(engine, "img", ["python", "x"], environment={"K": "v"}, timeout=5, labels={"l": "s"}) == "{}\n"
+    assert engine.containers.runs == [(("img", ["python", "x"]), {
+        "entrypoint": "", "detach": True, "network_mode": "host", "environment": {"K": "v"}, "volumes": {},
+        "labels": {"l": "s"}})]
+    assert container.calls == [("wait", 5), ("logs", {"stdout": True, "stderr": False}), ("remove", True)]
+    interrupted = FakeContainer(wait_error=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        dk.run_to_end(FakeEngine(interrupted), "img", ["x"], environment={})
+    assert interrupted.calls[-1] == ("remove", True)
+
+
+def test_output_of_runs_attached_and_lets_the_engine_remove_the_container():
+    class Attached(FakeContainers):
+        def run(self, *args, **kwargs):
+            super().run(*args, **kwargs)
+            return b"probe\n"
+
+    engine = FakeEngine(None)
+    engine.containers = Attached(None)
+    assert dk.output_of(engine, "img", ["-c", "s"], entrypoint="/bin/bash", environment={}) == "probe\n"
+    assert engine.containers.runs == [(("img", ["-c", "s"]), {
+        "remove": True, "stdout": True, "stderr": False, "entrypoint": "/bin/bash", "environment": {}})]
