@@ -1,0 +1,66 @@
+"""The engine adapter (stackctl/engine/) is the only door to Docker: no other module imports docker-py or calls it.
+A module that needs the engine asks the adapter (run_detached, run_to_end, exec_in, logs_text, ...), so the
+docker-py keyword arguments, its exceptions and the cleanup on every way out live in one place.
+
+The scan reads each module's syntax tree: `import docker` / `from docker ...`, an attribute of `.containers` or
+`.images` (`engine.containers.run`, `engine.images.list`), and calls of `.exec_run(`, `.get_archive(` and
+`.put_archive(`."""
+
+from __future__ import annotations
+
+import ast
+
+from helpers import REPO
+
+PACKAGE = REPO / "stackctl"
+DOOR = PACKAGE / "engine"
+COLLECTIONS = {"containers", "images"}
+CALLS = {"exec_run", "get_archive", "put_archive"}
+
+# Modules outside the adapter that still call docker-py, as "path:line: what". Shrinks to empty; never grows.
+ALLOWED: set[str] = set()
+
+
+def docker_calls(source: str, name: str = "<string>") -> list[str]:
+    """Where `source` imports or calls docker-py, as "line: what"."""
+    found = []
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.Import):
+            found += [f"{node.lineno}: import {alias.name}" for alias in node.names
+                      if alias.name.split(".")[0] == "docker"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "docker":
+            found.append(f"{node.lineno}: from {node.module} import")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
+                and node.value.attr in COLLECTIONS:
+            found.append(f"{node.lineno}: .{node.value.attr}.{node.attr}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in CALLS:
+            found.append(f"{node.lineno}: .{node.func.attr}(")
+    return sorted(set(found), key=lambda text: int(text.split(":")[0]))
+
+
+def test_only_the_engine_adapter_calls_docker_py():
+    found = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if DOOR in path.parents:
+            continue
+        relative = path.relative_to(REPO).as_posix()
+        found |= {f"{relative}:{where}" for where in docker_calls(path.read_text(), relative)}
+    assert sorted(found - ALLOWED) == [], "docker-py called outside stackctl/engine/: add a function to the adapter"
+    assert sorted(ALLOWED - found) == [], "moved behind the adapter: remove these from ALLOWED"
+
+
+def test_the_scan_finds_each_kind_of_call():
+    source = ("import docker\nimport docker.errors as e\nfrom docker.types import Mount\n"
+              "engine.containers.run('x')\nengine.images.list()\nc.exec_run(['ls'])\nc.get_archive('/p')\n"
+              "c.put_archive('/p', b'')\nfrom stackctl.engine import docker_adapter as dk\n"
+              "scan.containers['n'] = 1\nwords[0] in scan.containers\nrecipe.image\ndk.exec_in(c, ['ls'])\n")
+    assert docker_calls(source) == ["1: import docker", "2: import docker.errors", "3: from docker.types import",
+                                    "4: .containers.run", "5: .images.list", "6: .exec_run(", "7: .get_archive(",
+                                    "8: .put_archive("]
+
+
+def test_the_adapter_itself_is_where_docker_py_is_called():
+    """The scan sees the adapter's calls (so it would see them elsewhere), and the adapter is skipped by path."""
+    adapter = DOOR / "docker_adapter.py"
+    kinds = {where.split(": ", 1)[1] for where in docker_calls(adapter.read_text())}
+    assert {"import docker", ".containers.run", ".images.get", ".exec_run(", ".get_archive("} <= kinds
