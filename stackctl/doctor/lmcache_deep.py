@@ -132,7 +132,7 @@ def hash_seed_proof(ctx):
     hit. LMCache's local_disk keeps its index in process memory (lmcache/v1/storage_backend/local_disk_backend.py:135
     in 0.5.6), so disk is no proof, and 0 hits there are not a seed problem."""
     from stackctl.bundle import stackspec
-    from stackctl.doctor.second_server import stack_env
+    from stackctl.engine import docker_adapter as dk
 
     _require_deep(ctx)
     shared = [tier for tier in lower_tiers(ctx) if tier.kind in SHARED_ACROSS_PROCESSES]
@@ -145,7 +145,7 @@ def hash_seed_proof(ctx):
     if item["first"].stored_tokens + item["second"].stored_tokens <= 0 and not item["first"].lookups:
         raise Unavailable("the second server's LMCache did nothing (no lookup, no store): see its log")
     hits = item["first"].hit_tokens
-    running = stack_env(ctx.container()).get("PYTHONHASHSEED")
+    running = dk.container_env(ctx.container()).get("PYTHONHASHSEED")
     wanted = stackspec.hash_seed(ctx.recipe)
     details = {"tier": item["tier"], "hit_tokens": hits, "stack_seed": running, "recipe_seed": wanted,
                "lookups": item["first"].lookups}

@@ -86,11 +86,6 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
         shutil.rmtree(bundle, ignore_errors=True)
 
 
-def stack_env(container) -> dict[str, str]:
-    """The environment a running container was started with (its `Config.Env`)."""
-    return dk.container_env(container)
-
-
 def image_of(container) -> str:
     return str(container.attrs.get("Image") or container.image.id)
 

@@ -25,7 +25,7 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
         if container.status == "running" and started:
             begun = datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")
             uptime = int((datetime.now(timezone.utc) - begun).total_seconds())
-        env = dict(item.split("=", 1) for item in container.attrs["Config"].get("Env") or [] if "=" in item)
+        env = dk.container_env(container)
         host, port = served_address(container)
         health = None
         if container.status == "running":
