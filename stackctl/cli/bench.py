@@ -10,7 +10,8 @@ import click
 @click.option("--arms", help="More recipes to compare with RECIPE (comma-separated); each is brought up in turn.")
 @click.option("--probe", "probe_only", is_flag=True,
               help="Only the probe on RECIPE's stack: the same prompts recomputed, from vLLM's prefix cache (HBM) "
-                   "and, with LMCache, from LMCache; TTFT medians and the server's hit rates side by side.")
+                   "and, with LMCache, from LMCache; TTFT medians, the server's hit rates and the prompt tokens "
+                   "each arm still recomputed, side by side.")
 @click.option("--min-speedup", type=float,
               help="With --probe: exit 1 unless recompute TTFT / cache TTFT (medians; the LMCache arm when LMCache "
                    "is on, else HBM) >= this. Gate on it only where prefill dominates TTFT (not a tiny model).")
@@ -93,8 +94,10 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
     write_atomically(out_dir / "probe.json", json.dumps(result, indent=2))
     workload.plot_probe(result, out_dir / "probe.png", recipe.stack.name)
     ratio, arm = result["speedup"], workload.ARM_TITLES[result["cache_arm"]]
-    click.echo(f"{arm}: {ratio:.1f}x faster than recompute, hit rate {_pct(result['hit_rate'])} (server /metrics); "
-               f"wrote {out_dir / 'probe.json'}, {out_dir / 'probe.png'}")
+    computed = result["arms"][result["cache_arm"]]["tokens_recomputed"]
+    tail = "" if computed is None else f", {computed:.0f} of {result['prompt_tokens']} prompt tokens recomputed"
+    click.echo(f"{arm}: {ratio:.1f}x faster than recompute, hit rate {_pct(result['hit_rate'])} (server /metrics)"
+               f"{tail}; wrote {out_dir / 'probe.json'}, {out_dir / 'probe.png'}")
     failed = []
     if min_speedup is not None and (ratio or 0) < min_speedup:
         failed.append(f"speedup {ratio:.2f}x < {min_speedup}x")

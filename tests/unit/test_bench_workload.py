@@ -16,6 +16,9 @@ def test_probe_asks_each_prompt_per_arm_and_reads_each_arms_hit_rate_from_the_se
     assert result["prompt_tokens"] == 100 and result["runs"] == 3 and result["cache_arm"] == "lmcache"
     rates = {arm: values["hit_rate"] for arm, values in result["arms"].items()}
     assert rates == {"recompute": 0.0, "hbm": 0.75, "lmcache": 0.75}
+    recomputed = {arm: values["tokens_recomputed"] for arm, values in result["arms"].items()}
+    assert recomputed == {"recompute": 100, "hbm": 25, "lmcache": 25}  # prompt tokens minus the server's hits
+    assert result["arms"]["hbm"]["tokens_recomputed_runs"] == [25, 25, 25]
     assert all(len(values["ttft_s"]) == 3 for values in result["arms"].values())
     assert result["speedup"] == pytest.approx(result["cold_ttft_s"] / result["warm_ttft_s"])
     warm_up, *requests = [body for path, body in server.received if path == "/v1/completions"]
@@ -32,6 +35,31 @@ def test_probe_without_lmcache_has_no_lmcache_arm_and_the_table_says_so():
     assert set(result["arms"]) == {"recompute", "hbm"} and result["hit_rate"] == 0.5
     table = bench.probe_table(result)
     assert "| vLLM prefix cache (HBM) |" in table and "LMCache" not in table and "median of 2" in table
+
+
+def test_tokens_recomputed_is_the_prompt_minus_every_hit_the_server_counted():
+    assert bench.tokens_recomputed(2000, 1792.0) == 208  # LMCache, chunk_size 256: the last 208 tokens
+    assert bench.tokens_recomputed(2000, 1920.0) == 80  # vLLM's prefix cache, 128-token blocks
+    assert bench.tokens_recomputed(2000, 0.0) == 2000
+    assert bench.tokens_recomputed(10, 12.0) == 0  # counters read around a request never make it negative
+    assert bench.tokens_recomputed(None, 5.0) is None  # no usage in the answer: unknown, not 0
+
+
+def test_the_probe_table_has_a_tokens_recomputed_column_per_arm():
+    def arm(ttft, over, rate, computed):
+        return {"ttft_median_s": ttft, "over_recompute": over, "hit_rate": rate, "tokens_recomputed": computed}
+
+    result = {"prompt_tokens": 2000, "runs": 5, "arms": {
+        "recompute": arm(4.0, 1.0, 0.0, 2000), "hbm": arm(0.5, 0.125, 0.96, 80), "lmcache": arm(1.0, 0.25, 0.896, 208)}}
+    header, rule, *rows = bench.probe_table(result).splitlines()
+    assert header.endswith("| hit rate (server) | tokens recomputed |") and rule == "|---|---|---|---|---|"
+    assert rows == ["| recompute (nothing cached) | 4000 | 1.00 | 0.0% | 2000 |",
+                    "| vLLM prefix cache (HBM) | 500 | 0.12 | 96.0% | 80 |",
+                    "| LMCache (its tiers) | 1000 | 0.25 | 89.6% | 208 |"]
+    del result["arms"]["lmcache"]["tokens_recomputed"]  # a probe.json written before the column existed
+    result["arms"]["hbm"]["tokens_recomputed"] = None
+    assert bench.probe_table(result).splitlines()[-2:] == ["| vLLM prefix cache (HBM) | 500 | 0.12 | 96.0% | - |",
+                                                           "| LMCache (its tiers) | 1000 | 0.25 | 89.6% | - |"]
 
 
 def test_a_workload_stops_at_its_request_budget():

@@ -115,3 +115,35 @@ def test_plan_recipe_refuses_a_model_it_cannot_size(tmp_path):
     text = (RECIPES / "atom-lmcache-cpu.toml").read_text().replace('"/models/MiniMax-M2.5"', f'"{tmp_path}"', 1)
     with pytest.raises(StackctlError, match="no config.json there and not in the built-in model table"):
         plan_recipe(load_recipe_text(text, "r.toml"), users=1, context_tokens=1000)
+
+
+def test_chunk_advice_weighs_lmcaches_chunk_against_vllms_block():
+    from stackctl.plan.make import chunk_advice
+
+    kind, text = chunk_advice(256, 128, "cpu")  # the tail a CPU prefills on every LMCache hit: up to 255 tokens
+    assert kind == "warning" and "recomputes up to 255 tokens" in text and "at most 128" in text
+    assert "set cache.chunk_size = 128" in text and "lmcache-chunk-above-block" in text
+    kind, text = chunk_advice(128, 128, "cpu")
+    assert kind == "note" and "no more of a prompt than one from vLLM's prefix cache" in text
+    assert chunk_advice(64, 128, "cpu")[0] == "note"
+    kind, text = chunk_advice(256, 16, "rocm")  # a GPU: said, not warned (no rule judges it there)
+    assert kind == "note" and "up to 255 tokens" in text and "at most 16" in text
+    kind, text = chunk_advice(256, None, "rocm")  # the attention backend picks the block
+    assert kind == "note" and "up to 255 tokens" in text and "block size" not in text
+
+
+def test_plan_recipe_says_what_the_chunk_size_costs_a_hit(tmp_path):
+    """On vLLM-CPU (128-token blocks) a larger chunk is a warning, the shipped CPU recipe's is a note; cache.extra's
+    chunk_size is the one LMCache runs with."""
+    from helpers import RECIPES
+
+    from stackctl.plan import plan_recipe
+    from stackctl.recipe import load_recipe_text
+
+    text = (RECIPES / "cpu-lmcache.toml").read_text()
+    shipped = plan_recipe(load_recipe_text(text, "r.toml"), users=1, context_tokens=2000, host_ram_bytes=64 * GiB)
+    assert any("whole 128-token chunks" in n and "whole 128-token blocks" in n for n in shipped.notes)
+    assert not any("chunk_size" in w for w in shipped.warnings)
+    coarse = text.replace("chunk_size = 128", "chunk_size = 128\nextra = { chunk_size = 512 }", 1)
+    plan = plan_recipe(load_recipe_text(coarse, "r.toml"), users=1, context_tokens=2000, host_ram_bytes=64 * GiB)
+    assert [w for w in plan.warnings if w.startswith("cache.chunk_size 512 > vLLM's block size 128")]

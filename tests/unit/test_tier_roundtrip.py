@@ -24,14 +24,14 @@ def driver():
 
 
 def test_the_chunk_is_the_recipes_model_times_its_chunk_size():
-    """tiny-random-llama: 2 layers x 2 KV heads x head_dim 64, K and V in bf16 = 1,024 B a token; 256 tokens."""
+    """tiny-random-llama: 2 layers x 2 KV heads x head_dim 64, K and V in bf16 = 1,024 B a token; 128 tokens."""
     chunk = tier_roundtrip.kv_chunk(load_recipe(RECIPES / "cpu-tiers.toml"))
-    assert (chunk.layers, chunk.kv_size, chunk.tokens, chunk.hidden, chunk.dtype_bytes) == (2, 2, 256, 128, 2)
-    assert chunk.bytes == 256 * 1024 and not chunk.stand_in
-    assert chunk.spec() == {"layers": 2, "kv_size": 2, "tokens": 256, "hidden": 128, "dtype": "bfloat16"}
-    assert chunk.describe() == "256 KiB KV chunks (tiny-random-llama: 256 tokens x 1,024 B)"
+    assert (chunk.layers, chunk.kv_size, chunk.tokens, chunk.hidden, chunk.dtype_bytes) == (2, 2, 128, 128, 2)
+    assert chunk.bytes == 128 * 1024 and not chunk.stand_in
+    assert chunk.spec() == {"layers": 2, "kv_size": 2, "tokens": 128, "hidden": 128, "dtype": "bfloat16"}
+    assert chunk.describe() == "128 KiB KV chunks (tiny-random-llama: 128 tokens x 1,024 B)"
     bench = tier_roundtrip.kv_chunk(load_recipe(RECIPES / "cpu-lmcache.toml"))
-    assert bench.bytes == 24_576 * 256 and bench.describe().startswith("6 MiB KV chunks (bench-random-llama")
+    assert bench.bytes == 24_576 * 128 and bench.describe().startswith("3 MiB KV chunks (bench-random-llama")
 
 
 def test_a_tensor_parallel_rank_stores_its_own_heads_in_the_kv_dtype():
@@ -51,7 +51,7 @@ def test_an_mla_model_stores_one_latent_per_layer(tmp_path):
     recipe.model.path = str(model)
     chunk = tier_roundtrip.kv_chunk(recipe)
     assert (chunk.kv_size, chunk.layers, chunk.hidden) == (1, 4, 576)
-    assert chunk.bytes == 4 * 576 * 2 * 256
+    assert chunk.bytes == 4 * 576 * 2 * 128
 
 
 def test_an_unknown_model_gets_a_stand_in_chunk_and_says_so():
@@ -84,7 +84,7 @@ def test_each_tier_gets_its_own_config_and_lower_tiers_bypass_ram():
     assert "remote_url" not in configs["fs"] and "remote_storage_plugins" not in configs["s3"]
     assert configs["s3"]["remote_url"] == "s3://stackctl-kv.rgw.stackctl.test:17443"
     assert configs["s3"]["extra_config"] == {"s3_region": "us-east-1"}
-    assert all(c["chunk_size"] == 256 for c in configs.values())
+    assert all(c["chunk_size"] == 128 for c in configs.values())
 
 
 def test_the_specs_give_every_tier_the_same_chunk(tmp_path):
