@@ -219,7 +219,8 @@ def _prefill_floor(recipe, result: dict) -> None:
         click.echo(f"this host's {floor.dtype} matmul peak, measured now in the stack's image: "
                    f"{floor.peak_gflops:,.1f} GFLOP/s ({floor.peak.threads if floor.peak else '?'} threads)")
     for arm, values in result["arms"].items():
-        cached = round(prompt * (values["hit_rate"] or 0.0))
+        recomputed = values.get("tokens_recomputed")  # what the server counted; the hit rate only as a fallback
+        cached = prompt - round(recomputed) if recomputed is not None else round(prompt * (values["hit_rate"] or 0))
         rate = floor.rate(prompt, cached, values["ttft_median_s"])
         values["prefill"] = rate
         click.echo(f"  {arm}: {floor.text(rate)}")

@@ -28,6 +28,14 @@ def test_probe_gates_on_the_servers_hit_rate_and_writes_the_arms(smoke_stack, tm
     assert probe["cache_arm"] == "hbm" and probe["arms"]["hbm"]["hit_rate"] > 0.9
     assert probe["arms"]["recompute"]["hit_rate"] == 0.0 and probe["prompt_tokens"] >= 1000
     assert Image.open(out / "probe.png").size[0] > 300
+    # The physical floor, measured in the same run: this host's matmul peak for the dtype the server reports, and
+    # each arm's prefill rate against it (the tiny model's FLOPs from its config.json in the container).
+    floor = probe["floor"]
+    assert floor["dtype"] in ("float32", "bfloat16") and floor["peak_gflops"] > 0, floor
+    assert f"this host's {floor['dtype']} matmul peak, measured now in the stack's image" in result.stdout
+    recompute = probe["arms"]["recompute"]["prefill"]
+    assert recompute["tokens_recomputed"] == probe["prompt_tokens"] and recompute["share_of_peak"] > 0
+    assert f"of this host's {floor['dtype']} matmul peak" in result.stdout
 
 
 def test_probe_fails_when_the_bar_is_out_of_reach(smoke_stack, tmp_path):
