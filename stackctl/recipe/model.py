@@ -9,7 +9,7 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 
 from __future__ import annotations
 
-from stackctl.knowledge.kinds import PLATFORMS, TIER_KINDS
+from stackctl.knowledge.kinds import PLATFORMS, TIER_KINDS, tier_kind
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
@@ -257,7 +257,9 @@ class Recipe(Section):
         return self.model.served_name or self.model.path.rstrip("/").rsplit("/", 1)[-1]
 
     def tiers_of(self, kind: str) -> list:
-        return [tier for tier in self.cache.tiers if tier.kind == kind]
+        """The tiers of one kind (a misspelt kind is an error, not an empty list)."""
+        name = tier_kind(kind).name
+        return [tier for tier in self.cache.tiers if tier.kind == name]
 
 
 def recipe_fields(cls) -> list:

@@ -24,17 +24,7 @@ RECORDS = "stackctl/knowledge/kinds.py"
 NAMES = set(TIER_KINDS) | set(PLATFORMS)
 
 # Comparisons not converted yet, as (module, line text stripped). Shrink it; never grow it: ask the record instead.
-# The importer works on the names it writes into a draft recipe (the platform it decides), not on a loaded recipe.
-ALLOWED = {
-    ("stackctl/importer/mapping.py",
-     'elif key == "ATOM_DISABLE_VLLM_PLUGIN" and value == "1" and engine == "vllm" and platform == "rocm":'),
-    ("stackctl/importer/mapping.py",
-     'elif key == stackspec.CPU_CONNECTOR_ENV and value in ("0", "1") and platform == "cpu":'),
-    ("stackctl/importer/platform.py", 'if platform == "rocm":'),
-    ("stackctl/importer/platform.py", 'if platform == "cpu":'),
-    ("stackctl/importer/platform.py",
-     'elif platform == "rocm" and (is_cuda_image(image) or "cuda" in image.lower() or'),
-}
+ALLOWED: set[tuple[str, str]] = set()
 
 
 def _names(node: ast.AST) -> set[str]:
