@@ -20,6 +20,7 @@ from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.host.dtype import DTYPE_ENV, host_decides
 from stackctl.knowledge import compat
+from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.resources import shipped
 
@@ -38,7 +39,7 @@ def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
         refuse_unresolved(recipe)
     env = _jinja_env()
     context = _template_context(recipe)
-    dockerfile = f"Dockerfile.{'cpu' if recipe.stack.platform == 'cpu' else 'rocm'}.j2"
+    dockerfile = platform_of(recipe).dockerfile
     files: dict[str, bytes] = {
         "Dockerfile": _tidy(env.get_template(dockerfile).render(context)).encode(),
         "wheelhouse/.keep": b"",
@@ -223,7 +224,7 @@ def _template_context(recipe: Recipe) -> dict:
         "lmcache_build_requirements": compat.lmcache_build_requirements(versions["lmcache"]),
         "purge": purge,
         "verify_imports": verify,
-        "keep_prefixes": ["nvidia-"] if recipe.stack.platform == "cpu" else [],
+        "keep_prefixes": list(platform_of(recipe).tolerated_packages),
         "app_dir": stackspec.APP_DIR,
         "run_dir": stackspec.RUN_DIR,
         "probes_dir": stackspec.PROBES_DIR,
@@ -231,7 +232,7 @@ def _template_context(recipe: Recipe) -> dict:
         "command": stackspec.server_command(recipe),
         "arg_lines": _flag_lines(stackspec.serve_args(recipe)),
         "container": stackspec.container_name(recipe),
-        "rocm": recipe.stack.platform == "rocm",
+        "rocm": platform_of(recipe).has_gpus,  # the GPU devices, groups and capabilities in compose.yaml
         "secrets": stackspec.secret_references(recipe),
         "volumes": stackspec.volumes(recipe),
         "environment": environment,

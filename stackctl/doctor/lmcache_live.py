@@ -20,13 +20,6 @@ from stackctl import metrics
 from stackctl.doctor.lmcache_log import ANSI, activity, throughput
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 
-# LMCache 0.5.6 storage backend names (lmcache/v1/storage_backend/__init__.py:187, :232, :274, :301).
-TIER_BACKENDS = {"cpu": "LocalCPUBackend", "disk": "LocalDiskBackend", "fs": "RemoteBackend-fs",
-                 "s3": "RemoteBackend"}
-# Tiers whose chunks a new server process can find. The cpu tier is process memory; LMCache's local_disk backend
-# starts with an empty index and never scans its directory (lmcache/v1/storage_backend/local_disk_backend.py:135),
-# so its files are invisible to any other process, a restarted server included.
-SHARED_ACROSS_PROCESSES = ("fs", "s3")
 GENERATED_TOKENS = 8
 EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 

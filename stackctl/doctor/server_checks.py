@@ -9,6 +9,7 @@ from stackctl import metrics
 from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
 from stackctl.engine import docker_adapter as dk
 from stackctl.host.cpulist import parse_cpulist
+from stackctl.knowledge.kinds import platform_of
 
 ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v([^)]*)\) with config: (.*)")
 DEGRADED = "degraded mode (recompute)"
@@ -82,7 +83,7 @@ def engine_settings(ctx):
         if config.get(key) is not None and config[key] != value:
             wrong.append(f"{key}={config[key]} (recipe: {value})")
     mode = config.get("cudagraph_mode")
-    if recipe.stack.platform == "rocm":
+    if platform_of(recipe).cuda_graphs:
         wanted = (recipe.serve.cudagraph_mode or "").upper()
         if wanted and mode and mode != wanted:
             wrong.append(f"cudagraph_mode={mode} (recipe: {wanted})")

@@ -23,14 +23,14 @@ from pathlib import Path
 
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
+from stackctl.knowledge.kinds import TIER_KIND_RECORDS, kind_of
 from stackctl.knowledge.kv_math import GiB, MiB
 from stackctl.resources import shipped
 from stackctl.text import size_text
 
 # Keys of LMCache's config that name a tier; each tier's config keeps everything else of the stack's config.
-TIER_KEYS = ("local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
-             "remote_storage_plugins", "remote_serde")
-TIER_EXTRA_KEYS = ("s3_region", "disable_tls", "remote_storage_plugin.fs.base_path")
+TIER_KEYS = (*(key for kind in TIER_KIND_RECORDS for key in kind.lmcache_keys), "remote_serde")
+TIER_EXTRA_KEYS = tuple(key for kind in TIER_KIND_RECORDS for key in kind.lmcache_extra_keys)
 CHECK_CPU_GB = 0.05              # the smallest CPU buffer of the check (GiB, as LMCache reads max_local_cpu_size)
 ROUND_TRIP_MIN_BYTES = 16 * MiB  # each tier moves at least this much each way (unless MAX_KEYS chunks are fewer)
 MIN_KEYS, MAX_KEYS = 4, 64
@@ -119,18 +119,12 @@ def tier_configs(recipe, cpu_gib: float = CHECK_CPU_GB) -> dict[str, dict]:
     base = {k: v for k, v in full.items() if k not in TIER_KEYS and k != "extra_config"}
     configs = {}
     for tier in recipe.cache.tiers:
-        config = dict(base, local_cpu=tier.kind == "cpu", max_local_cpu_size=cpu_gib)
-        tier_extra = dict(extra)
-        if tier.kind == "disk":
-            config.update(local_disk=full["local_disk"], max_local_disk_size=full["max_local_disk_size"])
-        elif tier.kind == "fs":
-            config.update(remote_storage_plugins=["fs"], remote_serde="naive")
-            tier_extra["remote_storage_plugin.fs.base_path"] = tier.path
-        elif tier.kind == "s3":
-            config.update(remote_url=tier.url, remote_serde="naive")
-            tier_extra["s3_region"] = tier.region
-            if tier.disable_tls:
-                tier_extra["disable_tls"] = True
+        config = dict(base, local_cpu=False, max_local_cpu_size=cpu_gib)
+        settings, own_extra = stackspec.tier_lmcache(recipe, tier)
+        config.update(settings, max_local_cpu_size=cpu_gib)  # the check's CPU buffer, whatever the tier's size
+        if kind_of(tier).remote:
+            config["remote_serde"] = "naive"
+        tier_extra = dict(extra, **own_extra)
         if tier_extra:
             config["extra_config"] = tier_extra
         configs[tier.kind] = config
@@ -144,7 +138,7 @@ def tier_specs(recipe, chunk: KVChunk, keys: int, model: str, spec_dir: str, mou
         Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
         tier = recipe.tiers_of(kind)[0]
         specs.append({"tier": kind, "config": f"{mounted_at}/{kind}.json", "model": model,
-                      "path": tier.path if kind in ("disk", "fs") else None, "chunk": chunk.spec(), "keys": keys})
+                      "path": tier.path if kind_of(tier).host_directory else None, "chunk": chunk.spec(), "keys": keys})
     Path(spec_dir, "specs.json").write_text(json.dumps(specs))
     return specs
 
@@ -193,13 +187,13 @@ def judge(tier, report: dict | None, model: str, chunk_bytes: int) -> TierOutcom
           all(report.get(name) == keys for name in ("absent_before", "stored", "equal")))
     if not ok:
         return TierOutcome(tier.kind, False, f"{tier.kind} failed: {cause(tier, report, chunk_bytes)}", figures)
-    seen = ""
-    if tier.kind == "s3":
+    seen, kind = "", kind_of(tier)
+    if kind.s3_bucket:
         seen = _s3_seen_and_removed(tier, model)
-    elif tier.kind in ("disk", "fs"):
+    elif kind.host_directory:
         seen = f"{report.get('files_seen', 0)} file(s) seen in {tier.path}, removed"
     # LMCache's CPU backend keeps the chunk object itself (0.5.6 local_cpu_backend.py:163-168): no copy, no MB/s
-    if tier.kind == "cpu":
+    if not kind.lower:
         text = (f"cpu ok: put {figures['put_ms']:.3g} ms, get {figures['get_ms']:.3g} ms a chunk (kept in RAM by "
                 "reference, no copy)")
     else:
@@ -230,12 +224,12 @@ def cause(tier, report: dict, chunk_bytes: int) -> str:
     """The cause in words, from the tier's own facts first and LMCache's log second."""
     log = "\n".join(report.get("log_tail", []))
     facts = counts(report) if "keys" in report else "no result"
-    if tier.kind in ("disk", "fs"):
+    if kind_of(tier).host_directory:
         if report.get("read_only") or "Read-only file system" in log or "Permission denied" in log:
             return f"path not writable: {tier.path} ({facts})"
         if "No space left" in log or report.get("free_bytes", 1 << 40) < chunk_bytes * 2:
             return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({facts})"
-    if tier.kind == "s3":
+    if kind_of(tier).s3_bucket:
         from stackctl.doctor.s3_access import check_bucket
 
         verdict = check_bucket(tier)

@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from stackctl.errors import StackctlError
+from stackctl.knowledge.kinds import kind_of
 
 
 def _revision(extra_args: list[str]) -> str | None:
@@ -49,9 +50,9 @@ def shared_tiers(recipe) -> list[str]:
         return []
     names = []
     for tier in recipe.cache.tiers:
-        if tier.kind == "s3" and tier.url:
+        if kind_of(tier).s3_bucket and tier.url:
             names.append(f"s3 {tier.url.lower().rstrip('/')}")
-        elif tier.kind == "fs" and tier.path:
+        elif kind_of(tier).remote and kind_of(tier).host_directory and tier.path:
             names.append(f"fs {os.path.normpath(tier.path)}")
     return names
 

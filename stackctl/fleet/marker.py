@@ -23,7 +23,9 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-KINDS = ("fs", "s3")
+from stackctl.knowledge.kinds import kind_of, kinds_where
+
+KINDS = tuple(sorted(kinds_where(lambda kind: kind.remote)))  # the tiers hosts share: fs, s3 (by name)
 FS_PREFIX = ".stackctl-marker-"   # the marker file in the fs tier's directory
 S3_PREFIX = "stackctl-marker/"    # the marker object's key prefix in the bucket
 MARKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -40,7 +42,7 @@ def marker_tier(recipe, kind: str):
 
 def group_key(tier) -> str:
     """Hosts with the same key are meant to share one store: the fs path, or the S3 bucket + endpoint host:port."""
-    if tier.kind == "fs":
+    if kind_of(tier).host_directory:
         return f"fs {os.path.normpath(tier.path)}"
     from stackctl.doctor.s3_access import endpoint_of
 
@@ -50,7 +52,7 @@ def group_key(tier) -> str:
 
 def tier_label(tier) -> str:
     """The tier as messages name it: "fs tier /shared/kv", "s3 tier bucket kv at rgw.example.com:443"."""
-    if tier.kind == "fs":
+    if kind_of(tier).host_directory:
         return f"fs tier {os.path.normpath(tier.path)}"
     from stackctl.doctor.s3_access import endpoint_of, where_of
 
@@ -159,7 +161,7 @@ class S3Store:
 
 
 def _store(tier, marker_id: str):
-    return FsStore(tier, marker_id) if tier.kind == "fs" else S3Store(tier, marker_id)
+    return FsStore(tier, marker_id) if kind_of(tier).host_directory else S3Store(tier, marker_id)
 
 
 def put(tier, marker_id: str, readers: list[str]) -> Outcome:

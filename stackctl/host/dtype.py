@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from stackctl.host.isa import CpuIsa, canonical_dtype
 from stackctl.host.matmul import MatmulPeak
+from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 
 # A 16-bit dtype counts as native when its matmuls reach at least this share of float32's: native bf16 runs 2-10x
@@ -44,13 +45,13 @@ class DtypeDecision:
 
 def host_decides(recipe: Recipe) -> bool:
     """Whether the host picks the dtype: a CPU stack with model.dtype = "auto"."""
-    return recipe.stack.platform == "cpu" and recipe.model.dtype.strip().lower() == "auto"
+    return platform_of(recipe).cpu_computes and recipe.model.dtype.strip().lower() == "auto"
 
 
 def decide_dtype(recipe: Recipe, isa: CpuIsa, measured: MatmulPeak | None = None) -> DtypeDecision:
     """The decision for `recipe` on a CPU with `isa` (already capped by the stack's environment), with the matmul
     figures of this host when they were measured."""
-    if recipe.stack.platform != "cpu":
+    if not platform_of(recipe).cpu_computes:
         return DtypeDecision(None, canonical_dtype(recipe.model.dtype), None,
                              f"platform {recipe.stack.platform}: vLLM picks the dtype for the GPU")
     if not host_decides(recipe):

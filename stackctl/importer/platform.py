@@ -18,6 +18,7 @@ from stackctl.importer.container import is_cuda_image, repository
 from stackctl.importer.draft import Draft, fits
 from stackctl.importer.launch import Launch
 from stackctl.knowledge import compat
+from stackctl.knowledge.kinds import platform_named
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -54,7 +55,7 @@ def platform_and_engine(draft: Draft, launch: Launch) -> tuple[str, str]:
     else:
         platform, why = "rocm", "assumed: nothing in the launch names the platform"
     draft.stack.set("platform", platform, why)
-    if platform == "rocm":
+    if platform_named(platform).has_gpus:
         _translate_gpu_settings(draft, launch, bool(nvidia) and not rocm)
     engine, why = _engine(launch, platform)
     draft.stack.set("engine", engine, why or None)
@@ -81,7 +82,7 @@ def nvidia_evidence(launch: Launch) -> list[str]:
 
 def _engine(launch: Launch, platform: str) -> tuple[str, str]:
     env, repo = launch.env, repository(launch.image or "")
-    if platform == "cpu":
+    if not platform_named(platform).has_gpus:  # ATOM is a GPU engine
         return "vllm", ""
     if env.get("ATOM_DISABLE_VLLM_PLUGIN") == "1":
         return "vllm", "ATOM_DISABLE_VLLM_PLUGIN=1"
@@ -167,8 +168,8 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
     if ref:
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "
                            f"default ({default}): set it")
-    elif platform == "rocm" and (is_cuda_image(image) or "cuda" in image.lower() or
-                                 nvidia_evidence(launch) and not rocm_evidence(launch)):
+    elif platform_named(platform).has_gpus and (is_cuda_image(image) or "cuda" in image.lower() or
+                                                nvidia_evidence(launch) and not rocm_evidence(launch)):
         draft.notes.append(f"the launch ran {image}, a CUDA build: stack.base_image left to stackctl's ROCm default "
                            f"({default}); choose the ROCm image of the same vLLM release")
     elif engine == "atom-vllm" and repo.startswith("rocm/atom") and "vllm" not in image.split(":")[-1]:

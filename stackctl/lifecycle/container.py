@@ -10,6 +10,7 @@ from pathlib import Path
 from stackctl.bundle import render, stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
+from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
@@ -46,10 +47,11 @@ def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, hos
             dk.LABEL_DESCRIPTION: recipe.stack.description,
         },
     }
-    if recipe.stack.platform == "rocm":
+    platform = platform_of(recipe)
+    if platform.has_gpus:
         groups = host_groups or {}
         kwargs.update({
-            "devices": ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"],
+            "devices": list(platform.devices),
             "group_add": [str(groups.get("video", "video")), str(groups.get("render", "render"))],
             "cap_add": ["SYS_PTRACE"],
             "security_opt": ["seccomp=unconfined"],

@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 from stackctl.errors import StackctlError
+from stackctl.knowledge.kinds import kind_of
 
 
 def client_host(host: str) -> str:
@@ -68,7 +69,7 @@ def ensure_tier_paths_writable(recipe) -> None:
     from stackctl.recipe.positions import lookup
 
     for index, tier in enumerate(recipe.cache.tiers if recipe.cache.enabled else []):
-        if tier.kind not in ("disk", "fs") or not tier.path:
+        if not kind_of(tier).host_directory or not tier.path:
             continue
         try:
             Path(tier.path).mkdir(parents=True, exist_ok=True)
@@ -89,7 +90,7 @@ def ensure_tier_files_readable(recipe) -> None:
 
     for index, tier in enumerate(recipe.cache.tiers if recipe.cache.enabled else []):
         for key in ("credentials_file", "ca_file"):
-            path = getattr(tier, key, None) if tier.kind == "s3" else None
+            path = getattr(tier, key, None) if kind_of(tier).s3_bucket else None
             if not path or (os.path.isfile(path) and os.access(path, os.R_OK)):
                 continue
             problem = ("is not readable" if os.path.isfile(path) else "is not a file" if os.path.exists(path)

@@ -20,6 +20,7 @@ from stackctl.bundle import render as renderer
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
+from stackctl.knowledge.kinds import platform_of
 from stackctl.lifecycle import state
 from stackctl.lifecycle.build import build
 from stackctl.lifecycle.container import container_kwargs, read_secrets, redacted
@@ -103,7 +104,7 @@ def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=
     from stackctl.host.dtype import decide_dtype
     from stackctl.host.matmul import measure
 
-    if recipe.stack.platform != "cpu":
+    if not platform_of(recipe).cpu_computes:
         return None
     environment = kwargs["environment"]
     isa = facts.isa.for_environment(environment)
@@ -123,7 +124,7 @@ def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=
 
 def _refuse_without_gpus(recipe: Recipe, facts) -> None:
     """Say before an hour-long build, not after it, that this host cannot run a ROCm stack."""
-    if recipe.stack.platform != "rocm":
+    if not platform_of(recipe).has_gpus:
         return
     if not facts.devices.kfd:
         raise StackctlError(f"{recipe.source}: platform rocm but /dev/kfd is missing on this host (fix: load the "

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from stackctl.errors import StackctlError
+from stackctl.knowledge.kinds import kind_of, platform_of
 from stackctl.knowledge.kv_math import GiB
 from stackctl.plan.make import Plan, chunk_advice, make_plan
 
@@ -37,11 +38,11 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
         if entry and weights_bytes:
             notes.append(f"weights size from the built-in table ({entry.weights_source})")
     vram = None
-    if host is not None and host.gpus and recipe.stack.platform == "rocm":
+    if host is not None and host.gpus and platform_of(recipe).has_gpus:
         vram = min((g.vram_bytes for g in host.gpus if g.vram_bytes), default=None)
         if vram:
             notes.append(f"GPU memory probed on this host ({host.gpus[0].name})")
-    if vram is None and recipe.stack.platform == "rocm":
+    if vram is None and platform_of(recipe).has_gpus:
         match = lookup_gpu(gpu or " ".join(recipe.versions.gpu_arch))
         if match:
             vram = match.spec.vram_bytes
@@ -59,7 +60,7 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
     elif host is not None and host.memory.total_bytes:
         ram, ram_source = host.memory.total_bytes, "this machine"
         notes.append(f"host RAM {ram / GiB:,.1f} GiB: this machine's; plan for the serving host with --host-ram GIB")
-    remote = [t.kind for t in recipe.cache.tiers if t.kind in ("s3", "fs")] if recipe.cache.enabled else []
+    remote = [t.kind for t in recipe.cache.tiers if kind_of(t).remote] if recipe.cache.enabled else []
     plan = make_plan(
         shape, tensor_parallel=recipe.model.tensor_parallel, kv_cache_dtype=recipe.model.kv_cache_dtype,
         gpu_memory_utilization=recipe.serve.gpu_memory_utilization, gpu_vram_bytes=vram,

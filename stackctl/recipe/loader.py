@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
-from stackctl.recipe.model import TIER_FIELDS, Recipe, Tier, recipe_fields
+from stackctl.knowledge.kinds import TIER_KINDS, TIER_KINDS_BY_NAME
+from stackctl.recipe.model import Recipe, Tier, recipe_fields
 from stackctl.recipe.positions import index_positions, lookup
 from stackctl.secrets import is_secret_name, redact
 
@@ -224,7 +225,7 @@ class _Loader:
         kinds = [t.kind for t in tiers]
         # LMCache has one slot per kind: local_cpu, local_disk, remote_url (s3) and the fs storage plugin. An s3 and
         # an fs tier coexist (two remote backends), two of one kind do not.
-        for kind in ("cpu", "disk", "s3", "fs"):
+        for kind in TIER_KINDS:
             if kinds.count(kind) > 1:
                 self.problem(path + (_last_index(kinds, kind),), f"only one {kind} tier is supported",
                              "merge them into one tier")
@@ -253,7 +254,6 @@ class _Loader:
 
     def wrong_type(self, path, value, expected, fix):
         self.problem(path, f"must be {expected}, not {_toml_type(value)}", f"write it as `{fix}`")
-        return None
 
     def check_constraints(self, spec, value, path) -> None:
         meta = spec.meta
@@ -296,14 +296,14 @@ class _Loader:
         if not isinstance(data, dict):
             return self.wrong_type(path, data, "a table", "[[cache.tiers]] with kind = ...")
         tier = self.build_section(Tier, data, path)
-        if tier.kind not in TIER_FIELDS:
+        record = TIER_KINDS_BY_NAME.get(tier.kind)
+        if record is None:
             return None
-        rules = TIER_FIELDS[tier.kind]
         for key in data:
-            if key != "kind" and key not in rules["allowed"] and key in Tier._fields:
+            if key != "kind" and key not in record.allowed and key in Tier._fields:
                 self.problem(path + (key,), f"does not apply to a {tier.kind} tier",
-                             f"remove it; a {tier.kind} tier takes {', '.join(sorted(rules['allowed']))}")
-        for key in sorted(rules["required"]):
+                             f"remove it; a {tier.kind} tier takes {', '.join(sorted(record.allowed))}")
+        for key in sorted(record.required):
             if key not in data:
                 self.problem(path, f"a {tier.kind} tier needs {key}", f"add `{key} = ...` to this [[cache.tiers]]")
         return tier

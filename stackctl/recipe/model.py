@@ -9,6 +9,8 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 
 from __future__ import annotations
 
+from stackctl.knowledge.kinds import PLATFORMS, TIER_KINDS, tier_kind
+
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from typing import Any
@@ -21,7 +23,6 @@ VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$"
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
 HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
-TIER_KINDS = ("cpu", "disk", "s3", "fs")
 
 
 class Field:
@@ -95,7 +96,7 @@ class Stack(Section):
     name: str = option(REQUIRED, "Stack name: image tag, container name and fleet label.", "str",
                   pattern=NAME_PATTERN, example="minimax-m25-lmcache")
     platform: str = option("rocm", "Where it runs: AMD Instinct GPUs (rocm) or any x86 host (cpu).", "str",
-                      choices=("rocm", "cpu"))
+                      choices=PLATFORMS)
     engine: str = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
                     choices=("vllm", "atom-vllm"))
     base_image: str | None = option(None, "Base image; default depends on platform and engine.", "str",
@@ -185,15 +186,7 @@ class Tier(Section):
                      "(s3).", "str")
 
 
-# Which optional tier fields each kind accepts and requires.
-TIER_FIELDS = {
-    "cpu": {"allowed": {"size_gb"}, "required": {"size_gb"}},
-    "disk": {"allowed": {"size_gb", "path"}, "required": {"size_gb", "path"}},
-    "s3": {"allowed": {"url", "region", "disable_tls", "access_key_env", "secret_key_env", "credentials_file",
-                       "ca_file"},
-           "required": {"url", "region"}},
-    "fs": {"allowed": {"path", "size_gb"}, "required": {"path"}},
-}
+# Which optional tier fields each kind accepts and requires: knowledge/kinds.py's records (allowed, required).
 
 
 class Cache(Section):
@@ -266,7 +259,9 @@ class Recipe(Section):
         return self.model.served_name or self.model.path.rstrip("/").rsplit("/", 1)[-1]
 
     def tiers_of(self, kind: str) -> list:
-        return [tier for tier in self.cache.tiers if tier.kind == kind]
+        """The tiers of one kind (a misspelt kind is an error, not an empty list)."""
+        name = tier_kind(kind).name
+        return [tier for tier in self.cache.tiers if tier.kind == name]
 
 
 def recipe_fields(cls) -> list:

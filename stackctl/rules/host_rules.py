@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
@@ -29,7 +30,7 @@ def _cpu_dtype_emulated(recipe: Recipe) -> Iterator[Hit]:
 
     It judges the host validate runs on: validate on a host of the kind the stack will run on.
     """
-    if recipe.stack.platform != "cpu" or recipe.model.dtype.strip().lower() == "auto":
+    if not platform_of(recipe).cpu_computes or recipe.model.dtype.strip().lower() == "auto":
         return  # `up` decides per host (host/dtype.py): nothing to judge, and validate reads no host facts
     from stackctl.host.isa import canonical_dtype, read_isa
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import rule
 
@@ -120,7 +121,7 @@ def _gds_cufile_on_rocm(recipe: Recipe) -> Iterator[Hit]:
     POSIX I/O through the GPU runtime (:338-341).
     """
     gds = _gds(recipe)
-    if gds is None or recipe.stack.platform != "rocm":
+    if gds is None or not platform_of(recipe).has_gpus:
         return
     use_gds = lmcache_setting(recipe, "use_gds")
     if use_gds is not None and not truthy(use_gds[1]):

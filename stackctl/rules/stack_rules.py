@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from stackctl.bundle.stackspec import hash_seed, lmcache_install, vllm_version
 from stackctl.knowledge import compat
+from stackctl.knowledge.kinds import kind_of, platform_of
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at run time
 # -- helpers shared by rules ----------------------------------------------------------------------------------
 
 def remote_tiers(recipe: Recipe) -> list[tuple[int, Tier]]:
-    return [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("s3", "fs")]
+    return [(i, t) for i, t in enumerate(recipe.cache.tiers) if kind_of(t).remote]
 
 
 def cudagraph_mode(recipe: Recipe) -> str | None:
@@ -127,7 +128,7 @@ def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
     """
     if not recipe.cache.enabled:
         return
-    lower = [(i, t) for i, t in enumerate(recipe.cache.tiers) if t.kind in ("disk", "s3", "fs")]
+    lower = [(i, t) for i, t in enumerate(recipe.cache.tiers) if kind_of(t).lower]
     extra = recipe.cache.extra
     extra_config = extra["extra_config"] if isinstance(extra.get("extra_config"), dict) else {}
     nixl_cpu = bool(extra_config.get("enable_nixl_storage")) and extra.get("nixl_buffer_device") == "cpu"
@@ -154,7 +155,7 @@ def _gpu_visibility(recipe: Recipe) -> Iterator[Hit]:
     vars` and the server does not start; when only one is set vLLM copies it to the other. stackctl passes GPUs to
     the container by device mapping, so the recipe needs neither variable.
     """
-    if recipe.stack.platform != "rocm":
+    if not platform_of(recipe).has_gpus:
         return
     env = recipe.serve.env
     hip, cuda = env.get("HIP_VISIBLE_DEVICES") or None, env.get("CUDA_VISIBLE_DEVICES") or None
@@ -171,7 +172,7 @@ def _lmcache_wheel_on_rocm(recipe: Recipe) -> Iterator[Hit]:
     load, or LMCache falls back to slow Python/torch operations, which made a published stack 1.7x slower than no
     cache at all, without a single error. Building from source for HIP is the ROCm default.
     """
-    if recipe.stack.platform == "rocm" and recipe.cache.enabled and lmcache_install(recipe) == "wheel":
+    if platform_of(recipe).has_gpus and recipe.cache.enabled and lmcache_install(recipe) == "wheel":
         yield (("build", "lmcache_from"), "LMCache installed from the PyPI (CUDA) wheel on platform rocm")
 
 
@@ -296,7 +297,7 @@ def _s3_credentials(recipe: Recipe) -> Iterator[Hit]:
     them to the container at run time only, never into a file or an image layer.
     """
     for index, tier in enumerate(recipe.cache.tiers):
-        if tier.kind == "s3" and not tier.credentials_file and not (tier.access_key_env and tier.secret_key_env):
+        if kind_of(tier).s3_bucket and not tier.credentials_file and not (tier.access_key_env and tier.secret_key_env):
             yield (("cache", "tiers", index), "S3 tier has no credentials reference")
 
 
@@ -317,7 +318,7 @@ def _lmcache_on_cpu(recipe: Recipe) -> Iterator[Hit]:
     fp8: the connector copies the cache's values as they are and refuses a kernel that scales them). `stackctl
     doctor` catches the degraded mode at run time; this rule says so before anything is built.
     """
-    if recipe.stack.platform != "cpu" or not recipe.cache.enabled:
+    if not platform_of(recipe).ships_cpu_connector or not recipe.cache.enabled:
         return
     if recipe.cache.cpu_connector is False:
         yield (("cache", "cpu_connector"), "LMCache enabled on platform cpu with cache.cpu_connector = false")
@@ -336,7 +337,7 @@ def _cpu_connector_on_rocm(recipe: Recipe) -> Iterator[Hit]:
     it: on a GPU, LMCache creates its own connector for the device. Set on platform rocm, the key is ignored; this
     rule says so rather than leave the recipe claiming something it does not do.
     """
-    if recipe.stack.platform == "rocm" and recipe.cache.cpu_connector is not None:
+    if not platform_of(recipe).ships_cpu_connector and recipe.cache.cpu_connector is not None:
         yield (("cache", "cpu_connector"), f"cache.cpu_connector = {str(recipe.cache.cpu_connector).lower()} on "
                "platform rocm is ignored")
 
@@ -387,7 +388,7 @@ def _s3_tls_plain_port(recipe: Recipe) -> Iterator[Hit]:
     put and get of the tier fails in the background while the server stays healthy.
     """
     for index, tier in enumerate(recipe.cache.tiers):
-        if tier.kind == "s3" and tier.url and not tier.disable_tls and tier.url.rstrip("/").endswith(":7480"):
+        if kind_of(tier).s3_bucket and tier.url and not tier.disable_tls and tier.url.rstrip("/").endswith(":7480"):
             yield (("cache", "tiers", index), f"{tier.url}: port 7480 is plain HTTP, but TLS is on")
 
 

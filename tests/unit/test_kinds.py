@@ -1,0 +1,135 @@
+"""Tier kinds and platforms are records (stackctl/knowledge/kinds.py): callers ask the record, and no module outside
+it compares a tier-kind or platform name."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+from stackctl.errors import StackctlError
+from stackctl.knowledge.kinds import (
+    PLATFORM_RECORDS,
+    PLATFORMS,
+    TIER_KIND_RECORDS,
+    TIER_KINDS,
+    kinds_where,
+    platform_named,
+    tier_kind,
+)
+
+RECORDS = "stackctl/knowledge/kinds.py"
+NAMES = set(TIER_KINDS) | set(PLATFORMS)
+
+# Comparisons not converted yet, as (module, line text stripped). Shrink it; never grow it: ask the record instead.
+ALLOWED: set[tuple[str, str]] = set()
+
+
+def _names(node: ast.AST) -> set[str]:
+    """The kind or platform names a comparison operand spells: a string, or a tuple/list/set of strings."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value} & NAMES
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if values and len(values) == len(node.elts) and set(values) <= NAMES:
+            return set(values)
+    return set()
+
+
+def _subject(node: ast.AST) -> str | None:
+    """`kind` or `platform` when the operand is x.kind, x.platform, or a variable of that name."""
+    if isinstance(node, ast.Attribute) and node.attr in ("kind", "platform"):
+        return node.attr
+    if isinstance(node, ast.Name) and node.id in ("kind", "platform"):
+        return node.id
+    return None
+
+
+def comparisons(source: str) -> list[tuple[int, str]]:
+    """(line, reason) of every comparison of a kind or platform against its names, and of every tuple of two or
+    more tier-kind names (a group of kinds written out)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            subjects = [s for s in map(_subject, operands) if s]
+            spelled = set().union(*map(_names, operands))
+            if subjects and spelled:
+                found.append((node.lineno, f"{subjects[0]} compared with {sorted(spelled)}"))
+        elif isinstance(node, (ast.Tuple, ast.Set, ast.List)):
+            values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(values) >= 2 and len(values) == len(node.elts) and set(values) <= set(TIER_KINDS):
+                found.append((node.lineno, f"a group of tier kinds {values}"))
+    return found
+
+
+def test_no_module_outside_the_records_compares_kind_or_platform_names():
+    seen, offenders = set(), []
+    for path in sorted((REPO / "stackctl").rglob("*.py")):
+        name = path.relative_to(REPO).as_posix()
+        if name == RECORDS:
+            continue
+        source = path.read_text()
+        lines = source.splitlines()
+        for line, reason in comparisons(source):
+            key = (name, lines[line - 1].strip())
+            if key in ALLOWED:
+                seen.add(key)
+            else:
+                offenders.append(f"{name}:{line}: {reason}: ask the record (stackctl/knowledge/kinds.py) instead")
+    assert not offenders, "\n".join(offenders)
+    assert seen == ALLOWED, f"converted: drop from ALLOWED: {sorted(ALLOWED - seen)}"
+
+
+@pytest.mark.parametrize("source, hits", [
+    ('if tier.kind == "s3": pass', 1),
+    ('x = [t for t in tiers if t.kind in ("s3", "fs")]', 2),  # the comparison and the group
+    ('if recipe.stack.platform != "rocm": pass', 1),
+    ('if "cpu" == platform: pass', 1),
+    ('if verdict.kind == "hip": pass', 0),
+    ('if spec.kind in ("section", "tiers"): pass', 0),
+    ('if tier.kind == kind: pass', 0),
+])
+def test_the_scan_sees_comparisons(source, hits):
+    assert len(comparisons(source)) == hits
+
+
+def test_lookups_name_the_known_ones():
+    assert tier_kind("s3").remote and not tier_kind("disk").remote
+    assert platform_named("cpu").cpu_computes and platform_named("rocm").has_gpus
+    with pytest.raises(StackctlError, match=r"unknown tier kind 'nfs' \(known: cpu, disk, s3, fs\)"):
+        tier_kind("nfs")
+    with pytest.raises(StackctlError, match=r"unknown platform 'cuda' \(known: rocm, cpu\)"):
+        platform_named("cuda")
+
+
+def test_records_are_frozen_and_complete():
+    with pytest.raises(AttributeError):
+        tier_kind("cpu").remote = True  # type: ignore[misc]
+    assert kinds_where(lambda k: k.survives_restart) == ("s3", "fs")  # LMCache's local_disk re-indexes nothing
+    assert kinds_where(lambda k: k.lower) == ("disk", "s3", "fs")
+    for kind in TIER_KIND_RECORDS:
+        assert kind.required <= kind.allowed, kind
+        assert kind.backend and kind.lmcache_keys and kind.host_check and kind.round_trip, kind
+    for platform in PLATFORM_RECORDS:
+        assert (REPO / "templates" / platform.dockerfile).is_file(), platform
+        assert bool(platform.devices) == platform.has_gpus, platform
+
+
+def test_each_tier_maps_to_its_own_lmcache_keys():
+    class T:
+        size_gb, path, url, region, disable_tls = 8.0, "/kv", "s3://b.example.com", "us-east-1", True
+
+    for kind in TIER_KIND_RECORDS:
+        config, extra = kind.lmcache(T, lambda size: size / 2)
+        assert set(config) <= set(kind.lmcache_keys) and set(kind.lmcache_keys) - {"local_cpu"} <= set(config)
+        assert set(extra) <= set(kind.lmcache_extra_keys)
+
+
+def test_the_records_module_stays_in_the_knowledge_layer():
+    assert Path(REPO, RECORDS).is_file()
+    tree = ast.parse(Path(REPO, RECORDS).read_text())
+    imports = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert imports <= {"__future__", "stackctl.errors", "collections.abc"}
