@@ -124,7 +124,7 @@ def vllm_block_size(recipe: Recipe) -> int | None:
     decides)."""
     if recipe.serve.block_size:
         return recipe.serve.block_size
-    return CPU_DEFAULT_BLOCK_SIZE if recipe.stack.platform == "cpu" else None
+    return CPU_DEFAULT_BLOCK_SIZE if platform_of(recipe).cpu_computes else None
 
 
 def lmcache_chunk_size(recipe: Recipe) -> int | None:

@@ -226,16 +226,16 @@ def shape_notes(model: ModelShape, fp: KVFootprint, *, hbm_known: bool) -> list[
     return notes
 
 
-def chunk_advice(chunk_size: int, block_size: int | None, platform: str) -> tuple[str, str]:
+def chunk_advice(chunk_size: int, block_size: int | None, cpu_computes: bool) -> tuple[str, str]:
     """What LMCache's chunk size costs a hit, beside vLLM's KV block: LMCache stores and finds whole chunks, vLLM's
     prefix cache whole blocks, so each recomputes the prompt's last partial chunk or block. ("warning", text) on
-    platform cpu when the chunk is the larger (rule lmcache-chunk-above-block: there that tail is most of a hit's
+    a CPU platform (`cpu_computes`) when the chunk is the larger (rule lmcache-chunk-above-block: there that tail is most of a hit's
     TTFT), else ("note", text); block_size None: unknown (a GPU's attention backend picks it)."""
     if block_size is None:
         return "note", (f"LMCache stores whole {chunk_size}-token chunks: a hit from LMCache recomputes the prompt's "
                         f"last partial chunk (up to {chunk_size - 1} tokens), one from vLLM's prefix cache its last "
                         "partial KV block")
-    if chunk_size > block_size and platform == "cpu":
+    if chunk_size > block_size and cpu_computes:
         return "warning", (f"cache.chunk_size {chunk_size} > vLLM's block size {block_size}: a hit from LMCache "
                            f"recomputes up to {chunk_size - 1} tokens at the end of a prompt, one from vLLM's prefix "
                            f"cache at most {block_size}, and on a CPU that tail is most of the time to first token: "

@@ -71,7 +71,7 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
     plan.host_ram_source = ram_source if ram is not None else ""
     chunk = lmcache_chunk_size(recipe) if recipe.cache.enabled else None
     if chunk:
-        kind, text = chunk_advice(chunk, vllm_block_size(recipe), recipe.stack.platform)
+        kind, text = chunk_advice(chunk, vllm_block_size(recipe), platform_of(recipe).cpu_computes)
         (plan.warnings if kind == "warning" else plan.notes).append(text)
     limit = recipe.model.max_model_len
     if limit and context_tokens > limit:

@@ -120,15 +120,15 @@ def test_plan_recipe_refuses_a_model_it_cannot_size(tmp_path):
 def test_chunk_advice_weighs_lmcaches_chunk_against_vllms_block():
     from stackctl.plan.make import chunk_advice
 
-    kind, text = chunk_advice(256, 128, "cpu")  # the tail a CPU prefills on every LMCache hit: up to 255 tokens
+    kind, text = chunk_advice(256, 128, True)  # the tail a CPU prefills on every LMCache hit: up to 255 tokens
     assert kind == "warning" and "recomputes up to 255 tokens" in text and "at most 128" in text
     assert "set cache.chunk_size = 128" in text and "lmcache-chunk-above-block" in text
-    kind, text = chunk_advice(128, 128, "cpu")
+    kind, text = chunk_advice(128, 128, True)
     assert kind == "note" and "no more of a prompt than one from vLLM's prefix cache" in text
-    assert chunk_advice(64, 128, "cpu")[0] == "note"
-    kind, text = chunk_advice(256, 16, "rocm")  # a GPU: said, not warned (no rule judges it there)
+    assert chunk_advice(64, 128, True)[0] == "note"
+    kind, text = chunk_advice(256, 16, False)  # a GPU: said, not warned (no rule judges it there)
     assert kind == "note" and "up to 255 tokens" in text and "at most 16" in text
-    kind, text = chunk_advice(256, None, "rocm")  # the attention backend picks the block
+    kind, text = chunk_advice(256, None, False)  # the attention backend picks the block
     assert kind == "note" and "up to 255 tokens" in text and "block size" not in text
 
 
