@@ -6,7 +6,7 @@ LMCache's allocator) and `batched_to_gpu` (load: the reverse), for 256-token chu
 in a cache shaped like the model's (default: the 150M-parameter Llama of the bench, 12 layers, 8 KV heads, head size
 64, bf16, block size 128), with the ISA vLLM picks on this CPU unless --isa says otherwise. `memcpy` is one
 contiguous torch copy of the same number of bytes, with the same thread count. Each figure is the median of
---repeats runs; GB/s are 1e9 bytes of KV moved per second.
+--repeats runs, the three interleaved; GB/s are 1e9 bytes of KV moved per second.
 
 What bounds it: a copy between the two layouts cannot beat memcpy, and it is further bound by how the ISA packs a
 block. Where K or V are packed with a different element order than LMCache's rows (vec/vec16 store K transposed,
@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isa", default=None, help="vec, vec16, amx (default: vLLM's pick on this CPU)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: compare with one core's memcpy)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--copy", default="native", choices=("native", "strided", "indexed"),
+                        help="the connector's copy (transfer.py; default: the compiled one)")
+    parser.add_argument("--level", type=int, default=None, help="the compiled copy's highest SIMD level (0-2)")
     args = parser.parse_args(argv)
     print(json.dumps(measure(args)))
     return 0
@@ -62,7 +65,8 @@ def measure(args) -> dict:
     order = torch.randperm(num_blocks, generator=generator)[:args.chunks * blocks_per_chunk]
     tokens = args.chunks * args.chunk
     slots = (order[:, None] * args.block_size + torch.arange(args.block_size)[None, :]).reshape(-1)[:tokens]
-    connector = CPUPagedConnector(args.kv_heads * args.head_size, args.layers, isa=isa)
+    connector = CPUPagedConnector(args.kv_heads * args.head_size, args.layers, isa=isa, copy=args.copy,
+                                  level=args.level)
     allocator = AdHocMemoryAllocator("cpu")
     objects = [allocator.allocate(connector.get_shape(args.chunk), dtype, MemoryFormat.KV_2LTD)
                for _ in range(args.chunks)]
@@ -74,18 +78,18 @@ def measure(args) -> dict:
     source = torch.randn(moved // 2, generator=generator).to(dtype)
     target = torch.empty_like(source)
 
-    def timed(action) -> float:
-        runs = []
-        for _ in range(args.repeats):
+    actions = {"store": lambda: connector.batched_from_gpu(objects, starts, ends, **kwargs),
+               "load": lambda: connector.batched_to_gpu(objects, starts, ends, **kwargs),
+               "memcpy": lambda: target.copy_(source)}
+    runs: dict[str, list[float]] = {name: [] for name in actions}
+    for _ in range(args.repeats):  # interleaved, so the three see the same machine (other load comes and goes)
+        for name, action in actions.items():
             started = time.perf_counter()
             action()
-            runs.append(time.perf_counter() - started)
-        return moved / statistics.median(runs) / 1e9
-
-    store = timed(lambda: connector.batched_from_gpu(objects, starts, ends, **kwargs))
-    load = timed(lambda: connector.batched_to_gpu(objects, starts, ends, **kwargs))
-    memcpy = timed(lambda: target.copy_(source))
-    return {"isa": isa, "layout": connector.describe(), "load_path": connector.load_path, "threads": args.threads,
+            runs[name].append(time.perf_counter() - started)
+    store, load, memcpy = (moved / statistics.median(runs[name]) / 1e9 for name in ("store", "load", "memcpy"))
+    return {"isa": isa, "layout": connector.describe(), "copy": connector.copy_path(), "load_path": connector.load_path,
+            "threads": args.threads,
             "layers": args.layers, "kv_heads": args.kv_heads, "head_size": args.head_size,
             "block_size": args.block_size, "chunk_tokens": args.chunk, "chunks": args.chunks, "bytes": moved,
             "store_gb_s": round(store, 3), "load_gb_s": round(load, 3), "memcpy_gb_s": round(memcpy, 3),
