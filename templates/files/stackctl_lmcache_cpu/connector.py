@@ -101,28 +101,31 @@ class CPUPagedConnector(GPUConnectorInterface):
 
     def from_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs) -> None:
         """vLLM's cache -> the memory object, for the tokens [start, end) of the request."""
-        tensor = self._tensor_of(memory_obj)
-        paged = self._paged_kv(kwargs)
-        paged.gather(tensor, _slots(kwargs)[start:end])
+        self.batched_from_gpu([memory_obj], [start], [end], **kwargs)
 
     def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs) -> None:
         """The memory object -> vLLM's cache, for the tokens [start, end), except those vLLM already holds."""
-        tensor = self._tensor_of(memory_obj)
-        paged = self._paged_kv(kwargs)
-        skip = min(end - start, max(0, int(kwargs.get("vllm_cached_tokens", 0)) - start))
-        rows, slots = tensor[:, :, skip:, :], _slots(kwargs)[start + skip:end]
-        if self.load_path == "kernel":
-            paged.scatter_with_kernel(rows, slots, self._kernel())
-        else:
-            paged.scatter(rows, slots)
+        self.batched_to_gpu([memory_obj], [start], [end], **kwargs)
 
     def batched_from_gpu(self, memory_objs, starts, ends, **kwargs) -> None:
+        if not memory_objs:
+            return
+        paged, slots = self._paged_kv(kwargs), _slots(kwargs)  # once per call, not per chunk
         for memory_obj, start, end in zip(memory_objs, starts, ends):
-            self.from_gpu(memory_obj, start, end, **kwargs)
+            paged.gather(self._tensor_of(memory_obj), slots[start:end])
 
     def batched_to_gpu(self, memory_objs=None, starts=None, ends=None, **kwargs) -> None:
-        for memory_obj, start, end in zip(memory_objs or [], starts or [], ends or []):
-            self.to_gpu(memory_obj, start, end, **kwargs)
+        if not memory_objs:
+            return
+        paged, slots = self._paged_kv(kwargs), _slots(kwargs)
+        cached = int(kwargs.get("vllm_cached_tokens", 0))
+        for memory_obj, start, end in zip(memory_objs, starts or [], ends or []):
+            skip = min(end - start, max(0, cached - start))
+            rows, chunk_slots = self._tensor_of(memory_obj)[:, :, skip:, :], slots[start + skip:end]
+            if self.load_path == "kernel":
+                paged.scatter_with_kernel(rows, chunk_slots, self._kernel())
+            else:
+                paged.scatter(rows, chunk_slots)
 
     def get_shape(self, num_tokens: int) -> torch.Size:
         return torch.Size([2, self.num_layers, num_tokens, self.hidden_dim_size])

@@ -14,11 +14,15 @@
  *                 (16 with AVX2).
  *   SCALAR        any other separable layout, and the tokens a tile does not cover (the partly covered ends of a
  *                 run of slots): one element at a time through the offset tables.
- * Levels: 0 scalar only, 1 SSE2 (every x86-64 CPU), 2 AVX2, chosen at run time (the build needs no -march, so one
- * image serves AVX2 and AVX-512 hosts alike); the caller may ask for a lower level (the tests run all three).
+ * Memory: stores gather a block's rows in a scratch buffer and stream them out with non-temporal stores; the next
+ * head's stretch is prefetched where a move reads lines far apart (see move_side and spans).
+ * Levels: 0 scalar only (no scratch either), 1 SSE2 (every x86-64 CPU), 2 AVX2, chosen at run time (the build needs no
+ * -march, so one image serves AVX2 and AVX-512 hosts alike); the caller may ask for a lower level (the tests run all
+ * three).
  * Elements move as raw bits (integer loads and stores): the copy is bit-exact for any dtype of the element size. */
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -276,8 +280,14 @@ static void move_head(const geometry_t *g, const side_t *s, char *block, int t0,
  * read lines in order (measured: prefetching them is slower). */
 static void spans(side_t *s, int elem, int block_size, int head_size) {
     int32_t lo_t = s->tok[0], hi_t = s->tok[0], lo_d = s->dim[0], hi_d = s->dim[0];
-    for (int t = 1; t < block_size; ++t) lo_t = s->tok[t] < lo_t ? s->tok[t] : lo_t, hi_t = s->tok[t] > hi_t ? s->tok[t] : hi_t;
-    for (int d = 1; d < head_size; ++d) lo_d = s->dim[d] < lo_d ? s->dim[d] : lo_d, hi_d = s->dim[d] > hi_d ? s->dim[d] : hi_d;
+    for (int t = 1; t < block_size; ++t) {
+        lo_t = s->tok[t] < lo_t ? s->tok[t] : lo_t;
+        hi_t = s->tok[t] > hi_t ? s->tok[t] : hi_t;
+    }
+    for (int d = 1; d < head_size; ++d) {
+        lo_d = s->dim[d] < lo_d ? s->dim[d] : lo_d;
+        hi_d = s->dim[d] > hi_d ? s->dim[d] : hi_d;
+    }
     s->span_lo = (int64_t)lo_t + lo_d, s->span_hi = (int64_t)hi_t + hi_d;
     s->prefetch = 0;
     if (s->kind == TRANSPOSE) {
@@ -287,10 +297,36 @@ static void spans(side_t *s, int elem, int block_size, int head_size) {
     }
 }
 
+/* `bytes` from `src` to `dst` with non-temporal stores (straight to memory, no read of the target lines first): the
+ * store direction's rows are written once and not read back by this process soon. memcpy where `dst` is not 16-byte
+ * aligned. The caller fences (stackctl_kv_move). */
+static void stream_bytes(char *dst, const char *src, int64_t bytes) {
+#if HAVE_X86
+    if (((uintptr_t)dst & 15) == 0) {
+        int64_t i = 0;
+        for (; i + 64 <= bytes; i += 64) {
+            __m128i a = SSE_LOAD(src + i), b = SSE_LOAD(src + i + 16);
+            __m128i c = SSE_LOAD(src + i + 32), d = SSE_LOAD(src + i + 48);
+            _mm_stream_si128((__m128i *)(dst + i), a);
+            _mm_stream_si128((__m128i *)(dst + i + 16), b);
+            _mm_stream_si128((__m128i *)(dst + i + 32), c);
+            _mm_stream_si128((__m128i *)(dst + i + 48), d);
+        }
+        memcpy(dst + i, src + i, (size_t)(bytes - i));
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)bytes);
+}
+
 /* One of K or V of one layer: the rows' slots cut into runs of consecutive slots inside one block, each moved head
- * by head (a head's part of a block is one stretch of memory in vLLM-CPU's layouts). */
+ * by head (in vLLM-CPU's layouts a head's K or V in a block is one stretch of memory, read or written in order),
+ * except ROWS loads, token by token (then the rows are what is read in order, and each head's stretch too).
+ * Stores go through `scratch` (a block's worth of rows; NULL: straight to the rows): head by head the rows fill in
+ * pieces a row apart, which memory takes slower than one front-to-back stream of whole lines; the scratch stays in
+ * cache and streams out once per run. (Loads staged the same way, in reverse, measured slower.) */
 static void move_side(const geometry_t *g, const side_t *s, char *cache, char *rows, int64_t ntokens,
-                      const int64_t *slots) {
+                      const int64_t *slots, char *scratch) {
     const int64_t row_bytes = g->row_stride * g->elem;
     int64_t r = 0;
     while (r < ntokens) {
@@ -298,15 +334,23 @@ static void move_side(const geometry_t *g, const side_t *s, char *cache, char *r
         int t0 = (int)(slot % g->block_size);
         while (end < ntokens && slots[end] == slots[end - 1] + 1 && slots[end] % g->block_size != 0) ++end;
         char *block = cache + slot / g->block_size * g->block_stride * g->elem;
+        char *target = rows + r * row_bytes, *via = g->to_chunk && scratch ? scratch : target;
         const int whole = end - r == g->block_size;
+        if (s->kind == ROWS && !g->to_chunk) { /* loads read each row front to back, taking each head's piece in turn */
+            for (int64_t i = 0; i < end - r; ++i)
+                for (int h = 0; h < g->heads; ++h) rows_token(g, s, block, t0 + (int)i, h, target + i * row_bytes);
+            r = end;
+            continue;
+        }
         for (int h = 0; h < g->heads; ++h) {
             if (s->prefetch && whole && h + 1 < g->heads) {
                 char *first = block + (s->span_lo + s->head[h + 1]) * g->elem;
                 char *last = block + (s->span_hi + s->head[h + 1]) * g->elem;
                 for (char *line = first; line <= last; line += 64) __builtin_prefetch(line, 0, 3);
             }
-            move_head(g, s, block, t0, h, rows + r * row_bytes, end - r);
+            move_head(g, s, block, t0, h, via, end - r);
         }
+        if (via != target) stream_bytes(target, via, (end - r) * row_bytes);
         r = end;
     }
 }
@@ -336,14 +380,21 @@ int stackctl_kv_move(int to_chunk, int level, int elem, const int32_t *kinds, co
     if (elem != 2 && elem != 4) return -1;
     int top = stackctl_kv_level();
     geometry_t g = {to_chunk, elem, level < top ? level : top, block_size, heads, head_size, block_stride, row_stride};
+    /* a block's worth of rows for stores (none: they go straight to the rows) */
+    size_t scratch_bytes = ((size_t)block_size * (size_t)row_stride * (size_t)elem + 63) / 64 * 64;
+    char *scratch = to_chunk && g.level >= 1 ? aligned_alloc(64, scratch_bytes) : NULL;
     for (int kv = 0; kv < 2; ++kv) {
         side_t s = {kinds[kv], params[2 * kv], params[2 * kv + 1], tok + kv * block_size, head + kv * heads,
                     dim + kv * head_size, 0, 0, 0};
         spans(&s, elem, block_size, head_size);
         for (int layer = 0; layer < num_layers; ++layer) {
             char *rows = (char *)chunk + (kv * kv_stride + layer * layer_stride) * elem;
-            move_side(&g, &s, (char *)layers[layer], rows, ntokens, slots);
+            move_side(&g, &s, (char *)layers[layer], rows, ntokens, slots, scratch);
         }
     }
+    free(scratch);
+#if HAVE_X86
+    _mm_sfence(); /* the non-temporal stores are visible to every thread before this returns */
+#endif
     return g.level;
 }

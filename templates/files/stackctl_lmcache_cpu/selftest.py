@@ -163,7 +163,8 @@ def main() -> int:
                                         "block_size": shape["block_size"], "error": f"{type(exc).__name__}: {exc}"})
     library = native.load()
     report = {"control": control(write), "torch": torch.__version__,
-              "host_isa": _get_attn_isa(torch.bfloat16, 128, 64, "auto"), "amx": bool(torch.cpu._is_amx_tile_supported()),
+              "host_isa": _get_attn_isa(torch.bfloat16, 128, 64, "auto"),
+              "amx": bool(torch.cpu._is_amx_tile_supported()),
               "native": library if isinstance(library, str) else native.LEVELS[library.level], "isas": isas(),
               "results": results}
     json.dump(report, sys.stdout)

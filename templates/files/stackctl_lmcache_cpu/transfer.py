@@ -9,7 +9,11 @@ kv_heads * head_size]`, with a learned block layout (layout.py), three ways:
   of a partly covered block with `index_select` / `index_copy_` over the learned offsets.
 - "indexed": torch's `index_select` / `index_copy_` for everything (the fallback when a layout has no strided form).
 
-What bounds them: see bench.py, which measures them beside memcpy.
+What bounds them (bench.py measures them beside memcpy and says more): memory bandwidth first, as for memcpy; then
+element order: runs that keep LMCache's order move like memcpy, elements that do not (vec/vec16 K, amx K and V) move
+one at a time through torch (about 0.25x memcpy) or through SIMD register transposes in the compiled copy (about
+0.65-0.8x); then how well the hardware prefetches the transposed side's scattered lines. Both run on the calling
+thread only.
 
 Loads can also go through vLLM's own write kernel, the SIMD code that fills the cache on every forward pass: with
 LMCache's rows as its `key`/`value` input it writes exactly what a forward pass would have written.
@@ -246,9 +250,9 @@ def copy_description(layout: BlockLayout, copy: str = "native", level: int | Non
 
 def faster_load(layout: BlockLayout, write: WriteKernel, chunk_tokens: int, copy: str = "native", chunks: int = 4,
                 repeats: int = 3) -> tuple[str, dict]:
-    """"kernel" or "layout" (the connector's own `copy`), whichever loads `chunks` chunks of `chunk_tokens` tokens (blocks in shuffled order, two
-    layers) into a scratch cache faster, and both times in seconds. The scratch cache is the connector's own: vLLM's
-    cache is never written for this."""
+    """"kernel" or "layout" (the connector's own `copy`), whichever loads `chunks` chunks of `chunk_tokens` tokens
+    (blocks in shuffled order, two layers) into a scratch cache faster, and both times in seconds. The scratch cache is
+    the connector's own: vLLM's cache is never written for this."""
     blocks = chunks * -(-chunk_tokens // layout.block_size)
     scratch = PagedKV([torch.zeros(blocks, layout.num_heads, layout.block_size, 2 * layout.head_size,
                                    dtype=layout.dtype) for _ in range(2)], layout, copy)
