@@ -24,8 +24,9 @@ the ceiling (the copies here are far larger than the caches: both are DRAM-bound
 - Per chunk, the Python side (checks, one ctypes call): about 4% of a 256-token chunk's time.
 - Thread count: the compiled copy runs on the calling thread only, so --threads N gives memcpy N threads and the copy
   one; the figures compare like with like at 1 (the default). torch's copies use the N threads.
-Measured on the 2-core AVX-512/AMX development machine, one thread, this model: store 0.63-0.69x memcpy (vec,
-vec16) and 0.69-0.80x (amx), load 0.63-0.71x; torch's strided copy 0.2-0.35x (amx loads through vLLM's kernel 0.5x).
+Measured on the 2-core AVX-512/AMX development machine, one thread, this model, three runs each: store 0.60-0.73x
+memcpy (vec, vec16) and 0.72-0.82x (amx), load 0.64-0.72x; torch's strided copy 0.28-0.33x (amx: vLLM's kernel loads
+at 0.45-0.54x).
 The load path uses vLLM's own SIMD write kernel where that is faster (see connector.py).
 """
 

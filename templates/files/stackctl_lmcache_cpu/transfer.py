@@ -11,9 +11,8 @@ kv_heads * head_size]`, with a learned block layout (layout.py), three ways:
 
 What bounds them (bench.py measures them beside memcpy and says more): memory bandwidth first, as for memcpy; then
 element order: runs that keep LMCache's order move like memcpy, elements that do not (vec/vec16 K, amx K and V) move
-one at a time through torch (about 0.25x memcpy) or through SIMD register transposes in the compiled copy (about
-0.65-0.8x); then how well the hardware prefetches the transposed side's scattered lines. Both run on the calling
-thread only.
+one at a time through torch (about 0.3x memcpy) or through SIMD register transposes in the compiled copy (0.6-0.8x);
+then how well the hardware prefetches the transposed side's scattered lines. Both run on the calling thread only.
 
 Loads can also go through vLLM's own write kernel, the SIMD code that fills the cache on every forward pass: with
 LMCache's rows as its `key`/`value` input it writes exactly what a forward pass would have written.
