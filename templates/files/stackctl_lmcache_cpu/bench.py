@@ -6,14 +6,28 @@ LMCache's allocator) and `batched_to_gpu` (load: the reverse), for 256-token chu
 in a cache shaped like the model's (default: the 150M-parameter Llama of the bench, 12 layers, 8 KV heads, head size
 64, bf16, block size 128), with the ISA vLLM picks on this CPU unless --isa says otherwise. `memcpy` is one
 contiguous torch copy of the same number of bytes, with the same thread count. Each figure is the median of
---repeats runs; GB/s are 1e9 bytes of KV moved per second.
+--repeats runs, the three interleaved; GB/s are 1e9 bytes of KV moved per second.
 
-What bounds it: a copy between the two layouts cannot beat memcpy, and it is further bound by how the ISA packs a
-block. Where K or V are packed with a different element order than LMCache's rows (vec/vec16 store K transposed,
-`[head_size, block_size]`; amx pairs dims of K and pairs tokens of V), every 2-byte (or, for amx K, 4-byte) element
-moves on its own through torch's strided copy loop, a scalar gather of about one element per nanosecond on one
-core; rows that keep LMCache's order (vec/vec16 V) move as 8-byte words at close to memcpy speed. The load path uses
-vLLM's own SIMD write kernel where that is faster (see connector.py).
+What bounds it: a store or load reads and writes every byte once, as memcpy does, so one core's memory bandwidth is
+the ceiling (the copies here are far larger than the caches: both are DRAM-bound). Below that:
+- Element size and order. Where vLLM-CPU keeps LMCache's element order in runs (vec/vec16 V: a head's 64 dims, 128
+  bytes per token), the runs move like memcpy. Where it does not (vec/vec16 K transposed per head, amx's dim pairs of
+  K and token pairs of V), neighbours in a row are 2 (or 4) bytes from different places in the block: torch's strided
+  copy (`--copy strided`, the fallback) moves them one element at a time, at 0.2-0.35x memcpy; the compiled copy
+  (kvcopy.c, the default) moves them with SIMD register transposes, 8x8 two-byte elements or 4x4 four-byte dim pairs
+  per step, twice that with AVX2; with the data in cache those shuffles take about a third of memcpy's time here.
+- Gather versus contiguous runs. The transposed side reads (store) or writes (load) a head's 16 KiB one cache line
+  per dim and 16 tokens at a time, which the hardware prefetchers follow less well than memcpy's single stream: the
+  compiled copy prefetches the next head where its lines lie apart (vec K), and stores gather a block's rows in cache
+  and stream them out whole with non-temporal stores (memcpy's plain stores first read every target line: this is
+  why stores can come closer to memcpy than loads, which write vLLM's cache in place).
+- Per chunk, the Python side (checks, one ctypes call): about 4% of a 256-token chunk's time.
+- Thread count: the compiled copy runs on the calling thread only, so --threads N gives memcpy N threads and the copy
+  one; the figures compare like with like at 1 (the default). torch's copies use the N threads.
+Measured on the 2-core AVX-512/AMX development machine, one thread, this model, three runs each: store 0.60-0.73x
+memcpy (vec, vec16) and 0.72-0.82x (amx), load 0.64-0.72x; torch's strided copy 0.28-0.33x (amx: vLLM's kernel loads
+at 0.45-0.54x).
+The load path uses vLLM's own SIMD write kernel where that is faster (see connector.py).
 """
 
 from __future__ import annotations
@@ -36,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--isa", default=None, help="vec, vec16, amx (default: vLLM's pick on this CPU)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: compare with one core's memcpy)")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--copy", default="native", choices=("native", "strided", "indexed"),
+                        help="the connector's copy (transfer.py; default: the compiled one)")
+    parser.add_argument("--level", type=int, default=None, help="the compiled copy's highest SIMD level (0-2)")
     args = parser.parse_args(argv)
     print(json.dumps(measure(args)))
     return 0
@@ -62,7 +79,8 @@ def measure(args) -> dict:
     order = torch.randperm(num_blocks, generator=generator)[:args.chunks * blocks_per_chunk]
     tokens = args.chunks * args.chunk
     slots = (order[:, None] * args.block_size + torch.arange(args.block_size)[None, :]).reshape(-1)[:tokens]
-    connector = CPUPagedConnector(args.kv_heads * args.head_size, args.layers, isa=isa)
+    connector = CPUPagedConnector(args.kv_heads * args.head_size, args.layers, isa=isa, copy=args.copy,
+                                  level=args.level)
     allocator = AdHocMemoryAllocator("cpu")
     objects = [allocator.allocate(connector.get_shape(args.chunk), dtype, MemoryFormat.KV_2LTD)
                for _ in range(args.chunks)]
@@ -74,18 +92,18 @@ def measure(args) -> dict:
     source = torch.randn(moved // 2, generator=generator).to(dtype)
     target = torch.empty_like(source)
 
-    def timed(action) -> float:
-        runs = []
-        for _ in range(args.repeats):
+    actions = {"store": lambda: connector.batched_from_gpu(objects, starts, ends, **kwargs),
+               "load": lambda: connector.batched_to_gpu(objects, starts, ends, **kwargs),
+               "memcpy": lambda: target.copy_(source)}
+    runs: dict[str, list[float]] = {name: [] for name in actions}
+    for _ in range(args.repeats):  # interleaved, so the three see the same machine (other load comes and goes)
+        for name, action in actions.items():
             started = time.perf_counter()
             action()
-            runs.append(time.perf_counter() - started)
-        return moved / statistics.median(runs) / 1e9
-
-    store = timed(lambda: connector.batched_from_gpu(objects, starts, ends, **kwargs))
-    load = timed(lambda: connector.batched_to_gpu(objects, starts, ends, **kwargs))
-    memcpy = timed(lambda: target.copy_(source))
-    return {"isa": isa, "layout": connector.describe(), "load_path": connector.load_path, "threads": args.threads,
+            runs[name].append(time.perf_counter() - started)
+    store, load, memcpy = (moved / statistics.median(runs[name]) / 1e9 for name in ("store", "load", "memcpy"))
+    return {"isa": isa, "layout": connector.describe(), "copy": connector.copy_path(), "load_path": connector.load_path,
+            "threads": args.threads,
             "layers": args.layers, "kv_heads": args.kv_heads, "head_size": args.head_size,
             "block_size": args.block_size, "chunk_tokens": args.chunk, "chunks": args.chunks, "bytes": moved,
             "store_gb_s": round(store, 3), "load_gb_s": round(load, 3), "memcpy_gb_s": round(memcpy, 3),

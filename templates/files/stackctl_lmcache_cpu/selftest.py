@@ -9,10 +9,11 @@ a load that skips the tokens vLLM already holds), with random K/V in three layer
 3. that object must equal the token-major K and V the kernel was given, bit for bit;
 4. the connector's to_gpu writes the object into a second zeroed cache, which must equal the first bit for bit on
    every position the kernel wrote for the loaded tokens, and stay zero everywhere else.
-Every case runs three ways: whole blocks as strided views with loads through the learned layout, the same with
-loads through vLLM's write kernel, and everything by index (the connector's fallback when a layout has no strided
-form). The ISA is given to the connector explicitly, so one process covers every ISA; which ISA vLLM itself would
-pick here is reported as `host_isa`.
+Every case runs six ways: the compiled copy (kvcopy.c) at this CPU's best SIMD level, at SSE2 and element by element
+(so every code path of it is checked on any host), with loads through the same copy; the compiled copy storing and
+vLLM's write kernel loading; torch's strided views; and torch's index_select / index_copy_ for everything (the
+fallbacks). The ISA is given to the connector explicitly, so one process covers every ISA; which ISA vLLM itself
+would pick here is reported as `host_isa`, and whether the compiled copy loads as `native`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import torch
 
 LAYERS = 3
 # name -> CPUPagedConnector options
-WAYS = {"strided": {"load_path": "strided"}, "kernel loads": {"load_path": "kernel"},
-        "indexed": {"load_path": "strided", "strided": False}}
+WAYS = {"native": {"load_path": "layout"}, "native sse2": {"load_path": "layout", "level": 1},
+        "native scalar": {"load_path": "layout", "level": 0}, "kernel loads": {"load_path": "kernel"},
+        "strided": {"load_path": "layout", "copy": "strided"}, "indexed": {"load_path": "layout", "copy": "indexed"}}
 
 
 def cases(block_size: int) -> list[dict]:
@@ -44,6 +46,8 @@ def cases(block_size: int) -> list[dict]:
          "end": 2 * b + b // 2, "vllm_cached": 0},
         {"name": "load skips vLLM's tokens", "slots": run(b, 2 * b), "start": 0, "end": 2 * b,
          "vllm_cached": b + b // 4},
+        {"name": "odd token boundaries", "slots": run(3 * b + 3, b + 7) + run(7 * b + b // 2 + 1, b // 4 - 2),
+         "start": 0, "end": b + 7 + b // 4 - 2, "vllm_cached": 1},
     ]
 
 
@@ -109,7 +113,8 @@ def run_case(isa: str, shape: dict, case: dict, way: str, write, learn_from=None
     return {"isa": isa, "case": case["name"], "way": way, "block_size": block_size, "num_heads": heads,
             "head_size": head_size, "dtype": str(dtype).replace("torch.", ""), "tokens": end - start,
             "loaded_tokens": end - first_loaded, "touched_elements": int(touched.sum()), "stored_exact": stored_exact,
-            "loaded_exact": loaded_exact, "untouched_zero": rest_zero, "layout": connector.describe()}
+            "loaded_exact": loaded_exact, "untouched_zero": rest_zero, "layout": connector.describe(),
+            "copy": connector.copy_path()}
 
 
 def touched_positions(write, isa: str, shape: dict, num_blocks: int, slots: torch.Tensor) -> torch.Tensor:
@@ -132,13 +137,15 @@ def control(write) -> dict:
         write(value, key, key_cache, value_cache, slot_mapping, isa)
 
     shape, case = shapes()[0], cases(shapes()[0]["block_size"])[0]
-    result = run_case("vec", shape, case, "strided", write, learn_from=swapped)
-    return {"case": case["name"], "stored_exact": result["stored_exact"], "loaded_exact": result["loaded_exact"]}
+    results = [run_case("vec", shape, case, way, write, learn_from=swapped) for way in ("native", "strided")]
+    return {"case": case["name"], "stored_exact": any(result["stored_exact"] for result in results),
+            "loaded_exact": any(result["loaded_exact"] for result in results)}
 
 
 def main() -> int:
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
 
+    from . import native
     from .layout import vllm_write_kernel
 
     write = vllm_write_kernel()
@@ -154,8 +161,12 @@ def main() -> int:
                     except Exception as exc:  # reported, not raised: the test names the failing case
                         results.append({"isa": isa, "case": case["name"], "way": way,
                                         "block_size": shape["block_size"], "error": f"{type(exc).__name__}: {exc}"})
-    report = {"control": control(write), "torch": torch.__version__, "host_isa": _get_attn_isa(torch.bfloat16, 128, 64, "auto"),
-              "amx": bool(torch.cpu._is_amx_tile_supported()), "isas": isas(), "results": results}
+    library = native.load()
+    report = {"control": control(write), "torch": torch.__version__,
+              "host_isa": _get_attn_isa(torch.bfloat16, 128, 64, "auto"),
+              "amx": bool(torch.cpu._is_amx_tile_supported()),
+              "native": library if isinstance(library, str) else native.LEVELS[library.level], "isas": isas(),
+              "results": results}
     json.dump(report, sys.stdout)
     print()
     return 0

@@ -1,14 +1,22 @@
 """Copies between vLLM-CPU's paged KV cache and LMCache's token-major `KV_2LTD` tensors, `[2, layers, tokens,
-kv_heads * head_size]`, with a learned block layout (layout.py).
+kv_heads * head_size]`, with a learned block layout (layout.py), three ways:
 
-The slots of a chunk are cut into pieces (a few per chunk, never one per token): runs of whole, consecutive blocks
-move with one strided `copy_` per layer and K/V (the layout's StridedPlan), and the tokens of a partly covered block
-move with `index_select` / `index_copy_` over the learned offsets. Nothing is computed per token in Python.
+- "native" (the default where it loads): one call into the compiled copy loop (kvcopy.c via native.py) per chunk,
+  for every layer, K and V, whole and partly covered blocks alike; it needs the layout's offsets to be separable
+  (offset = tok[t] + head[h] + dim[d], true of all of vLLM 0.32's ISAs).
+- "strided": torch only. The slots of a chunk are cut into pieces (a few per chunk, never one per token): runs of
+  whole, consecutive blocks move with one strided `copy_` per layer and K/V (the layout's StridedPlan), and the tokens
+  of a partly covered block with `index_select` / `index_copy_` over the learned offsets.
+- "indexed": torch's `index_select` / `index_copy_` for everything (the fallback when a layout has no strided form).
+
+What bounds them (bench.py measures them beside memcpy and says more): memory bandwidth first, as for memcpy; then
+element order: runs that keep LMCache's order move like memcpy, elements that do not (vec/vec16 K, amx K and V) move
+one at a time through torch (about 0.3x memcpy) or through SIMD register transposes in the compiled copy (0.6-0.8x);
+then how well the hardware prefetches the transposed side's scattered lines. Both run on the calling thread only.
 
 Loads can also go through vLLM's own write kernel, the SIMD code that fills the cache on every forward pass: with
-LMCache's rows as its `key`/`value` input it writes exactly what a forward pass would have written. Which of the two
-loads faster depends on the ISA (the kernel's amx packing is vectorised, its vec transposes are not), so
-`faster_load` times both on a scratch cache once and the connector uses the winner.
+LMCache's rows as its `key`/`value` input it writes exactly what a forward pass would have written.
+`faster_load` times it against the connector's own copy on a scratch cache once, and the connector uses the winner.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ import time
 
 import torch
 
-from .digits import Piece, StridedPlan, cut_run
+from . import native
+from .digits import Piece, StridedPlan, cut_run, native_side
 from .layout import BlockLayout, LayoutError, WriteKernel, split_kv
 
 WORDS = {4: torch.int32, 8: torch.int64}  # word size in bytes -> the dtype a copy moves them as
+COPIES = ("native", "strided", "indexed")
 
 
 def pieces(slots: torch.Tensor, block_size: int) -> list[Piece]:
@@ -40,8 +50,14 @@ class PagedKV:
     """vLLM-CPU's per-layer caches `[num_blocks, num_kv_heads, block_size, 2 * head_size]` with their learned
     layout, and the two directions of copy to and from `KV_2LTD` tensors."""
 
-    def __init__(self, layers: list[torch.Tensor], layout: BlockLayout, strided: bool = True):
-        self.layers, self.layout = layers, layout
+    def __init__(self, layers: list[torch.Tensor], layout: BlockLayout, copy: str = "native",
+                 level: int | None = None):
+        """`copy`: "native", "strided" or "indexed" (see the module's docstring); "native" falls back to "strided"
+        where the compiled copy cannot serve (`self.fallback` says why), "strided" to "indexed" where the layout has
+        no strided form. `level`: the compiled copy's highest SIMD level (native.LEVELS; default: the CPU's best)."""
+        if copy not in COPIES:
+            raise ValueError(f"copy {copy!r}: one of {', '.join(COPIES)}")
+        self.layers, self.layout, self.level = layers, layout, level
         first = layers[0]
         self.num_blocks = first.shape[0]
         shape = (layout.num_heads, layout.block_size, 2 * layout.head_size)
@@ -55,8 +71,36 @@ class PagedKV:
         self.hidden = layout.num_heads * layout.head_size
         # Learned offsets as index rows: [kv, token in block, head * dim].
         self.offsets = layout.offsets.reshape(2, layout.block_size, self.hidden)
-        # Whole blocks move as strided views when both K and V have a strided plan (strided=False: always indexed).
-        self.strided = strided and all(plan is not None for plan in layout.plans)
+        self.fallback = ""
+        self.native: native.Prepared | None = None
+        if copy == "native":
+            self.native, self.fallback = self._prepare_native()
+            copy = "native" if self.native is not None else "strided"
+        # Whole blocks move as strided views when both K and V have a strided plan.
+        if copy == "strided" and not all(plan is not None for plan in layout.plans):
+            copy = "indexed"
+        self.copy = copy
+        self.strided = copy == "strided"
+
+    def _prepare_native(self) -> tuple[native.Prepared | None, str]:
+        """The compiled copy for these caches, or None and why not."""
+        library = native.load()
+        if isinstance(library, str):
+            return None, library
+        tables = native_tables(self.layout)
+        if tables is None:
+            return None, "the layout's offsets are not separable (tok[t] + head[h] + dim[d])"
+        if any(layer.stride(0) != self.block_stride for layer in self.layers):
+            return None, "the layers' block strides differ"
+        return library.prepare(tables, [layer.data_ptr() for layer in self.layers], self.block_stride), ""
+
+    def describe(self) -> str:
+        """Which copy moves the rows, as the connector's log line says it."""
+        if self.native is not None:
+            level = self.native.library.level if self.level is None else min(self.level, self.native.library.level)
+            return f"compiled copy ({native.LEVELS[level]}; {self.native.tables.describe()})"
+        why = f" ({self.fallback})" if self.fallback else ""
+        return f"torch {self.copy} copy{why}"
 
     @property
     def capacity(self) -> int:
@@ -74,6 +118,12 @@ class PagedKV:
 
     def _move(self, chunk: torch.Tensor, slots: torch.Tensor, to_chunk: bool) -> None:
         self._check(chunk, slots)
+        if self.native is not None:
+            if slots.numel():
+                slots = slots.contiguous()
+                self.native.move(to_chunk, slots.data_ptr(), int(slots.numel()), chunk.data_ptr(),
+                                 (chunk.stride(0), chunk.stride(1), chunk.stride(2)), self.level)
+            return
         for piece in pieces(slots, self.layout.block_size):
             if piece.whole and self.strided:
                 for kv in (0, 1):
@@ -116,6 +166,8 @@ class PagedKV:
                              f"{self.layout.dtype}")
         if tokens and (chunk.stride(-1) != 1 or chunk.stride(-2) != self.hidden):
             raise ValueError("the KV_2LTD tensor's token rows must be contiguous")
+        if slots.dtype != torch.int64 or slots.dim() != 1:
+            raise ValueError(f"slot mapping {slots.dtype} of {slots.dim()} dimensions, expected 1-D int64")
         if tokens and (int(slots.min()) < 0 or int(slots.max()) >= self.capacity):
             raise ValueError(f"slot mapping outside the KV cache (0..{self.capacity - 1}): "
                              f"{int(slots.min())}..{int(slots.max())}")
@@ -168,14 +220,41 @@ def _words(tensor: torch.Tensor, width: int) -> torch.Tensor:
     return tensor.view(WORDS[width * tensor.element_size()])
 
 
-def faster_load(layout: BlockLayout, write: WriteKernel, chunk_tokens: int, chunks: int = 4,
+def native_tables(layout: BlockLayout) -> native.Tables | None:
+    """The layout's offsets as kvcopy.c's tables (tok[t] + head[h] + dim[d] per K and V), or None when they are not
+    of that form."""
+    tok, head, dim, sides = [], [], [], []
+    itemsize = torch.empty((), dtype=layout.dtype).element_size()
+    for kv in (0, 1):
+        offsets = layout.offsets[kv]  # [token, head, dim]
+        base = offsets[0, 0, 0]
+        tokens, heads, dims = offsets[:, 0, 0], offsets[0, :, 0] - base, offsets[0, 0, :] - base
+        if not torch.equal(tokens[:, None, None] + heads[None, :, None] + dims[None, None, :], offsets):
+            return None
+        tok.append(tokens.tolist())
+        head.append(heads.tolist())
+        dim.append(dims.tolist())
+        sides.append(native_side(tok[-1], dim[-1], itemsize))
+    if itemsize not in (2, 4) or max(max(values) for values in tok) >= 2**31:
+        return None
+    return native.Tables(itemsize, layout.block_size, layout.num_heads, layout.head_size, (sides[0], sides[1]),
+                         (tok[0], tok[1]), (head[0], head[1]), (dim[0], dim[1]))
+
+
+def copy_description(layout: BlockLayout, copy: str = "native", level: int | None = None) -> str:
+    """What PagedKV.describe says for caches of this layout (asked of a one-block scratch cache)."""
+    scratch = torch.zeros(1, layout.num_heads, layout.block_size, 2 * layout.head_size, dtype=layout.dtype)
+    return PagedKV([scratch], layout, copy, level).describe()
+
+
+def faster_load(layout: BlockLayout, write: WriteKernel, chunk_tokens: int, copy: str = "native", chunks: int = 4,
                 repeats: int = 3) -> tuple[str, dict]:
-    """"kernel" or "strided", whichever loads `chunks` chunks of `chunk_tokens` tokens (blocks in shuffled order, two
-    layers) into a scratch cache faster, and both times in seconds. The scratch cache is the connector's own: vLLM's
-    cache is never written for this."""
+    """"kernel" or "layout" (the connector's own `copy`), whichever loads `chunks` chunks of `chunk_tokens` tokens
+    (blocks in shuffled order, two layers) into a scratch cache faster, and both times in seconds. The scratch cache is
+    the connector's own: vLLM's cache is never written for this."""
     blocks = chunks * -(-chunk_tokens // layout.block_size)
     scratch = PagedKV([torch.zeros(blocks, layout.num_heads, layout.block_size, 2 * layout.head_size,
-                                   dtype=layout.dtype) for _ in range(2)], layout)
+                                   dtype=layout.dtype) for _ in range(2)], layout, copy)
     order = torch.randperm(blocks, generator=torch.Generator().manual_seed(0))
     slots = (order[:, None] * layout.block_size + torch.arange(layout.block_size)[None, :]).reshape(-1)
     parts = [slots[start:start + chunk_tokens] for start in range(0, chunks * chunk_tokens, chunk_tokens)]
@@ -185,12 +264,12 @@ def faster_load(layout: BlockLayout, write: WriteKernel, chunk_tokens: int, chun
         for source, part in zip(sources, parts):
             scratch.scatter_with_kernel(source, part, write)
 
-    def strided():
+    def own():
         for source, part in zip(sources, parts):
             scratch.scatter(source, part)
 
     times = {}
-    for name, load in (("kernel", kernel), ("strided", strided)):
+    for name, load in (("kernel", kernel), ("layout", own)):
         load()  # first touch of the scratch memory is not timed
         runs = []
         for _ in range(repeats):
