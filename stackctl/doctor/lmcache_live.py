@@ -76,7 +76,7 @@ def settle(read_log, start: int, marker: str = "Stored", timeout: float = 15.0) 
         tail = ANSI.sub("", read_log())[start:]
         if marker in tail or time.monotonic() > deadline:
             return tail
-        time.sleep(0.5)
+        time.sleep(0.1)  # the line lands within a few hundred ms: a coarse poll was most of doctor's wait
 
 
 def served_hit(ctx) -> dict:
