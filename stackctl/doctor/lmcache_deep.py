@@ -45,11 +45,17 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
 
     from stackctl.doctor.second_server import image_of, second_server
 
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.host.dtype import DTYPE_ENV
+
     run_id = uuid.uuid4().hex[:8]
     image = image_of(ctx.container())
+    # The second server computes in the dtype `up` decided for the stack (its container's variable): without it vLLM
+    # picks bf16, which a CPU without native bf16 emulates (minutes a request), and its KV would differ in dtype.
+    decided = {k: v for k, v in dk.container_env(ctx.container()).items() if k == DTYPE_ENV}
     started = time.monotonic()
     try:
-        with second_server(ctx.recipe, image, f"second-{tier.kind}", tier_env(tier, run_id),
+        with second_server(ctx.recipe, image, f"second-{tier.kind}", {**decided, **tier_env(tier, run_id)},
                            ctx.recipe.checks.startup_timeout_s, ctx.say) as server:
             offset = len(ANSI.sub("", server.log()))
             ask(server.base_url, server.model, prompt)
