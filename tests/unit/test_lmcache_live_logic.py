@@ -260,3 +260,35 @@ def test_hash_seed_proof_does_not_blame_the_seed_when_the_stack_stored_nothing()
     result = run("server.hash-seed-proof", Context(recipe(), {"lmcache_served": nothing, **deep()}, deep=True))
     assert (result.status, result.message) == ("skip", "the stack stored nothing to find (server.lmcache-hit says "
                                                        "why)")
+
+
+def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypatch):
+    """On a CPU without native bf16 the stack runs float32 by up's decision (its container's STACKCTL_DTYPE); the
+    second server of --deep gets the same variable, or vLLM would serve it bf16, emulated. The Docker edge is faked:
+    the running container's environment and the second server itself."""
+    from contextlib import contextmanager
+
+    from stackctl.doctor import lmcache_deep, second_server
+    from stackctl.engine import docker_adapter
+
+    started = {}
+
+    @contextmanager
+    def fake_second_server(recipe, image, label, env, timeout, say):
+        started.update(env)
+        raise Unavailable("stop here: the environment is what this test reads")
+        yield  # pragma: no cover - a generator for contextmanager
+
+    monkeypatch.setattr(second_server, "second_server", fake_second_server)
+    monkeypatch.setattr(second_server, "image_of", lambda container: "image-id")
+    monkeypatch.setattr(docker_adapter, "container_env",
+                        lambda container: {"STACKCTL_DTYPE": "float32", "PYTHONHASHSEED": "0", "OTHER": "x"})
+    stack = recipe()
+    ctx = type("Ctx", (), {"recipe": stack, "container": lambda self: object(), "say": lambda self, m: None})()
+    tier = stack.tiers_of("fs")[0]
+    try:
+        lmcache_deep.prove_tier(ctx, tier, [1, 2, 3])
+    except Unavailable:
+        pass
+    assert started["STACKCTL_DTYPE"] == "float32" and "OTHER" not in started
+    assert set(tier_env(tier, "x")) <= set(started)  # the tier's own settings still go on top
