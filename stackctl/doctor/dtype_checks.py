@@ -83,7 +83,7 @@ def server_dtype(ctx):
     """What the live server computes in, read from vLLM's engine start-up line in its log (`dtype=torch.X`), judged
     against this CPU like host.cpu-dtype: a server can run another dtype than the recipe meant (a server started
     before stackctl decided the dtype, a --dtype in extra_args, vLLM's own choice of bf16 on every x86 CPU)."""
-    from stackctl.host.dtype import decide_dtype, host_decides
+    from stackctl.host.dtype import NATIVE_SHARE, decide_dtype, host_decides
 
     _cpu_only(ctx)
     running = served_dtype(ctx.server_log())
@@ -97,7 +97,7 @@ def server_dtype(ctx):
     if served is None:
         raise Unavailable(f"the server runs {running}, which is no float dtype this check judges")
     share = peak.share(served) if peak else None
-    native = isa.native(served) if share is None else share >= 0.5
+    native = isa.native(served) if share is None else share >= NATIVE_SHARE
     evidence = (f"{served} matmul {peak.gflops_text(served)} GFLOP/s vs float32 {peak.gflops_text('float32')}"
                 if peak and share is not None else f"flags {isa.native_text()}")
     if native is None:
