@@ -199,8 +199,9 @@ def _prefill_floor(recipe, result: dict) -> None:
     from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import PinningError, discover, pinning_for
+    from stackctl.host.matmul import measure
     from stackctl.host.placement import placement
-    from stackctl.host.prefill import read_floor
+    from stackctl.host.prefill import model_floor
 
     container = _stack_container(recipe)
     if container is None:
@@ -211,8 +212,14 @@ def _prefill_floor(recipe, result: dict) -> None:
         cpuset = placement(pinning_for(recipe, facts)).cpuset
     except PinningError:
         cpuset = {}
-    floor = read_floor(dk.client(), container, recipe.model.path, stack=recipe.stack.name, environment=environment,
-                       cpuset=cpuset, isa=facts.isa.for_environment(environment).to_dict(), fresh=True)
+    floor = model_floor(container, recipe.model.path)
+    try:
+        peak = measure(dk.client(), container.image, environment=environment, cpuset=cpuset,
+                       isa=facts.isa.for_environment(environment).to_dict(), stack=recipe.stack.name,
+                       dtypes=tuple(sorted({"float32", floor.dtype or "bfloat16"})), fresh=True)
+        floor = floor.with_peak(peak)
+    except ValueError as exc:
+        floor = floor.with_peak(None, str(exc))
     result["floor"] = floor.to_dict()
     prompt = result.get("prompt_tokens") or 0
     if floor.peak_gflops is not None:

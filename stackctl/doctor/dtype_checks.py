@@ -83,52 +83,43 @@ def server_dtype(ctx):
     """What the live server computes in, read from vLLM's engine start-up line in its log (`dtype=torch.X`), judged
     against this CPU like host.cpu-dtype: a server can run another dtype than the recipe meant (a server started
     before stackctl decided the dtype, a --dtype in extra_args, vLLM's own choice of bf16 on every x86 CPU)."""
-    from stackctl.host.dtype import NATIVE_SHARE, decide_dtype, host_decides
+    from stackctl.host.dtype import decide_dtype, emulated_on, evidence, host_decides
 
     _cpu_only(ctx)
     running = served_dtype(ctx.server_log())
     if running is None:
         raise Unavailable("the server's log has no engine start-up line with its dtype")
     served = canonical_dtype(running)
+    if served is None:
+        raise Unavailable(f"the server runs {running}, which is no float dtype this check judges")
     isa = _isa(ctx)
     peak, why = matmul_peak(ctx)
     decision = decide_dtype(ctx.recipe, isa, peak)
     details = {"served": running, "decision": decision.to_dict()}
-    if served is None:
-        raise Unavailable(f"the server runs {running}, which is no float dtype this check judges")
-    share = peak.share(served) if peak else None
-    native = isa.native(served) if share is None else share >= NATIVE_SHARE
-    evidence = (f"{served} matmul {peak.gflops_text(served)} GFLOP/s vs float32 {peak.gflops_text('float32')}"
-                if peak and share is not None else f"flags {isa.native_text()}")
-    if native is None:
+    emulated = emulated_on(served, isa, peak)
+    if emulated is None:
         raise Unavailable(f"the server runs {running}; CPU features unknown and matmul not measured ({why})")
-    if not native:
-        return failed(f"the server computes in {running}, which this CPU emulates ({evidence}, "
-                      f"{peak.factor_text(served) if peak else 'no measured factor'})", **details)
+    if emulated:
+        return failed(f"the server computes in {running}, which this CPU emulates ({evidence(served, isa, peak)})",
+                      **details)
     if host_decides(ctx.recipe) and decision.served and served != decision.served:
         return failed(f"the server computes in {running}, but stackctl's decision for this host is "
                       f"{decision.served}: the container was started without it", **details)
-    return passed(f"the server computes in {running}, native on this CPU ({evidence})", **details)
+    return passed(f"the server computes in {running}, native on this CPU ({evidence(served, isa, peak)})",
+                  **details)
 
 
 def prefill_floor(ctx):
     """The running stack's prefill floor (host/prefill.py): model config and dtype from the container, this host's
     matmul figures as host.cpu-dtype measured them. None where there is no running container."""
     def read():
-        import json
+        from stackctl.host.prefill import model_floor
 
-        from stackctl.engine import docker_adapter
-        from stackctl.host.prefill import Floor
-        from stackctl.knowledge.model_flops import prefill_cost
-
-        raw = docker_adapter.read_file(ctx.container(), f"{ctx.recipe.model.path.rstrip('/')}/config.json")
-        try:
-            cost = prefill_cost(json.loads(raw)) if raw is not None else None
-        except ValueError:
-            cost = None
-        dtype = canonical_dtype(served_dtype(ctx.server_log()))
-        peak, why = matmul_peak(ctx) if platform_of(ctx.recipe).cpu_computes else (None, "")
-        return Floor(cost, dtype, peak, why if cost else f"no config.json under {ctx.recipe.model.path}")
+        floor = model_floor(ctx.container(), ctx.recipe.model.path)
+        if not platform_of(ctx.recipe).cpu_computes:
+            return floor
+        peak, why = matmul_peak(ctx)
+        return floor.with_peak(peak, why)
 
     try:
         return ctx.remember("prefill-floor", read)

@@ -56,22 +56,24 @@ def decide_dtype(recipe: Recipe, isa: CpuIsa, measured: MatmulPeak | None = None
                              f"platform {recipe.stack.platform}: vLLM picks the dtype for the GPU")
     if not host_decides(recipe):
         served = canonical_dtype(recipe.model.dtype)
-        emulated = _emulated(served, isa, measured)
-        how = {True: f"emulated on this CPU ({_evidence(served, isa, measured)})",
-               False: f"native on this CPU ({_evidence(served, isa, measured)})",
+        emulated = emulated_on(served, isa, measured)
+        how = {True: f"emulated on this CPU ({evidence(served, isa, measured)})",
+               False: f"native on this CPU ({evidence(served, isa, measured)})",
                None: "not judged (CPU features unknown)"}[emulated]
         return DtypeDecision(None, served, emulated, f"{recipe.model.dtype} (model.dtype), {how}", measured)
-    bf16_emulated = _emulated("bfloat16", isa, measured)
+    bf16_emulated = emulated_on("bfloat16", isa, measured)
     if bf16_emulated is False:
         return DtypeDecision("bfloat16", "bfloat16", False,
-                             f"bfloat16 (this CPU runs bf16 natively: {_evidence('bfloat16', isa, measured)})",
+                             f"bfloat16 (this CPU runs bf16 natively: {evidence('bfloat16', isa, measured)})",
                              measured)
     why = ("CPU features unknown: float32 is never emulated" if bf16_emulated is None else
-           f"this CPU has no native bf16: {_evidence('bfloat16', isa, measured)}")
+           f"this CPU has no native bf16: {evidence('bfloat16', isa, measured)}")
     return DtypeDecision("float32", "float32", False, f"float32 ({why})", measured)
 
 
-def _emulated(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> bool | None:
+def emulated_on(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> bool | None:
+    """Whether this CPU emulates `dtype`: from the measured figures when there are some, else from the flags; None
+    when neither can tell."""
     if dtype is None:
         return None
     share = measured.share(dtype) if measured else None
@@ -81,7 +83,7 @@ def _emulated(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> bo
     return None if native is None else not native
 
 
-def _evidence(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> str:
+def evidence(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> str:
     """The figures when measured ("bf16 matmul 0.4 GFLOP/s vs float32 124"), else the flags."""
     if dtype and measured and measured.share(dtype) is not None and dtype != "float32":
         return (f"{dtype} matmul {measured.gflops_text(dtype)} GFLOP/s vs float32 "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stackctl.host.isa import canonical_dtype
 from stackctl.host.matmul import MatmulPeak
@@ -49,17 +49,20 @@ class Floor:
             return f"prefill rate unknown ({self.missing or 'no model config'})"
         return rate_text(rate, self.dtype)
 
+    def with_peak(self, peak: MatmulPeak | None, why: str = "") -> Floor:
+        """This floor with the host's matmul figures (or, without them, the reason added to what is missing)."""
+        return replace(self, peak=peak, missing="; ".join(part for part in (self.missing, why) if part))
+
     def to_dict(self) -> dict:
         return {"dtype": self.dtype, "peak_gflops": self.peak_gflops,
                 "matmul": self.peak.to_dict() if self.peak else None, "missing": self.missing}
 
 
-def read_floor(engine, container, model_path: str, *, stack: str, environment: dict, cpuset: dict, isa: dict,
-               fresh: bool) -> Floor:
-    """The floor for a running stack's container: the model's config.json from the container, the dtype from the
-    server's log, the matmul figures measured in the container's image (`fresh`: in this run, else as kept)."""
+def model_floor(container, model_path: str) -> Floor:
+    """A running stack's floor without the matmul figures: the model's cost from its config.json in the container and
+    the dtype from the server's log. The caller adds the figures (`Floor.with_peak`): bench
+    measures them in its run, doctor reads the ones it keeps."""
     from stackctl.engine import docker_adapter
-    from stackctl.host.matmul import measure
 
     missing = []
     cost = None
@@ -71,14 +74,7 @@ def read_floor(engine, container, model_path: str, *, stack: str, environment: d
             cost = prefill_cost(json.loads(raw))
         except ValueError as exc:
             missing.append(str(exc))
-    log = docker_adapter.logs_text(container)
-    dtype = canonical_dtype(served_dtype(log))
+    dtype = canonical_dtype(served_dtype(docker_adapter.logs_text(container)))
     if dtype is None:
         missing.append("the server's log names no dtype")
-    peak = None
-    try:
-        peak = measure(engine, container.image, environment=environment, cpuset=cpuset, isa=isa, stack=stack,
-                       dtypes=tuple(sorted({"float32", dtype or "bfloat16"})), fresh=fresh)
-    except ValueError as exc:
-        missing.append(str(exc))
-    return Floor(cost, dtype, peak, "; ".join(missing))
+    return Floor(cost, dtype, None, "; ".join(missing))
