@@ -2,7 +2,9 @@
 type, default, env converter; the variable LMCACHE_<KEY> that sets each), the renamed and deprecated keys
 (`_CONFIG_ALIASES`, `_DEPRECATED_CONFIGS`), and the `remote_url` schemes of the remote connector adapters
 (lmcache/v1/storage_backend/connector/*_adapter.py: the scheme each adapter's `__init__` passes up, and the prefixes
-its `can_parse` accepts).
+its `can_parse` accepts), and LMCache's own server (multiprocess mode): where the `lmcache server` command is
+defined, the flags it takes (every `add_argument` of the modules that build its parser) and the L2 adapter types
+its `--l2-adapter` accepts (`register_l2_adapter_type` calls). A release without the command has none of these.
 """
 
 from __future__ import annotations
@@ -26,7 +28,42 @@ def extract(tree: SourceTree) -> dict:
         "env_prefix": env_prefix(tree),
         "remote_url_schemes": remote_url_schemes(tree),
         "env_read": env_read(tree),
+        **mp_server(tree),
     }
+
+
+SERVER_COMMAND = "lmcache.cli.commands.server"
+# The modules whose argument groups `lmcache server` composes (lmcache/cli/commands/server.py: add_arguments).
+SERVER_ARG_MODULES = ("lmcache.v1.multiprocess.config", "lmcache.v1.distributed.config",
+                      "lmcache.v1.distributed.l2_adapters.config", "lmcache.v1.mp_observability.config")
+L2_ADAPTERS = "lmcache/v1/distributed/l2_adapters"
+
+
+def mp_server(tree: SourceTree) -> dict:
+    """{"mp_server": {"command": file:line}, "mp_server_flags": {flag: file:line}, "l2_adapter_types": {type:
+    file:line}}; empty sections when the release has no `lmcache server` command."""
+    module = tree.module(SERVER_COMMAND)
+    if module is None:
+        return {"mp_server": {}, "mp_server_flags": {}, "l2_adapter_types": {}}
+    command = next((node for node in ast.walk(module) if isinstance(node, ast.ClassDef)), module)
+    flags: dict[str, str] = {}
+    for name in SERVER_ARG_MODULES:
+        parsed = tree.module(name)
+        for node in ast.walk(parsed) if parsed is not None else ():
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.startswith("--"):
+                        flags.setdefault(arg.value, tree.where(name, node))
+    adapters: dict[str, str] = {}
+    for path in sorted((tree.root / L2_ADAPTERS).glob("*.py")):
+        name = ".".join(path.relative_to(tree.root).with_suffix("").parts)
+        parsed = tree.module(name)
+        for node in ast.walk(parsed) if parsed is not None else ():
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", "") == "register_l2_adapter_type"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                adapters.setdefault(node.args[0].value, tree.where(name, node))
+    return {"mp_server": {"command": tree.where(SERVER_COMMAND, command)},
+            "mp_server_flags": dict(sorted(flags.items())), "l2_adapter_types": dict(sorted(adapters.items()))}
 
 
 def config_keys(tree: SourceTree) -> dict:

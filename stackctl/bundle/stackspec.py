@@ -8,7 +8,7 @@ into docker-py arguments; tests assert on them directly.
 from __future__ import annotations
 
 from stackctl.knowledge import compat
-from stackctl.knowledge.kinds import kind_of, platform_of
+from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
 from stackctl.recipe.model import Recipe
 
 # Where things live inside the image / container.
@@ -32,6 +32,42 @@ KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 # LMCache, switched on in the server's environment by this variable (its import hook reads it).
 CPU_CONNECTOR_ENV = "STACKCTL_LMCACHE_CPU_CONNECTOR"
 CPU_CONNECTOR_PACKAGE = "stackctl_lmcache_cpu"
+
+
+# lmcache-mp: where the LMCache server listens in the container (host networking: also on the host), and its log.
+LMCACHE_SERVER_HOST = "127.0.0.1"
+
+
+def lmcache_in_server(recipe: Recipe) -> bool:
+    """Whether LMCache runs inside the vLLM process (cache.offload = "lmcache"): lmcache.yaml, LMCACHE_CONFIG_FILE,
+    and the LMCache log and live checks apply."""
+    return recipe.cache.enabled and engine_of(recipe).lmcache_in_server
+
+
+def lmcache_in_image(recipe: Recipe) -> bool:
+    """Whether the image carries LMCache: in the server, or as its own server (lmcache-mp)."""
+    return recipe.cache.enabled and engine_of(recipe).lmcache_package
+
+
+def offload_launch(recipe: Recipe) -> tuple[list[str], dict | None, dict]:
+    """The offload engine's serve flags, its --kv-transfer-config (None: none of its own) and the LMCache server's
+    launch ({"argv": [...]} for lmcache-mp); nothing when the cache is off."""
+    if not recipe.cache.enabled:
+        return [], None, {}
+    tiers = {tier.kind: tier for tier in recipe.cache.tiers}
+    server = {"host": LMCACHE_SERVER_HOST, "port": recipe.cache.server_port,
+              "http_port": recipe.cache.server_http_port}
+    return engine_of(recipe).launch(recipe.cache, tiers, server)
+
+
+def lmcache_server_command(recipe: Recipe) -> list[str] | None:
+    """The `lmcache server` command serve.sh starts before vLLM (lmcache-mp), else None."""
+    return offload_launch(recipe)[2].get("argv")
+
+
+def lmcache_server_url(recipe: Recipe) -> str:
+    """The LMCache server's HTTP API (lmcache-mp), as doctor reaches it on the host (host networking)."""
+    return f"http://{LMCACHE_SERVER_HOST}:{recipe.cache.server_http_port}"
 
 
 def kv_connector(recipe: Recipe) -> dict:
@@ -72,8 +108,8 @@ def versions(recipe: Recipe) -> dict:
         "vllm": vllm_version(recipe),
         "torch": recipe.versions.torch or (defaults[platform.torch_key] if platform.torch_key else None),
         "lmcache": (recipe.versions.lmcache or (None if recipe.versions.lmcache_git else defaults["lmcache"]))
-        if recipe.cache.enabled else None,
-        "lmcache_git": recipe.versions.lmcache_git if recipe.cache.enabled else None,
+        if lmcache_in_image(recipe) else None,
+        "lmcache_git": recipe.versions.lmcache_git if lmcache_in_image(recipe) else None,
         "gpu_arch": list(recipe.versions.gpu_arch) if platform.has_gpus else [],
     }
 
@@ -88,20 +124,21 @@ def vllm_version(recipe: Recipe) -> str | None:
 
 def lmcache_install(recipe: Recipe) -> str | None:
     """How LMCache enters the image: "source" (the sdist: a HIP build on ROCm, without native extensions on CPU),
-    "wheel" (PyPI), or None when the cache is off."""
-    if not recipe.cache.enabled:
+    "wheel" (PyPI), or None when the image carries no LMCache (the cache off, or vLLM's own offload)."""
+    if not lmcache_in_image(recipe):
         return None
     return recipe.build.lmcache_from or "source"
 
 
 def cpu_connector_shipped(recipe: Recipe) -> bool:
-    """Whether the image carries stackctl's CPU connector: platform cpu with LMCache (never a ROCm image)."""
-    return platform_of(recipe).ships_cpu_connector and recipe.cache.enabled
+    """Whether the image carries stackctl's CPU connector: platform cpu with LMCache (never a ROCm image). An
+    lmcache-mp image carries it too (off), so it is the image of the same recipe with LMCache in the server."""
+    return platform_of(recipe).ships_cpu_connector and lmcache_in_image(recipe)
 
 
 def cpu_connector_enabled(recipe: Recipe) -> bool:
-    """Whether the server runs with it: shipped, and `cache.cpu_connector` not set to false."""
-    return cpu_connector_shipped(recipe) and recipe.cache.cpu_connector is not False
+    """Whether the server runs with it: shipped, LMCache in the server, and `cache.cpu_connector` not false."""
+    return cpu_connector_shipped(recipe) and lmcache_in_server(recipe) and recipe.cache.cpu_connector is not False
 
 
 def hash_seed(recipe: Recipe) -> str | None:
@@ -160,6 +197,7 @@ SERVE_FLAG_KEYS = {
     "--async-scheduling": "serve.async_scheduling", "--no-async-scheduling": "serve.async_scheduling",
     "--enforce-eager": "serve.enforce_eager", "--compilation-config": "serve.compilation_config",
     "-cc": "serve.compilation_config", "--kv-transfer-config": "cache.enabled",
+    "--kv-offloading-backend": "cache.offload", "--kv-offloading-size": "cache.offload",
     "--enable-auto-tool-choice": "model.tool_call_parser", "--tool-call-parser": "model.tool_call_parser",
     "--reasoning-parser": "model.reasoning_parser",
 }
@@ -218,8 +256,12 @@ def serve_args(recipe: Recipe) -> list[str]:
     compilation = compilation_config(recipe)
     if compilation:
         args += ["--compilation-config", _json(compilation)]
-    if recipe.cache.enabled:
-        args += ["--kv-transfer-config", _json(kv_connector(recipe))]
+    flags, transfer, _ = offload_launch(recipe)
+    if lmcache_in_server(recipe):
+        transfer = kv_connector(recipe)
+    args += flags
+    if transfer is not None:
+        args += ["--kv-transfer-config", _json(transfer)]
     if model.tool_call_parser:
         args += ["--enable-auto-tool-choice", "--tool-call-parser", model.tool_call_parser]
     if model.reasoning_parser:
@@ -233,7 +275,7 @@ def environment(recipe: Recipe) -> dict[str, str]:
     seed = hash_seed(recipe)
     if seed is not None:
         env["PYTHONHASHSEED"] = seed
-    if recipe.cache.enabled:
+    if lmcache_in_server(recipe):
         env["LMCACHE_CONFIG_FILE"] = LMCACHE_CONFIG_PATH
     if cpu_connector_shipped(recipe):
         env[CPU_CONNECTOR_ENV] = "1" if cpu_connector_enabled(recipe) else "0"
@@ -264,8 +306,8 @@ def secret_references(recipe: Recipe) -> dict[str, str]:
 
 def lmcache_config(recipe: Recipe) -> dict | None:
     """LMCache's YAML config. Tier sizes are per tensor-parallel rank: LMCache allocates max_local_cpu_size GiB on
-    every rank, so the recipe's total is divided by tensor_parallel."""
-    if not recipe.cache.enabled:
+    every rank, so the recipe's total is divided by tensor_parallel. None unless LMCache runs in the server."""
+    if not lmcache_in_server(recipe):
         return None
     cache = recipe.cache
     config: dict = {"chunk_size": cache.chunk_size}

@@ -201,3 +201,121 @@ def platform_named(name: str) -> Platform:
 def platform_of(recipe) -> Platform:
     """The record of a recipe's platform (stack.platform)."""
     return platform_named(recipe.stack.platform)
+
+
+def _gib_bytes(size_gb: float) -> int:
+    return int(size_gb * (1 << 30))
+
+
+def _lmcache_in_server(cache, tiers: dict, server: dict) -> tuple[list[str], dict | None, dict]:
+    # The --kv-transfer-config of LMCacheConnectorV1 (lmcache.yaml carries the tiers): stackspec.kv_connector.
+    return [], None, {}
+
+
+def _native_flags(cache, tiers: dict, server: dict) -> tuple[list[str], dict | None, dict]:
+    # vLLM 0.32 vllm/config/vllm.py:1115-1123: `native` sets OffloadingConnector and cpu_bytes_to_use = size GiB,
+    # the total across tensor-parallel ranks (vllm/config/cache.py:266-270).
+    size = tiers["cpu"].size_gb
+    return ["--kv-offloading-backend", "native", "--kv-offloading-size", _gib(size)], None, {}
+
+
+def _simple_config(cache, tiers: dict, server: dict) -> tuple[list[str], dict | None, dict]:
+    # The SimpleCPUOffloadConnector through --kv-transfer-config: cpu_bytes_to_use is server-wide, divided by the
+    # world size (vLLM 0.32 simple_cpu_offload_connector.py:86-92); its disk backend takes kv_offload_backend,
+    # disk_path and disk_capacity_bytes (:107-131).
+    extra: dict = {"cpu_bytes_to_use": _gib_bytes(tiers["cpu"].size_gb)}
+    disk = tiers.get("disk")
+    if disk is not None:
+        extra.update({"kv_offload_backend": "disk", "disk_path": disk.path,
+                      "disk_capacity_bytes": _gib_bytes(disk.size_gb)})
+    return [], {"kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+                "kv_connector_extra_config": extra}, {}
+
+
+def _lmcache_mp(cache, tiers: dict, server: dict) -> tuple[list[str], dict | None, dict]:
+    # vLLM's side: LMCacheMPConnector reads lmcache.mp.host / lmcache.mp.port from kv_connector_extra_config
+    # (vLLM 0.32 lmcache_mp_connector.py:481-486, default tcp://localhost:5555).
+    config = {"kv_connector": "LMCacheMPConnector", "kv_role": "kv_both",
+              "kv_connector_extra_config": {"lmcache.mp.host": "tcp://" + server["host"],
+                                            "lmcache.mp.port": server["port"]}}
+    # LMCache's side: `lmcache server` (lmcache/cli/commands/server.py); the legacy L1 form needs both
+    # --l1-size-gb and --eviction-policy (0.5.6 lmcache/v1/distributed/config.py:1071-1074), L2 adapters are JSON
+    # objects with a type (lmcache/v1/distributed/l2_adapters/config.py:430; fs: fs_l2_adapter.py:204-207).
+    argv = ["lmcache", "server", "--host", server["host"], "--port", str(server["port"]),
+            "--http-host", server["host"], "--http-port", str(server["http_port"]),
+            "--chunk-size", str(cache.chunk_size), "--l1-size-gb", _gib(tiers["cpu"].size_gb),
+            "--eviction-policy", "LRU"]
+    fs = tiers.get("fs")
+    if fs is not None:
+        argv += ["--l2-adapter", '{"type": "fs", "base_path": "' + fs.path + '"}']
+    return [], config, {"argv": argv}
+
+
+def _gib(size_gb: float) -> str:
+    return f"{size_gb:g}"
+
+
+class OffloadEngine(_Record):
+    """What moves KV out of HBM ([cache] offload): LMCache inside the server, LMCache's own server, or vLLM's."""
+
+    _fields = ("name", "summary", "connector", "tiers", "needs", "lmcache_in_server", "lmcache_package",
+               "lmcache_server", "flags", "env", "launch", "unsupported_on")
+    _defaults = {"needs": frozenset(), "lmcache_in_server": False, "lmcache_package": False, "lmcache_server": False,
+                 "flags": (), "env": (), "unsupported_on": {}}
+
+    name: str
+    summary: str
+    # The kv_connector vLLM runs (its factory's registered name: checked against the target release's facts).
+    connector: str
+    # The tier kinds it can serve, and those it needs.
+    tiers: frozenset[str]
+    needs: frozenset[str]
+    # LMCache runs in the server process (lmcache.yaml, LMCACHE_CONFIG_FILE, the LMCache log and live checks).
+    lmcache_in_server: bool
+    # The image carries LMCache (in the server, or as its own server).
+    lmcache_package: bool
+    # LMCache runs as its own process (`lmcache server`), which vLLM reaches over ZMQ.
+    lmcache_server: bool
+    # vLLM serve flags it is written with (checked against the target release's facts), and environment variables.
+    flags: tuple[str, ...]
+    env: tuple[str, ...]
+    # launch(cache, {kind: tier}, lmcache server address) -> (serve flags, --kv-transfer-config or None,
+    # {"argv": the LMCache server's command} or {}).
+    launch: Callable
+    # Platform name -> why it cannot run there (the package's file:line).
+    unsupported_on: dict
+
+
+OFFLOAD_ENGINE_RECORDS: tuple[OffloadEngine, ...] = (
+    OffloadEngine(name="lmcache", summary="LMCache in the server process (LMCacheConnectorV1; on platform cpu "
+                  "through stackctl's CPU connector)", connector="LMCacheConnectorV1",
+                  tiers=frozenset(TIER_KINDS), lmcache_in_server=True, lmcache_package=True,
+                  launch=_lmcache_in_server),
+    OffloadEngine(name="lmcache-mp", summary="LMCache's own server (`lmcache server`: L1 in its memory, an fs tier "
+                  "as its L2 adapter), reached by vLLM's LMCacheMPConnector over ZMQ",
+                  connector="LMCacheMPConnector", tiers=frozenset({"cpu", "fs"}), needs=frozenset({"cpu"}),
+                  lmcache_package=True, lmcache_server=True, launch=_lmcache_mp),
+    OffloadEngine(name="vllm-native", summary="vLLM's OffloadingConnector to CPU memory (--kv-offloading-backend "
+                  "native --kv-offloading-size)", connector="OffloadingConnector", tiers=frozenset({"cpu"}),
+                  needs=frozenset({"cpu"}), flags=("--kv-offloading-backend", "--kv-offloading-size"),
+                  launch=_native_flags,
+                  unsupported_on={"cpu": "its CPU worker raises 'CPU Offloading is currently only supported on "
+                                  "CUDA-alike and XPU GPUs' on any other platform (vLLM 0.32 "
+                                  "vllm/v1/kv_offload/cpu/spec.py:199-203)"}),
+    OffloadEngine(name="vllm-simple", summary="vLLM's SimpleCPUOffloadConnector (CPU memory, a disk tier as its "
+                  "disk backend), through --kv-transfer-config", connector="SimpleCPUOffloadConnector",
+                  tiers=frozenset({"cpu", "disk"}), needs=frozenset({"cpu"}), launch=_simple_config,
+                  unsupported_on={"cpu": "SIMPLE_REASON"}),
+)
+OFFLOAD_ENGINES_BY_NAME = {engine.name: engine for engine in OFFLOAD_ENGINE_RECORDS}
+OFFLOAD_ENGINES: tuple[str, ...] = tuple(OFFLOAD_ENGINES_BY_NAME)
+
+
+def offload_engine(name: str) -> OffloadEngine:
+    """The record of an offload engine; an unknown name is an error naming the known ones."""
+    return _lookup(OFFLOAD_ENGINES_BY_NAME, "offload engine", name)
+
+
+def engine_of(recipe) -> OffloadEngine:
+    """The record of a recipe's offload engine (cache.offload)."""
+    return offload_engine(recipe.cache.offload)

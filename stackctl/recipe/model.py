@@ -9,7 +9,7 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 
 from __future__ import annotations
 
-from stackctl.knowledge.kinds import PLATFORMS, TIER_KINDS, tier_kind
+from stackctl.knowledge.kinds import OFFLOAD_ENGINES, PLATFORMS, TIER_KINDS, tier_kind
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
@@ -190,7 +190,16 @@ class Tier(Section):
 
 
 class Cache(Section):
-    enabled: bool = option(False, "Use LMCache (KV offload beyond GPU HBM) through LMCacheConnectorV1.", "bool")
+    enabled: bool = option(False, "Offload KV beyond GPU HBM, through the engine cache.offload names.", "bool")
+    offload: str = option("lmcache", "The offload engine: lmcache (LMCache in the server process, "
+                          "LMCacheConnectorV1), lmcache-mp (LMCache's own server, `lmcache server`, reached through "
+                          "LMCacheMPConnector), vllm-native (vLLM's OffloadingConnector: --kv-offloading-backend "
+                          "native), vllm-simple (vLLM's SimpleCPUOffloadConnector). Each serves the tiers `stackctl "
+                          "explain offload-engine-tier` lists.", "str", choices=OFFLOAD_ENGINES)
+    server_port: int = option(5555, "lmcache-mp: the ZMQ port of the LMCache server (on 127.0.0.1 in the "
+                              "container; LMCache's default 5555).", "int", minimum=1, maximum=65535)
+    server_http_port: int = option(8080, "lmcache-mp: the LMCache server's HTTP port (/healthcheck, /status; "
+                                   "LMCache's default 8080).", "int", minimum=1, maximum=65535)
     chunk_size: int = option(256, "LMCache chunk size in tokens. LMCache stores and finds whole chunks, so a hit "
                              "recomputes the prompt's last partial chunk: on vLLM-CPU keep it at the KV block size, "
                              "128 (rule lmcache-chunk-above-block).", "int", minimum=1)
