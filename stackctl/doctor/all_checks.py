@@ -9,6 +9,7 @@ import stackctl.doctor.image_checks  # noqa: F401
 import stackctl.doctor.server_checks  # noqa: F401
 import stackctl.doctor.lmcache_live  # noqa: F401
 import stackctl.doctor.lmcache_deep  # noqa: F401
+import stackctl.doctor.offload_checks  # noqa: F401
 import stackctl.doctor.tier_checks  # noqa: F401
 import stackctl.doctor.dtype_checks  # noqa: F401
 from stackctl.doctor.registry import CHECKS, Check

@@ -73,7 +73,9 @@ class DoctorContext:
     def hash_algo(self) -> str:
         """The hash that keys the cache the stack shares across processes: LMCache's (Python's builtin hash, its
         default pre_caching_hash_algorithm) when LMCache is on, else vLLM's prefix-caching hash."""
-        if self.recipe.cache.enabled:
+        from stackctl.bundle.stackspec import lmcache_in_server
+
+        if lmcache_in_server(self.recipe):
             return str(self.recipe.cache.extra.get("pre_caching_hash_algorithm", "builtin"))
         return self.recipe.serve.prefix_caching_hash_algo or "sha256"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed, warned
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
 
@@ -12,8 +12,7 @@ def _distributions(ctx) -> dict[str, str]:
 
 
 def _lmcache_on(ctx) -> None:
-    if not ctx.recipe.cache.enabled:
-        raise Unavailable("LMCache is off in the recipe")
+    require_lmcache(ctx.recipe, in_server=False)
 
 
 CPU_SOURCE_FIX = ("build LMCache from source (build.lmcache_from = \"source\"): stackctl's cpu image compiles its "

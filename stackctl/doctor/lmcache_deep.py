@@ -16,7 +16,7 @@ import time
 
 from stackctl.doctor.lmcache_live import ask, served_hit, settle
 from stackctl.doctor.lmcache_log import ANSI, Activity, activity, throughput
-from stackctl.doctor.registry import Unavailable, check, failed, passed
+from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 from stackctl.knowledge.kinds import kind_of
 
 STORE_WAIT_S = 20.0  # remote puts are asynchronous: how long the second ask keeps trying for the tier to answer
@@ -77,8 +77,7 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
 def _require_deep(ctx) -> None:
     if not ctx.deep:
         raise Unavailable("runs with --deep only (starts a second server per tier beside the stack)")
-    if not ctx.recipe.cache.enabled:
-        raise Unavailable("LMCache is off in the recipe")
+    require_lmcache(ctx.recipe)
 
 
 def deep_result(ctx, tier) -> dict:

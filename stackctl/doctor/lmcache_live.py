@@ -18,7 +18,7 @@ import time
 
 from stackctl import metrics
 from stackctl.doctor.lmcache_log import ANSI, activity, throughput
-from stackctl.doctor.registry import Unavailable, check, failed, passed
+from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 
 GENERATED_TOKENS = 8
 EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
@@ -113,8 +113,7 @@ def served_hit(ctx) -> dict:
 
 
 def _require_lmcache(ctx) -> None:
-    if not ctx.recipe.cache.enabled:
-        raise Unavailable("LMCache is off in the recipe")
+    require_lmcache(ctx.recipe)
 
 
 @check("server.lmcache-hit", "server", "error",

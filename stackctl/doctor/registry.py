@@ -99,6 +99,21 @@ class Unavailable(Exception):
 CHECKS: dict[str, Check] = {}
 
 
+def require_lmcache(recipe, in_server: bool = True) -> None:
+    """Skip with the reason unless LMCache runs in the vLLM process (in_server) or the image carries it: the cache
+    off, or an offload engine (cache.offload) that runs LMCache as its own server or not at all."""
+    from stackctl.bundle.stackspec import lmcache_in_image, lmcache_in_server
+    from stackctl.knowledge.kinds import engine_of
+
+    if not recipe.cache.enabled:
+        raise Unavailable("LMCache is off in the recipe")
+    if not (lmcache_in_server(recipe) if in_server else lmcache_in_image(recipe)):
+        engine = engine_of(recipe)
+        where = "runs as its own server" if engine.lmcache_server else "does not run"
+        raise Unavailable(f"cache.offload = {engine.name!r}: LMCache {where} ({engine.summary}); "
+                          "server.offload-hit proves the offload")
+
+
 def check(check_id: str, scope: str, severity: str, summary: str, fix: str):
     """Register a check function under a stable id."""
     assert scope in SCOPES, scope

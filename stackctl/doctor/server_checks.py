@@ -6,7 +6,7 @@ import random
 import re
 
 from stackctl import metrics
-from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed, warned
 from stackctl.engine import docker_adapter as dk
 from stackctl.host.cpulist import parse_cpulist
 from stackctl.knowledge.kinds import platform_of
@@ -118,8 +118,7 @@ def lmcache_initialised(ctx):
     (lmcache/v1/manager.py:107-111, :235-238) and skips post_init, so the marker never appears; on vLLM's CPU
     build it says `No supported cpu connector found.` first. Any LMCache ERROR line fails the check too (a backend
     that could not be created, a lookup socket timing out)."""
-    if not ctx.recipe.cache.enabled:
-        raise Unavailable("LMCache is off in the recipe")
+    require_lmcache(ctx.recipe)
     lines = [ANSI.sub("", line).strip() for line in ctx.server_log().splitlines()]
     degraded = [line for line in lines if DEGRADED in line or "No supported" in line]
     if degraded:
@@ -152,8 +151,7 @@ def lmcache_native(ctx):
     baseline` (lmcache/v1/platform/devices/cuda/device_ops.py:129), 0.4.x `Failed to import backend lmcache.c_ops`,
     when the native module cannot load; healthy 0.4.x
     logs `Using backend: lmcache.c_ops`."""
-    if not ctx.recipe.cache.enabled:
-        raise Unavailable("LMCache is off in the recipe")
+    require_lmcache(ctx.recipe)
     log = ctx.server_log()
     for marker in NATIVE_MISSING:
         for line in log.splitlines():
@@ -218,7 +216,8 @@ def cache_hits(ctx):
     LMCache (a degraded LMCache, which stores nothing and waits out a lookup timeout per request, still has HBM
     hits), so this check leaves it to that one."""
     if ctx.recipe.cache.enabled:
-        raise Unavailable("LMCache is on: server.lmcache-hit is the hit test (an HBM hit proves nothing about it)")
+        raise Unavailable("KV offload is on: server.lmcache-hit / server.offload-hit is the hit test (an HBM hit "
+                          "proves nothing about the offload)")
     result = hit_test(ctx)
     tokens = result["prompt_tokens"] or 0
     from stackctl.doctor.dtype_checks import cold_rate_text  # lazily: its checks register after this module's

@@ -7,7 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
-from stackctl.doctor.registry import Unavailable, check, failed, passed
+from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 
 GiB = 1024 ** 3
 
@@ -95,8 +95,9 @@ def tiers(ctx):
     from stackctl.doctor.tier_roundtrip import keys_per_tier, run as run_roundtrips
     from stackctl.knowledge import compat
 
-    if not ctx.recipe.cache.enabled or not ctx.recipe.cache.tiers:
+    if not ctx.recipe.cache.tiers:
         raise Unavailable("no LMCache tiers in the recipe")
+    require_lmcache(ctx.recipe)
     if not ctx.deep and _stack_runs(ctx):
         raise Unavailable("the stack runs: server.lmcache-hit proves its first tier serves; `doctor --deep` runs "
                           "this round trip and proves every tier through serving (server.tier-served)")

@@ -20,6 +20,7 @@ from stackctl.importer.flag_values import (
     one_line,
 )
 from stackctl.importer.launch import Launch
+from stackctl.knowledge.kinds import engine_with_connector
 from stackctl.recipe import model
 from stackctl.unresolved import home_reference, runtime_reference
 
@@ -45,6 +46,7 @@ BOOL_FLAGS = {
     "--async-scheduling": ("serve", "async_scheduling"),
     "--enforce-eager": ("serve", "enforce_eager"),
 }
+OFFLOADING_FLAGS = ("--kv-offloading-backend", "--kv-offloading-size")
 _SECRET_FLAG = re.compile(r"^--([a-z0-9]+-)*(api-key|token|secret|password|credentials?|access-key)$")
 _SECRET_FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
 
@@ -61,6 +63,10 @@ class ServerFlags:
         self.tool_parser: tuple[list[str], str] | None = None
         self.lmcache_overrides: dict = {}
         self.model_arg = ""
+        # An offload engine other than LMCache in the server (importer/offload.py maps them): the
+        # --kv-offloading-* flags as (tokens, value), and a --kv-transfer-config naming its connector.
+        self.offloading: dict[str, tuple[list[str], str | None]] = {}
+        self.offload_transfer: tuple[dict, list[str]] | None = None
 
     def read(self) -> None:
         args, i = self.args, 0
@@ -116,6 +122,10 @@ class ServerFlags:
             return self.read_optimization(i, token)
         if name == "--kv-transfer-config" or name.startswith("--kv-transfer-config."):
             return self.read_dict_flag(i, name, self.kv_transfer)
+        if name in OFFLOADING_FLAGS:
+            value, after = self.value_at(i)
+            self.offloading[name] = (self.args[i:after], value)
+            return after
         if name == "--enable-auto-tool-choice":
             self.tool_choice = [token]
             return i + 1
@@ -295,6 +305,10 @@ class ServerFlags:
     def finish_kv_transfer(self) -> None:
         config = merge_dict_flags(self.kv_transfer)
         tokens = [t for entry in self.kv_transfer for t in entry[0]]
+        engine = engine_with_connector(str(config.get("kv_connector"))) if isinstance(config, dict) else None
+        if engine is not None and not engine.lmcache_in_server:
+            self.offload_transfer = (config, tokens)
+            return
         if config is None or config.get("kv_connector") != stackspec.KV_CONNECTOR["kv_connector"]:
             if config and "LMCache" in json.dumps(config):
                 self.draft.notes.append("--kv-transfer-config names LMCache in a form stackctl does not manage; "

@@ -51,6 +51,7 @@ class Launch:
     pins: dict[str, str] = field(default_factory=dict)  # package -> version, from `pip install NAME==VER`
     installs: list[str] = field(default_factory=list)   # engines installed by hand: "atom"
     files: dict[str, str] = field(default_factory=dict)  # path -> text the launch writes there (heredocs, ConfigMaps)
+    lmcache_server: list[str] | None = None  # the arguments of an `lmcache server` the script starts (LMCache's MP mode)
 
     def host_path(self, path: str) -> tuple[str, bool]:
         """(host path, whether it differs) behind a container path (docker -v): stackctl mounts host paths at the
@@ -89,6 +90,7 @@ class _Scan:
     inside: DockerRun | None = None   # the container later commands run in (`docker exec -it NAME bash`, `-it`)
     installs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    lmcache_server: list[str] | None = None
 
 
 def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
@@ -106,6 +108,7 @@ def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     if len(launches) > 1:
         launch.notes.append(f"the script starts {len(launches)} servers; imported the first one")
     launch.pins, launch.installs = scan.pins, scan.installs
+    launch.lmcache_server = scan.lmcache_server
     launch.files = {**launch.files, **blocks.files}
     launch.notes += scan.notes
     if not launch.image and scan.pulled:
@@ -171,10 +174,28 @@ def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: 
         else:
             argv = [part for word in words for part in expand(word, variables)]
             read_installs(argv, scan.pins, scan.installs)
+            server_at = _lmcache_server_at(argv)
+            if server_at is not None:
+                if scan.lmcache_server is None:
+                    scan.lmcache_server = argv[server_at:]
+                else:
+                    scan.notes.append("the script starts a second `lmcache server`; imported the first one")
+                continue
             launch = _launch_in(words, variables, exported, scan, in_container)
             if launch is not None:
                 launches.append(launch)
     return launches
+
+
+def _lmcache_server_at(argv: list[str]) -> int | None:
+    """Where the arguments of `lmcache server` start in a command (LMCache's console script, or `python -m
+    lmcache.cli.main server`), if it is one."""
+    for i, word in enumerate(argv[:-1]):
+        if posixpath.basename(word) == "lmcache" and argv[i + 1] == "server":
+            return i + 2
+        if word == "-m" and argv[i + 1] == "lmcache.cli.main" and argv[i + 2:i + 3] == ["server"]:
+            return i + 3
+    return None
 
 
 def _keeps_literal(key: str, value: str, variables: dict, scan: _Scan) -> bool:

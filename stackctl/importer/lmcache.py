@@ -15,6 +15,7 @@ from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
 from stackctl.importer.yaml_input import load_yaml
+from stackctl.knowledge.kinds import offload_engine
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -40,6 +41,12 @@ def import_cache(draft: Draft, launch: Launch, yaml_config: dict | None, env_con
     key_env = {name: env_config.pop(f"__{name}__", None) for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     config.update(env_config)
     config.update(overrides)
+    engine = offload_engine(draft.cache.get("offload") or "lmcache")
+    if not engine.lmcache_in_server:  # importer/offload.py read the engine's own settings
+        if config:
+            draft.notes.append(f"LMCache settings found ({', '.join(sorted(map(str, config)))}) but cache.offload = "
+                               f"{engine.name!r} runs no LMCache in the server: not imported")
+        return
     enabled = bool(draft.cache.get("enabled"))
     if not enabled and not config:
         return

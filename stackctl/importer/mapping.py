@@ -16,8 +16,9 @@ from stackctl.importer.draft import CONTROL, Draft, fits
 from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
 from stackctl.importer.lmcache import import_cache
+from stackctl.importer.offload import import_offload
 from stackctl.importer.platform import gds_note, import_image, platform_and_engine
-from stackctl.knowledge.kinds import platform_named
+from stackctl.knowledge.kinds import offload_engine, platform_named
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -38,6 +39,7 @@ def build_draft(draft: Draft, launch: Launch, lmcache: dict | None, name: str | 
     _served_name(draft, flags.model_arg)
     platform, engine = platform_and_engine(draft, launch)
     env_cache = import_env(draft, launch, platform, engine)
+    import_offload(draft, launch, flags)
     import_cache(draft, launch, lmcache, env_cache, flags.lmcache_overrides, lmcache_given)
     gds_note(draft)
     import_host(draft, launch)
@@ -211,7 +213,8 @@ def import_stack(draft: Draft, launch: Launch, name: str | None, platform: str, 
     for package, version in sorted(launch.pins.items()):
         if fits(model.Versions, package, version) and not draft.versions.get(package):
             draft.versions.set(package, version, f"from the script's pip install {package}=={version}")
-    if draft.cache.get("enabled") and not draft.versions.get("lmcache"):
+    uses_lmcache = offload_engine(draft.cache.get("offload") or "lmcache").lmcache_package
+    if draft.cache.get("enabled") and uses_lmcache and not draft.versions.get("lmcache"):
         draft.versions.comment("", "The LMCache version is not visible in the launch: pin the one your image had, "
                                       'e.g. lmcache = "0.5.6" (until then stackctl builds its default release).')
 

