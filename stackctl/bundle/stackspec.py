@@ -51,10 +51,11 @@ def lmcache_in_image(recipe: Recipe) -> bool:
 
 def offload_launch(recipe: Recipe) -> tuple[list[str], dict | None, dict]:
     """The offload engine's serve flags, its --kv-transfer-config (None: none of its own) and the LMCache server's
-    launch ({"argv": [...]} for lmcache-mp); nothing when the cache is off."""
-    if not recipe.cache.enabled:
-        return [], None, {}
+    launch ({"argv": [...]} for lmcache-mp); nothing when the cache is off, or when a tier the engine needs is
+    missing (rule offload-engine-tier refuses that recipe)."""
     tiers = {tier.kind: tier for tier in recipe.cache.tiers}
+    if not recipe.cache.enabled or not engine_of(recipe).needs <= set(tiers):
+        return [], None, {}
     server = {"host": LMCACHE_SERVER_HOST, "port": recipe.cache.server_port,
               "http_port": recipe.cache.server_http_port}
     return engine_of(recipe).launch(recipe.cache, tiers, server)

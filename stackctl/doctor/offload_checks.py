@@ -151,6 +151,7 @@ def offload_hit(ctx):
     scheduler) rises by the repeat, and for lmcache-mp the LMCache server's /status counted new objects after the
     first request. The repeat's answer must be the recompute's: the same greedy tokens, log-probabilities within
     float noise. Reports tokens hit and TTFT cold and warm (figures, not a gate)."""
+    _offload_engine(ctx)
     result = served_offload(ctx)
     cold, warm = result["cold"], result["warm"]
     hits = result["external_hits"]

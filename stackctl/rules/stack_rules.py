@@ -321,14 +321,11 @@ def _offload_engine_tier(recipe: Recipe) -> Iterator[Hit]:
     if not recipe.cache.enabled:
         return
     engine = engine_of(recipe)
-    kinds = [tier.kind for tier in recipe.cache.tiers]
     for index, tier in enumerate(recipe.cache.tiers):
         if tier.kind not in engine.tiers:
             yield (("cache", "tiers", index), f"offload engine {engine.name!r} cannot serve a {tier.kind} tier "
                                               f"(it serves: {', '.join(sorted(engine.tiers))})")
-        elif not engine.lmcache_in_server and kinds.index(tier.kind) != index:
-            yield (("cache", "tiers", index), f"a second {tier.kind} tier: offload engine {engine.name!r} serves one")
-    for needed in sorted(engine.needs - set(kinds)):
+    for needed in sorted(engine.needs - {tier.kind for tier in recipe.cache.tiers}):
         yield (("cache", "offload"), f"offload engine {engine.name!r} needs a {needed} tier (its size is the "
                                      "engine's capacity)")
 

@@ -1,5 +1,5 @@
-"""Tier kinds and platforms are records (stackctl/knowledge/kinds.py): callers ask the record, and no module outside
-it compares a tier-kind or platform name."""
+"""Tier kinds, platforms and offload engines are records (stackctl/knowledge/kinds.py): callers ask the record, and
+no module outside it compares a tier-kind, platform or offload-engine name."""
 
 from __future__ import annotations
 
@@ -11,17 +11,22 @@ from helpers import REPO
 
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import (
+    OFFLOAD_ENGINE_RECORDS,
+    OFFLOAD_ENGINES,
     PLATFORM_RECORDS,
     PLATFORMS,
     TIER_KIND_RECORDS,
     TIER_KINDS,
+    engine_selected_by,
+    engine_with_connector,
     kinds_where,
+    offload_engine,
     platform_named,
     tier_kind,
 )
 
 RECORDS = "stackctl/knowledge/kinds.py"
-NAMES = set(TIER_KINDS) | set(PLATFORMS)
+NAMES = set(TIER_KINDS) | set(PLATFORMS) | set(OFFLOAD_ENGINES)
 
 # Comparisons not converted yet, as (module, line text stripped). Shrink it; never grow it: ask the record instead.
 ALLOWED: set[tuple[str, str]] = set()
@@ -39,10 +44,11 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def _subject(node: ast.AST) -> str | None:
-    """`kind` or `platform` when the operand is x.kind, x.platform, or a variable of that name."""
-    if isinstance(node, ast.Attribute) and node.attr in ("kind", "platform"):
+    """`kind`, `platform` or `offload` when the operand is x.kind, x.platform, x.offload, or a variable of that
+    name."""
+    if isinstance(node, ast.Attribute) and node.attr in ("kind", "platform", "offload"):
         return node.attr
-    if isinstance(node, ast.Name) and node.id in ("kind", "platform"):
+    if isinstance(node, ast.Name) and node.id in ("kind", "platform", "offload"):
         return node.id
     return None
 
@@ -91,6 +97,7 @@ def test_no_module_outside_the_records_compares_kind_or_platform_names():
     ('if verdict.kind == "hip": pass', 0),
     ('if spec.kind in ("section", "tiers"): pass', 0),
     ('if tier.kind == kind: pass', 0),
+    ('if recipe.cache.offload == "lmcache-mp": pass', 1),
 ])
 def test_the_scan_sees_comparisons(source, hits):
     assert len(comparisons(source)) == hits
@@ -133,3 +140,43 @@ def test_the_records_module_stays_in_the_knowledge_layer():
     tree = ast.parse(Path(REPO, RECORDS).read_text())
     imports = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imports <= {"__future__", "stackctl.errors", "collections.abc"}
+
+
+def test_offload_engines_say_what_they_serve_and_how_they_are_selected():
+    with pytest.raises(StackctlError, match=r"unknown offload engine 'nixl' \(known: lmcache, lmcache-mp, vllm-native, "
+                                            r"vllm-simple\)"):
+        offload_engine("nixl")
+    for engine in OFFLOAD_ENGINE_RECORDS:
+        assert engine.needs <= engine.tiers <= set(TIER_KINDS), engine
+        assert set(engine.unsupported_on) <= set(PLATFORMS), engine
+        assert engine_with_connector(engine.connector) is engine
+        assert not engine.lmcache_in_server or engine.lmcache_package, engine  # LMCache in the server needs it
+    assert engine_selected_by("native", {}) is offload_engine("vllm-native")
+    assert engine_selected_by("native", {"VLLM_USE_SIMPLE_KV_OFFLOAD": "1"}) is offload_engine("vllm-simple")
+    assert engine_selected_by("lmcache", {}) is offload_engine("lmcache-mp")
+    assert engine_selected_by("nixl", {}) is None
+    assert engine_with_connector("NixlConnector") is None
+
+
+def test_each_engine_launches_as_vllm_and_lmcache_read_it():
+    class Cache:
+        chunk_size = 128
+
+    class Tier:
+        def __init__(self, **values):
+            self.__dict__.update(values)
+
+    tiers = {"cpu": Tier(kind="cpu", size_gb=2.0), "disk": Tier(kind="disk", path="/kv", size_gb=1.0),
+             "fs": Tier(kind="fs", path="/shared")}
+    server = {"host": "127.0.0.1", "port": 5555, "http_port": 8080}
+    flags, transfer, mp = offload_engine("vllm-native").launch(Cache, tiers, server)
+    assert flags == ["--kv-offloading-backend", "native", "--kv-offloading-size", "2"] and transfer is None
+    _, transfer, _ = offload_engine("vllm-simple").launch(Cache, tiers, server)
+    assert transfer["kv_connector_extra_config"] == {"cpu_bytes_to_use": 2 << 30, "kv_offload_backend": "disk",
+                                                     "disk_path": "/kv", "disk_capacity_bytes": 1 << 30}
+    _, transfer, mp = offload_engine("lmcache-mp").launch(Cache, tiers, server)
+    assert transfer["kv_connector_extra_config"] == {"lmcache.mp.host": "tcp://127.0.0.1", "lmcache.mp.port": 5555}
+    argv = mp["argv"]
+    assert argv[:2] == ["lmcache", "server"] and argv[argv.index("--l1-size-gb") + 1] == "2"
+    assert argv[argv.index("--l2-adapter") + 1] == '{"type": "fs", "base_path": "/shared"}'
+    assert offload_engine("lmcache").launch(Cache, tiers, server) == ([], None, {})

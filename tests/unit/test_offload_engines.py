@@ -1,0 +1,235 @@
+"""The offload engine as a recipe choice (cache.offload): what each engine renders (serve flags, the
+--kv-transfer-config, the LMCache server serve.sh starts), what the importer reads back from the launch shapes of
+each engine, the rules on platform, tiers and releases, and doctor's LMCache-only checks skipping with the engine's
+reason. The live proof is tests/integration/test_offload_engines.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stackctl import importer
+from stackctl.bundle import stackspec
+from stackctl.bundle.render import render_files
+from stackctl.doctor import offload_checks
+from stackctl.doctor.registry import Unavailable, require_lmcache
+from stackctl.recipe.loader import load_recipe_text
+from stackctl.rules.ruleset import run_rules
+
+BASE = """
+[stack]
+name = "t"
+platform = "{platform}"
+engine = "vllm"
+
+[versions]
+vllm = "0.32.0"
+lmcache = "0.5.6"
+
+[model]
+path = "/models/m"
+
+[serve]
+cudagraph_mode = "FULL_AND_PIECEWISE"
+
+[cache]
+enabled = true
+hash_seed = 0
+offload = "{offload}"
+{tiers}
+"""
+CPU_TIER = '[[cache.tiers]]\nkind = "cpu"\nsize_gb = 2\n'
+FS_TIER = '[[cache.tiers]]\nkind = "fs"\npath = "/tmp/kv-fs"\n'
+DISK_TIER = '[[cache.tiers]]\nkind = "disk"\npath = "/tmp/kv-disk"\nsize_gb = 1\n'
+
+
+def recipe(offload: str, tiers: str = CPU_TIER, platform: str = "rocm"):
+    return load_recipe_text(BASE.format(platform=platform, offload=offload, tiers=tiers))
+
+
+def transfer_config(args: list[str]) -> dict | None:
+    return json.loads(args[args.index("--kv-transfer-config") + 1]) if "--kv-transfer-config" in args else None
+
+
+def rule_ids(r) -> set[str]:
+    return {f.rule_id for f in run_rules(r) if f.severity == "error"}
+
+
+# -- rendering -----------------------------------------------------------------------------------------------------
+
+def test_lmcache_in_the_server_is_the_default_and_renders_as_before():
+    r = load_recipe_text(BASE.format(platform="rocm", offload="lmcache", tiers=CPU_TIER).replace(
+        'offload = "lmcache"\n', ""))
+    assert r.cache.offload == "lmcache"
+    assert transfer_config(stackspec.serve_args(r))["kv_connector"] == "LMCacheConnectorV1"
+    assert stackspec.environment(r)["LMCACHE_CONFIG_FILE"] == stackspec.LMCACHE_CONFIG_PATH
+    assert stackspec.lmcache_config(r)["local_cpu"] is True
+    assert stackspec.lmcache_server_command(r) is None
+
+
+def test_vllm_native_is_written_with_vllms_own_flags_and_no_lmcache():
+    r = recipe("vllm-native")
+    args = stackspec.serve_args(r)
+    assert args[args.index("--kv-offloading-backend"):][:4] == ["--kv-offloading-backend", "native",
+                                                                "--kv-offloading-size", "2"]
+    assert transfer_config(args) is None
+    assert "LMCACHE_CONFIG_FILE" not in stackspec.environment(r)
+    assert stackspec.lmcache_config(r) is None and stackspec.lmcache_install(r) is None
+    assert stackspec.versions(r)["lmcache"] is None  # the image carries no LMCache
+    assert "lmcache.yaml" not in render_files(r)
+
+
+def test_vllm_simple_is_a_kv_transfer_config_with_its_disk_backend():
+    config = transfer_config(stackspec.serve_args(recipe("vllm-simple", CPU_TIER + DISK_TIER)))
+    assert config == {"kv_connector": "SimpleCPUOffloadConnector", "kv_role": "kv_both",
+                      "kv_connector_extra_config": {"cpu_bytes_to_use": 2 << 30, "kv_offload_backend": "disk",
+                                                    "disk_path": "/tmp/kv-disk", "disk_capacity_bytes": 1 << 30}}
+
+
+def test_lmcache_mp_starts_the_lmcache_server_before_vllm_in_serve_sh():
+    r = recipe("lmcache-mp", CPU_TIER + FS_TIER, platform="cpu")
+    config = transfer_config(stackspec.serve_args(r))
+    assert config["kv_connector"] == "LMCacheMPConnector"
+    assert config["kv_connector_extra_config"] == {"lmcache.mp.host": "tcp://127.0.0.1", "lmcache.mp.port": 5555}
+    argv = stackspec.lmcache_server_command(r)
+    assert argv[argv.index("--l1-size-gb") + 1] == "2" and "--l2-adapter" in argv
+    assert stackspec.lmcache_in_image(r) and not stackspec.lmcache_in_server(r)
+    assert stackspec.cpu_connector_shipped(r) and not stackspec.cpu_connector_enabled(r)
+    assert stackspec.environment(r)[stackspec.CPU_CONNECTOR_ENV] == "0"
+    files = render_files(r)
+    serve = files["serve.sh"].decode()
+    assert serve.index("lmcache server") < serve.index("exec \"${launcher[@]}\"")
+    assert "http://127.0.0.1:8080/healthcheck" in serve and "[lmcache-server] " in serve
+    assert "lmcache.yaml" not in files and "lmcache.yaml" not in files["compose.yaml"].decode()
+
+
+def test_the_lmcache_mp_image_is_the_image_of_lmcache_in_the_server():
+    """Same build inputs but the name: an lmcache-mp stack reuses the layers of the LMCache stack's image."""
+    from stackctl.bundle.render import image_hash
+
+    def inputs(offload):
+        files = render_files(recipe(offload, platform="cpu"))
+        return {k: v for k, v in files.items() if k not in ("serve.sh", "compose.yaml", "manifest.json", "stack.env")}
+
+    assert image_hash(inputs("lmcache-mp")) == image_hash(inputs("lmcache"))
+
+
+# -- rules ---------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("offload,tiers,platform,expected", [
+    ("lmcache-mp", CPU_TIER + FS_TIER, "cpu", set()),
+    ("vllm-native", CPU_TIER, "cpu", {"offload-engine-platform"}),
+    ("vllm-simple", CPU_TIER, "cpu", {"offload-engine-platform"}),
+    ("vllm-native", CPU_TIER, "rocm", set()),
+    ("vllm-native", FS_TIER, "rocm", {"offload-engine-tier"}),  # no cpu tier, and an fs tier it cannot serve
+    ("lmcache-mp", DISK_TIER, "rocm", {"offload-engine-tier"}),
+    ("vllm-simple", CPU_TIER + DISK_TIER, "rocm", set()),
+])
+def test_engine_rules(offload, tiers, platform, expected):
+    assert rule_ids(recipe(offload, tiers, platform)) & {"offload-engine-platform", "offload-engine-tier",
+                                                          "offload-engine-release", "lmcache-server-release"} == expected
+
+
+def test_lmcache_server_release_names_the_flag_an_old_release_lacks():
+    r = load_recipe_text(BASE.format(platform="rocm", offload="lmcache-mp", tiers=CPU_TIER).replace(
+        'lmcache = "0.5.6"', 'lmcache = "0.4.4"'))
+    messages = [f.message for f in run_rules(r) if f.rule_id == "lmcache-server-release"]
+    assert any("--supported-transfer-mode" in m and "first in LMCache" in m for m in messages), messages
+
+
+def test_an_lmcache_rule_does_not_judge_an_engine_without_lmcache_in_the_server():
+    r = load_recipe_text(BASE.format(platform="rocm", offload="vllm-native", tiers=CPU_TIER).replace(
+        "hash_seed = 0", "hash_seed = 0\nsave_decode_cache = true"))
+    assert "lmcache-save-decode-cache" not in {f.rule_id for f in run_rules(r)}
+
+
+# -- importer ------------------------------------------------------------------------------------------------------
+
+def imported(text: str):
+    out = importer.import_launch_text(text, None, "t")
+    return load_recipe_text(out), out.replace("\n#   ", " ").replace("\n# ", " ")
+
+
+def test_import_lmcache_server_and_the_mp_connector():
+    r, text = imported(
+        "lmcache server --port 6555 --http-port 9080 --chunk-size 128 --l1-size-gb 4 --eviction-policy LRU "
+        "--l2-adapter '{\"type\": \"fs\", \"base_path\": \"/mnt/kv\"}' --l2-adapter '{\"type\": \"s3\"}' "
+        "--max-workers 4 &\n"
+        "vllm serve /models/m --kv-transfer-config "
+        "'{\"kv_connector\":\"LMCacheMPConnector\",\"kv_role\":\"kv_both\","
+        "\"kv_connector_extra_config\":{\"lmcache.mp.port\":6555}}'\n")
+    assert (r.cache.enabled, r.cache.offload, r.cache.server_port, r.cache.server_http_port, r.cache.chunk_size) == \
+        (True, "lmcache-mp", 6555, 9080, 128)
+    assert [(t.kind, t.size_gb, t.path) for t in r.cache.tiers] == [("cpu", 4.0, None), ("fs", None, "/mnt/kv")]
+    assert "--max-workers: not imported" in text and "stackctl writes fs adapters only" in text
+    assert not r.serve.extra_args
+
+
+def test_import_mp_connector_without_a_server_line_says_stackctl_starts_one():
+    r, text = imported("vllm serve /models/m --kv-offloading-backend lmcache --kv-offloading-size 8\n")
+    assert r.cache.offload == "lmcache-mp" and not r.cache.tiers
+    assert "vLLM ignores it" in text and "the script does not start" in text
+
+
+def test_import_an_lmcache_server_vllm_does_not_reach_is_a_note():
+    r, text = imported("lmcache server --l1-size-gb 4 --eviction-policy LRU &\nvllm serve /models/m\n")
+    assert not r.cache.enabled
+    assert "vLLM does not reach it" in text
+
+
+@pytest.mark.parametrize("script,offload,size", [
+    ("vllm serve /models/m --kv-offloading-backend native --kv-offloading-size 16\n", "vllm-native", 16.0),
+    ("vllm serve /models/m --kv-offloading-size 16\n", "vllm-native", 16.0),
+    ("VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm serve /models/m --kv-offloading-size 8\n", "vllm-simple", 8.0),
+    ("vllm serve /models/m --kv-transfer-config '{\"kv_connector\":\"SimpleCPUOffloadConnector\","
+     "\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"cpu_bytes_to_use\":4294967296,"
+     "\"lazy_offload\":true}}'\n", "vllm-simple", 4.0),
+])
+def test_import_vllm_own_offload(script, offload, size):
+    r, text = imported(script)
+    assert (r.cache.offload, [(t.kind, t.size_gb) for t in r.cache.tiers]) == (offload, [("cpu", size)])
+    assert "LMCache version is not visible" not in text
+    if "lazy_offload" in script:
+        assert "lazy_offload: not imported" in text
+
+
+def test_import_offloading_backend_alone_offloads_nothing():
+    r, text = imported("vllm serve /models/m --kv-offloading-backend native\n")
+    assert not r.cache.enabled and "vLLM offloads nothing" in text
+
+
+# -- doctor --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("offload,in_server,reason", [
+    ("lmcache-mp", True, "LMCache runs as its own server"),
+    ("vllm-native", True, "LMCache does not run"),
+    ("vllm-native", False, "LMCache does not run"),
+])
+def test_lmcache_checks_skip_with_the_engines_reason(offload, in_server, reason):
+    with pytest.raises(Unavailable, match=reason):
+        require_lmcache(recipe(offload), in_server=in_server)
+    require_lmcache(recipe("lmcache-mp"), in_server=False)  # the image carries LMCache: image checks apply
+
+
+class FakeContext:
+    def __init__(self, r):
+        self.recipe = r
+
+
+def test_offload_checks_leave_lmcache_in_the_server_to_its_own_checks():
+    with pytest.raises(Unavailable, match="server.lmcache-hit"):
+        offload_checks.offload_hit(FakeContext(recipe("lmcache")))
+    with pytest.raises(Unavailable, match="runs no LMCache server"):
+        offload_checks.lmcache_server(FakeContext(recipe("vllm-native")))
+    off = load_recipe_text(BASE.format(platform="rocm", offload="lmcache", tiers="").replace(
+        "enabled = true", "enabled = false"))
+    with pytest.raises(Unavailable, match="KV offload is off"):
+        offload_checks.offload_hit(FakeContext(off))
+
+
+def test_lmcache_server_status_counts():
+    status = {"storage_manager": {"l1_managers": {"_default": {"total_object_count": 3,
+                                                               "memory_total_bytes": 1 << 30}}}}
+    assert offload_checks._stored_objects(status) == 3 and offload_checks._l1_bytes(status) == 1 << 30
+    assert offload_checks._stored_objects({}) == 0
