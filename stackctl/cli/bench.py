@@ -87,7 +87,7 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
 
     workload.require_plotting()
     url = _running_url(recipe)
-    result = workload.probe(url, recipe.served_name, tokens, runs, lmcache=recipe.cache.enabled)
+    result = workload.probe(url, recipe.served_name, tokens, runs, lmcache=_lmcache_arm(recipe))
     click.echo(workload.probe_table(result), nl=False)
     _prefill_floor(recipe, result)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -178,7 +178,7 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
         started_here = True
     try:
         click.echo(f"bench: {recipe.stack.name}: probe, then workload", err=True)
-        probe = workload.probe(url, recipe.served_name, tokens, runs=1, lmcache=recipe.cache.enabled)
+        probe = workload.probe(url, recipe.served_name, tokens, runs=1, lmcache=_lmcache_arm(recipe))
         result = workload.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests, max_seconds)
         result.probe = probe
         return result
@@ -243,3 +243,12 @@ def _stack_container(recipe):
 
 def _pct(value) -> str:
     return "n/a" if value is None else f"{value:.1%}"
+
+
+def _lmcache_arm(recipe) -> bool:
+    """Whether the probe has an LMCache arm: LMCache in the server only. Its repeat under another cache_salt is a hit
+    there (LMCache keys by tokens); LMCache's own server (lmcache-mp) keys by the salt too, so that repeat would be a
+    miss, not a measurement of the offload (doctor's server.offload-hit proves that engine)."""
+    from stackctl.bundle.stackspec import lmcache_in_server
+
+    return lmcache_in_server(recipe)

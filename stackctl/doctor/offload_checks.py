@@ -78,8 +78,8 @@ def lmcache_server(ctx):
     status = lmcache_server_status(ctx)
     tier = ctx.recipe.tiers_of("cpu")[0]
     want = int(tier.size_gb * (1 << 30))
-    details = {"l1_bytes": _l1_bytes(status), "objects": _stored_objects(status), "chunk_size": status.get("chunk_size"),
-               "healthy": status.get("is_healthy")}
+    details = {"l1_bytes": _l1_bytes(status), "objects": _stored_objects(status),
+               "chunk_size": status.get("chunk_size"), "healthy": status.get("is_healthy")}
     if status.get("is_healthy") is not True:
         return failed(f"the LMCache server reports itself unhealthy: {str(status)[:300]}", **details)
     if details["l1_bytes"] != want:
