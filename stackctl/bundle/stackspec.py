@@ -361,16 +361,18 @@ def container_name(recipe: Recipe) -> str:
     return f"stackctl-{recipe.stack.name}"
 
 
-# Keys added to the recipe after its hash was first published: left out of the hash while unset, so a recipe that does
-# not use them keeps its hash (and `up` does not replace its running container for nothing).
-KEYS_HASHED_ONLY_WHEN_SET = (("cache", "cpu_connector"),)
+# Keys added to the recipe after its hash was first published: left out of the hash while at their default (unset,
+# or what the recipe meant before the key existed), so a recipe that does not use them keeps its hash (and `up` does
+# not replace its running container for nothing).
+KEYS_HASHED_ONLY_WHEN_SET = {("cache", "cpu_connector"): None, ("cache", "offload"): "lmcache",
+                             ("cache", "server_port"): 5555, ("cache", "server_http_port"): 8080}
 
 
 def recipe_hash(recipe: Recipe) -> str:
     """Hash of everything the recipe says: a changed recipe means a replaced container."""
     data = recipe.to_dict()
-    for section, key in KEYS_HASHED_ONLY_WHEN_SET:
-        if data[section][key] is None:
+    for (section, key), default in KEYS_HASHED_ONLY_WHEN_SET.items():
+        if data[section][key] == default:
             del data[section][key]
     return _digest(data)
 

@@ -12,6 +12,7 @@ the LMCache server: another salt would be another key there, unlike LMCache in t
 
 from __future__ import annotations
 
+import re
 import time
 
 from stackctl import metrics
@@ -22,10 +23,14 @@ from stackctl.doctor.lmcache_live import (
     ask,
     block_size,
     new_salt,
+    settle,
     token_prompt,
 )
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 
+# The LMCache server's own account of a load, in the container's log (serve.sh prefixes its lines): LMCache 0.5.6
+# lmcache/v1/multiprocess/modules/engine_driven_transfer.py:514 logs `Retrieved N tokens in S seconds`.
+SERVER_RETRIEVED = re.compile(r"^\[lmcache-server\] .*Retrieved (\d+) tokens in ([0-9.]+) seconds", re.M)
 RESET_WAIT_S = 15.0
 STORE_WAIT_S = 15.0  # the LMCache server stores after the response; its /status shows it within a second here
 
@@ -117,12 +122,18 @@ def served_offload(ctx) -> dict:
                 time.sleep(0.2)
                 objects_after = _stored_objects(lmcache_server_status(ctx))
         _empty_hbm(url)
+        start = len(ctx.fresh_log())
         before = ctx.metrics()
         warm = ask(url, model, prompt, salt)
         after = ctx.metrics()
+        retrieved = None
+        if engine.lmcache_server:
+            lines = SERVER_RETRIEVED.findall(settle(ctx.fresh_log, start, marker="Retrieved", timeout=5.0))
+            retrieved = sum(int(tokens) for tokens, _ in lines)
         hits, earlier = metrics.total(after, EXTERNAL_HITS), metrics.total(before, EXTERNAL_HITS)
         return {"engine": engine.name, "prompt_tokens": len(prompt), "cold": cold, "warm": warm,
                 "stored_objects": None if objects_before is None else objects_after - objects_before,
+                "server_retrieved_tokens": retrieved,
                 "external_hits": None if hits is None or earlier is None else hits - earlier}
 
     return ctx.remember("offload_served", run)
@@ -149,23 +160,28 @@ def offload_hit(ctx):
     offloaded by the engine; HBM's prefix cache is emptied (see the module's docstring); the prompt again must be
     loaded by the connector: `vllm:external_prefix_cache_hits_total` (the connector's hits, counted by vLLM's
     scheduler) rises by the repeat, and for lmcache-mp the LMCache server's /status counted new objects after the
-    first request. The repeat's answer must be the recompute's: the same greedy tokens, log-probabilities within
-    float noise. Reports tokens hit and TTFT cold and warm (figures, not a gate)."""
+    first request and logged `Retrieved N tokens` for the repeat. The repeat's answer must be the recompute's: the
+    same greedy tokens, log-probabilities within float noise. Reports tokens hit and TTFT cold and warm (figures, not
+    a gate)."""
     _offload_engine(ctx)
     result = served_offload(ctx)
     cold, warm = result["cold"], result["warm"]
     hits = result["external_hits"]
     delta = max((abs(a - b) for a, b in zip(cold["logprobs"], warm["logprobs"])), default=0.0)
     details = {"engine": result["engine"], "prompt_tokens": result["prompt_tokens"], "external_hits": hits,
-               "stored_objects": result["stored_objects"], "cold_ttft_s": cold["ttft_s"], "warm_ttft_s": warm["ttft_s"],
+               "stored_objects": result["stored_objects"],
+               "server_retrieved_tokens": result["server_retrieved_tokens"], "cold_ttft_s": cold["ttft_s"],
+               "warm_ttft_s": warm["ttft_s"],
                "recomputed": cold["text"], "from_offload": warm["text"], "max_logprob_delta": delta}
     if hits is None:
         raise Unavailable(f"{EXTERNAL_HITS} is not in /metrics")
     if result["stored_objects"] is not None and result["stored_objects"] <= 0:
         return failed(f"the LMCache server stored nothing for a {result['prompt_tokens']}-token prompt", **details)
-    if hits <= 0:
+    if hits <= 0 or result["server_retrieved_tokens"] == 0:
+        retrieved = result["server_retrieved_tokens"]
+        server = "" if retrieved is None else f"; the LMCache server logged {retrieved} tokens retrieved"
         return failed(f"the repeat was not loaded through {result['engine']}: {EXTERNAL_HITS} +{hits:.0f} after HBM "
-                      "was emptied", **details)
+                      f"was emptied{server}", **details)
     if cold["tokens"] != warm["tokens"]:
         return failed(f"the answer loaded through {result['engine']} differs from the recompute: {warm['text']!r}, "
                       f"recomputed {cold['text']!r}", **details)

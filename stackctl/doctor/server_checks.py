@@ -216,8 +216,12 @@ def cache_hits(ctx):
     LMCache (a degraded LMCache, which stores nothing and waits out a lookup timeout per request, still has HBM
     hits), so this check leaves it to that one."""
     if ctx.recipe.cache.enabled:
-        raise Unavailable("KV offload is on: server.lmcache-hit / server.offload-hit is the hit test (an HBM hit "
-                          "proves nothing about the offload)")
+        from stackctl.bundle.stackspec import lmcache_in_server
+
+        if lmcache_in_server(ctx.recipe):
+            raise Unavailable("LMCache is on: server.lmcache-hit is the hit test (an HBM hit proves nothing about it)")
+        raise Unavailable(f"KV offload is on (cache.offload = {ctx.recipe.cache.offload!r}): server.offload-hit is "
+                          "the hit test (an HBM hit proves nothing about the offload)")
     result = hit_test(ctx)
     tokens = result["prompt_tokens"] or 0
     from stackctl.doctor.dtype_checks import cold_rate_text  # lazily: its checks register after this module's

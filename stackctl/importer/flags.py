@@ -20,7 +20,7 @@ from stackctl.importer.flag_values import (
     one_line,
 )
 from stackctl.importer.launch import Launch
-from stackctl.knowledge.kinds import engine_with_connector
+from stackctl.knowledge.kinds import engine_selected_by, engine_with_connector
 from stackctl.recipe import model
 from stackctl.unresolved import home_reference, runtime_reference
 
@@ -249,6 +249,7 @@ class ServerFlags:
 
     def finish(self) -> None:
         self.finish_compilation()
+        self.finish_offloading()
         self.finish_kv_transfer()
         if self.tool_choice and self.tool_parser and fits(model.Model, "tool_call_parser", self.tool_parser[1]):
             self.draft.model.set("tool_call_parser", self.tool_parser[1])
@@ -302,13 +303,37 @@ class ServerFlags:
         if config:
             self.draft.serve.set("compilation_config", config)
 
+    def finish_offloading(self) -> None:
+        """--kv-offloading-* flags stay verbatim when they select no engine of stackctl's, or LMCache's own server
+        while the launch starts none (importer/offload.py maps the others)."""
+        if "--kv-offloading-size" not in self.offloading:
+            return
+        backend = self.offloading.get("--kv-offloading-backend", ([], "native"))[1] or "native"
+        engine = engine_selected_by(backend, self.launch.env)
+        if engine is not None and not (engine.lmcache_server and self.launch.lmcache_server is None):
+            return
+        if engine is not None:
+            self.draft.notes.append("--kv-offloading-backend lmcache reaches an LMCache server the launch does not "
+                                    "start: kept in serve.extra_args (for stackctl to start one in the stack, set "
+                                    f"cache.offload = \"{engine.name}\" with a cpu tier, its L1 size)")
+        for tokens, _ in self.offloading.values():
+            self.extra += tokens
+        self.offloading = {}
+
     def finish_kv_transfer(self) -> None:
         config = merge_dict_flags(self.kv_transfer)
         tokens = [t for entry in self.kv_transfer for t in entry[0]]
-        engine = engine_with_connector(str(config.get("kv_connector"))) if isinstance(config, dict) else None
-        if engine is not None and not engine.lmcache_in_server:
-            self.offload_transfer = (config, tokens)
-            return
+        if isinstance(config, dict):
+            engine = engine_with_connector(str(config.get("kv_connector")))
+            if engine is not None and engine.lmcache_server and self.launch.lmcache_server is None:
+                self.draft.notes.append(f"vLLM's {engine.connector} reaches an LMCache server the launch does not "
+                                        "start: kept in serve.extra_args (for stackctl to start one in the stack, set "
+                                        f"cache.offload = \"{engine.name}\" with a cpu tier, its L1 size)")
+                self.extra += tokens
+                return
+            if engine is not None and not engine.lmcache_in_server:
+                self.offload_transfer = (config, tokens)
+                return
         if config is None or config.get("kv_connector") != stackspec.KV_CONNECTOR["kv_connector"]:
             if config and "LMCache" in json.dumps(config):
                 self.draft.notes.append("--kv-transfer-config names LMCache in a form stackctl does not manage; "

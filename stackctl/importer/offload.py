@@ -44,9 +44,7 @@ def _engine(draft: Draft, launch: Launch, flags: ServerFlags):
     transfer = flags.offload_transfer
     if size is not None:
         engine = engine_selected_by(backend or "native", launch.env)
-        if engine is None:
-            draft.notes.append(f"{' '.join(size_tokens + backend_tokens)}: no offload engine of stackctl's; not "
-                               "imported")
+        if engine is None:  # flags.finish_offloading kept them in serve.extra_args
             return None
         if engine.lmcache_server:  # vLLM leaves the size to the LMCache server (vllm/config/vllm.py:1124-1127)
             draft.notes.append(f"--kv-offloading-size {size} with backend {backend}: vLLM ignores it (the LMCache "
@@ -92,12 +90,7 @@ def _lmcache_server(draft: Draft, launch: Launch, flags: ServerFlags) -> None:
     port = extra.get("lmcache.mp.port")
     if port is not None and fits(model.Cache, "server_port", _int(port)):
         draft.cache.set("server_port", _int(port))
-    argv = launch.lmcache_server
-    if argv is None:
-        draft.notes.append("vLLM reaches an LMCache server (LMCacheMPConnector) the script does not start: stackctl "
-                           "starts its own in the container; set the cpu tier's size_gb to its L1 size")
-        return
-    values = _server_flags(argv)
+    values = _server_flags(launch.lmcache_server or [])  # flags.py kept an engine whose server is not started
     for flag, key in SERVER_KEYS.items():
         value = values.get(flag)
         if value is not None and fits(model.Cache, key, _int(value)):

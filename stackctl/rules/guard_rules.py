@@ -146,6 +146,8 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
             and _takes_value(flag, key) else None)
         if flag == "--kv-transfer-config" and not _kv_transfer_shadows(recipe, value):
             continue
+        if key == "cache.offload" and not recipe.cache.enabled:
+            continue  # vLLM's own offload flags, kept as given while stackctl writes no offload engine
         problem = _value_problem(key, value) if value is not None else None
         detail = f"; and as {key} the value {problem}" if problem else ""
         yield (("serve", "extra_args", index), f"{flag} repeats a flag stackctl writes from {key}: set {key} "

@@ -166,10 +166,23 @@ def test_import_lmcache_server_and_the_mp_connector():
     assert not r.serve.extra_args
 
 
-def test_import_mp_connector_without_a_server_line_says_stackctl_starts_one():
-    r, text = imported("vllm serve /models/m --kv-offloading-backend lmcache --kv-offloading-size 8\n")
-    assert r.cache.offload == "lmcache-mp" and not r.cache.tiers
-    assert "vLLM ignores it" in text and "the script does not start" in text
+@pytest.mark.parametrize("script", [
+    "vllm serve /models/m --kv-offloading-backend lmcache --kv-offloading-size 8\n",
+    "vllm serve /models/m --kv-transfer-config '{\"kv_connector\":\"LMCacheMPConnector\",\"kv_role\":\"kv_both\"}'\n",
+])
+def test_import_an_lmcache_server_the_launch_does_not_start_stays_verbatim(script):
+    """The launch reaches an LMCache server started elsewhere: the flags stay as given, with a note saying how
+    stackctl would start one in the stack."""
+    r, text = imported(script)
+    assert not r.cache.enabled and r.serve.extra_args
+    assert "reaches an LMCache server the launch does not start" in text and 'cache.offload = "lmcache-mp"' in text
+
+
+def test_import_kv_offloading_size_with_backend_lmcache_and_the_server_line():
+    r, text = imported("lmcache server --l1-size-gb 4 --eviction-policy LRU &\n"
+                       "vllm serve /models/m --kv-offloading-backend lmcache --kv-offloading-size 8\n")
+    assert r.cache.offload == "lmcache-mp" and [(t.kind, t.size_gb) for t in r.cache.tiers] == [("cpu", 4.0)]
+    assert "vLLM ignores it" in text and not r.serve.extra_args
 
 
 def test_import_an_lmcache_server_vllm_does_not_reach_is_a_note():
@@ -192,6 +205,12 @@ def test_import_vllm_own_offload(script, offload, size):
     assert "LMCache version is not visible" not in text
     if "lazy_offload" in script:
         assert "lazy_offload: not imported" in text
+
+
+def test_import_offloading_backend_unknown_to_stackctl_stays_verbatim():
+    r, _ = imported("vllm serve /models/m --kv-offloading-backend flexkv --kv-offloading-size 8\n")
+    assert not r.cache.enabled
+    assert r.serve.extra_args == ["--kv-offloading-backend", "flexkv", "--kv-offloading-size", "8"]
 
 
 def test_import_offloading_backend_alone_offloads_nothing():
