@@ -115,6 +115,10 @@ def test_the_lmcache_mp_image_is_the_image_of_lmcache_in_the_server():
     assert image_hash(inputs("lmcache-mp")) == image_hash(inputs("lmcache"))
 
 
+def test_an_engine_other_than_the_default_changes_the_recipe_hash():
+    assert stackspec.recipe_hash(recipe("lmcache-mp")) != stackspec.recipe_hash(recipe("lmcache"))
+
+
 # -- rules ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("offload,tiers,platform,expected", [
