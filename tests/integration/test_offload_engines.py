@@ -56,7 +56,7 @@ def test_lmcache_server_serves_a_prompt_emptied_from_hbm(mp_stack):
     assert hit["status"] == "pass", hit["message"]
     details = hit["details"]
     assert details["external_hits"] > 0 and details["stored_objects"] > 0 and details["server_retrieved_tokens"] > 0
-    assert details["from_offload"] == details["recomputed"]
+    assert details["from_offload"] == details["recomputed"] == details["from_hbm"]
     # The checks of LMCache in the server process skip, and say why.
     for check_id in ("server.lmcache-initialised", "server.lmcache-hit", "server.lmcache-hit-correct"):
         assert results[check_id]["status"] == "skip", results[check_id]
