@@ -71,6 +71,15 @@ def lmcache_server_url(recipe: Recipe) -> str:
     return f"http://{LMCACHE_SERVER_HOST}:{recipe.cache.server_http_port}"
 
 
+def listening_ports(recipe: Recipe) -> list[tuple[str, int, str]]:
+    """(host, port, recipe key) of every port the stack's container listens on (host networking)."""
+    ports = [(recipe.serve.host, recipe.serve.port, "serve.port")]
+    if lmcache_server_command(recipe):
+        ports += [(LMCACHE_SERVER_HOST, recipe.cache.server_port, "cache.server_port"),
+                  (LMCACHE_SERVER_HOST, recipe.cache.server_http_port, "cache.server_http_port")]
+    return ports
+
+
 def kv_connector(recipe: Recipe) -> dict:
     """The --kv-transfer-config. vLLM looks for `use_layerwise` in kv_connector_extra_config (not in LMCache's
     YAML) to switch FULL graphs to PIECEWISE, so a layer-wise stack says it there too."""

@@ -15,7 +15,15 @@ def client_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host)
 
 
-def ensure_port_free(host: str, port: int, what: str) -> None:
+def ensure_ports_free(recipe, what: str) -> None:
+    """Every port the stack listens on (the server's; the LMCache server's with cache.offload = "lmcache-mp")."""
+    from stackctl.bundle.stackspec import listening_ports
+
+    for host, port, key in listening_ports(recipe):
+        ensure_port_free(host, port, what, key)
+
+
+def ensure_port_free(host: str, port: int, what: str, key: str = "serve.port") -> None:
     """Refuse, naming the holder, when something already listens on the port the server needs."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -27,7 +35,7 @@ def ensure_port_free(host: str, port: int, what: str) -> None:
             pass
     holder = port_holder(port)
     raise StackctlError(f"{what}: port {port} on {host} is already in use by {holder} (fix: stop that process, "
-                        "or set serve.port to a free port)")
+                        f"or set {key} to a free port)")
 
 
 def port_holder(port: int, proc: Path = Path("/proc")) -> str:

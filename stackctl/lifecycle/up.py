@@ -34,7 +34,7 @@ from stackctl.lifecycle.health import (
 )
 from stackctl.lifecycle.lock import StackLock
 from stackctl.lifecycle.preflight import (
-    ensure_port_free,
+    ensure_ports_free,
     ensure_tier_files_readable,
     ensure_tier_paths_writable,
 )
@@ -163,7 +163,7 @@ class Deployment:
         ensure_tier_paths_writable(self.recipe)
         ensure_tier_files_readable(self.recipe)
         if current is None or current.status != "running":
-            ensure_port_free(self.recipe.serve.host, self.recipe.serve.port, self.stack)
+            ensure_ports_free(self.recipe, self.stack)
         try:
             tag, _ = build()
         except KeyboardInterrupt:
@@ -216,7 +216,7 @@ class Deployment:
                 dk.stop_container(current, timeout=20)
                 dk.rename_container(current, self.name + PREVIOUS_SUFFIX)
                 self.previous = current
-        ensure_port_free(self.recipe.serve.host, self.recipe.serve.port, self.stack)
+        ensure_ports_free(self.recipe, self.stack)
         with shielded():
             self.container = dk.run_detached(self.engine, **self.kwargs)
         self.say(f"started {self.name} ({self.container.short_id}); waiting for http://{self.recipe.serve.host}:"

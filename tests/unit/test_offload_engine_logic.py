@@ -104,6 +104,24 @@ def test_lmcache_mp_starts_the_lmcache_server_before_vllm_in_serve_sh():
     assert "lmcache.yaml" not in files and "lmcache.yaml" not in files["compose.yaml"].decode()
 
 
+def test_up_makes_sure_the_lmcache_servers_ports_are_free():
+    import socket
+
+    from stackctl.errors import StackctlError
+    from stackctl.lifecycle.preflight import ensure_ports_free
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        taken = sock.getsockname()[1]
+        r = recipe("lmcache-mp", platform="cpu")
+        r.cache.server_http_port = taken
+        assert (stackspec.LMCACHE_SERVER_HOST, taken, "cache.server_http_port") in stackspec.listening_ports(r)
+        with pytest.raises(StackctlError, match=f"port {taken} .* set cache.server_http_port to a free port"):
+            ensure_ports_free(r, "t")
+    assert stackspec.listening_ports(recipe("vllm-native")) == [("127.0.0.1", 8000, "serve.port")]
+
+
 def test_the_lmcache_mp_image_is_the_image_of_lmcache_in_the_server():
     """Same build inputs but the name: an lmcache-mp stack reuses the layers of the LMCache stack's image."""
     from stackctl.bundle.render import image_hash
