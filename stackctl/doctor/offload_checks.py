@@ -1,6 +1,6 @@
 """Live checks of an offload engine other than LMCache in the server (cache.offload): LMCache's own server answers
-and holds what the recipe says (lmcache-mp), and a prompt emptied from HBM comes back through the engine, with the
-recompute's answer.
+and holds what the recipe says (lmcache-mp), and a prompt emptied from HBM comes back through the engine, answering
+as HBM does.
 
 How a hit is made to come from the offload: vLLM's dev endpoint POST /reset_prefix_cache empties HBM's prefix cache
 and leaves the connector's store alone (vLLM 0.32 vllm/entrypoints/serve/dev/cache/api_router.py:20-36: the
@@ -154,7 +154,7 @@ def _empty_hbm(url: str) -> None:
 
 
 @check("server.offload-hit", "server", "error",
-       "a prompt emptied from HBM is loaded through the offload engine, with the recompute's answer",
+       "a prompt emptied from HBM is loaded through the offload engine and answers as HBM does",
        "see server.lmcache-server (lmcache-mp) and the server log; keep serve.dev_endpoints on for this check")
 def offload_hit(ctx):
     """The proof that an offload engine other than LMCache-in-the-server serves: a unique prompt is computed, its KV
