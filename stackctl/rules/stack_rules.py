@@ -43,9 +43,10 @@ def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     nobody can find. Nothing errors; the hit rate is simply 0%.
 
     stackctl exports `cache.hash_seed` as PYTHONHASHSEED in every server process. A recipe with a shared remote
-    tier gets `remote-tier-hash-seed` instead.
+    tier gets `remote-tier-hash-seed` instead. vLLM's own offload (cache.offload = "vllm-native", "vllm-simple")
+    keeps its copies in the one server process, where any seed agrees with itself: the rule leaves it alone.
     """
-    if recipe.cache.enabled and hash_seed(recipe) is None and not remote_tiers(recipe):
+    if lmcache_in_image(recipe) and hash_seed(recipe) is None and not remote_tiers(recipe):
         yield ("cache", "LMCache enabled without a fixed hash seed (PYTHONHASHSEED)")
 
 

@@ -164,6 +164,9 @@ def test_an_lmcache_rule_does_not_judge_an_engine_without_lmcache_in_the_server(
     r = load_recipe_text(BASE.format(platform="rocm", offload="vllm-native", tiers=CPU_TIER).replace(
         "hash_seed = 0", "hash_seed = 0\nsave_decode_cache = true"))
     assert "lmcache-save-decode-cache" not in {f.rule_id for f in run_rules(r)}
+    unseeded = BASE.format(platform="rocm", offload="{offload}", tiers=CPU_TIER).replace("hash_seed = 0\n", "")
+    assert "lmcache-hash-seed" not in rule_ids(load_recipe_text(unseeded.format(offload="vllm-native")))
+    assert "lmcache-hash-seed" in rule_ids(load_recipe_text(unseeded.format(offload="lmcache-mp")))
 
 
 # -- importer ------------------------------------------------------------------------------------------------------
