@@ -277,3 +277,98 @@ def test_lmcache_server_status_counts():
                                                                "memory_total_bytes": 1 << 30}}}}
     assert offload_checks._stored_objects(status) == 3 and offload_checks._l1_bytes(status) == 1 << 30
     assert offload_checks._stored_objects({}) == 0
+
+
+class JudgedContext(FakeContext):
+    """A context whose live facts are given: the LMCache server's /status and the served requests."""
+
+    def __init__(self, r, served=None):
+        super().__init__(r)
+        self.served = served
+
+    def remember(self, key, compute):
+        return self.served
+
+
+def answer(tokens, logprobs, ttft=1.0):
+    return {"tokens": tokens, "logprobs": logprobs, "text": " ".join(tokens), "ttft_s": ttft}
+
+
+def served(**changes):
+    result = {"engine": "lmcache-mp", "prompt_tokens": 513, "cold": answer(["a", "b"], [-1.0, -2.0], 4.0),
+              "hbm": answer(["a", "b"], [-1.1, -2.1], 0.5), "warm": answer(["a", "b"], [-1.1, -2.1], 1.0),
+              "stored_objects": 4, "server_retrieved_tokens": 512, "external_hits": 512.0}
+    result.update(changes)
+    return result
+
+
+@pytest.mark.parametrize("changes,status,words", [
+    ({}, "pass", "512/513 prompt tokens loaded through lmcache-mp"),
+    ({"cold": answer(["a", "c"], [-1.0, -2.0])}, "pass", "the recompute differs by the dtype's rounding"),
+    ({"stored_objects": 0}, "fail", "stored nothing"),
+    ({"external_hits": 0.0}, "fail", "was not loaded through lmcache-mp"),
+    ({"server_retrieved_tokens": 0}, "fail", "logged 0 tokens retrieved"),
+    ({"warm": answer(["a", "x"], [-1.1, -2.1])}, "fail", "differs from the HBM answer"),
+    ({"warm": answer(["a", "b"], [-1.1, -2.3])}, "fail", "log-probabilities differ"),
+])
+def test_offload_hit_judges_the_servers_account(changes, status, words):
+    result = offload_checks.offload_hit(JudgedContext(recipe("lmcache-mp", platform="cpu"), served(**changes)))
+    assert result.status == status and words in result.message, result.message
+
+
+def test_offload_hit_without_the_hit_counter_skips():
+    with pytest.raises(Unavailable, match="external_prefix_cache_hits_total"):
+        offload_checks.offload_hit(JudgedContext(recipe("lmcache-mp"), served(external_hits=None)))
+
+
+def test_offload_hit_needs_the_dev_endpoint_to_empty_hbm():
+    class Healthy(FakeContext):
+        def require_healthy(self):
+            pass
+
+        def remember(self, key, compute):
+            return compute()
+
+    with pytest.raises(Unavailable, match="serve.dev_endpoints is off"):
+        offload_checks.offload_hit(Healthy(recipe("lmcache-mp")))
+
+
+@pytest.mark.parametrize("status,result,words", [
+    ({"is_healthy": True, "chunk_size": 256}, "pass", "healthy, L1 2 GiB"),
+    ({"is_healthy": False, "chunk_size": 256}, "fail", "unhealthy"),
+    ({"is_healthy": True, "chunk_size": 128}, "fail", "chunk size 128"),
+])
+def test_lmcache_server_check_reads_status(monkeypatch, status, result, words):
+    l1 = {"_default": {"total_object_count": 1, "memory_total_bytes": 2 << 30}}
+    monkeypatch.setattr(offload_checks, "lmcache_server_status",
+                        lambda ctx: {**status, "storage_manager": {"l1_managers": l1}})
+    outcome = offload_checks.lmcache_server(FakeContext(recipe("lmcache-mp")))
+    assert outcome.status == result and words in outcome.message, outcome.message
+
+
+def test_lmcache_server_check_compares_l1_with_the_cpu_tier(monkeypatch):
+    monkeypatch.setattr(offload_checks, "lmcache_server_status", lambda ctx: {
+        "is_healthy": True, "chunk_size": 256,
+        "storage_manager": {"l1_managers": {"_default": {"memory_total_bytes": 1 << 30}}}})
+    outcome = offload_checks.lmcache_server(FakeContext(recipe("lmcache-mp")))
+    assert outcome.status == "fail" and "the cpu tier says 2147483648" in outcome.message
+
+
+def test_lmcache_server_that_does_not_answer_skips_with_the_url():
+    r = recipe("lmcache-mp")
+    r.cache.server_http_port = 9  # discard: nothing answers HTTP there
+    with pytest.raises(Unavailable, match=r"does not answer http://127\.0\.0\.1:9/status"):
+        offload_checks.lmcache_server_status(FakeContext(r))
+
+
+def test_emptying_hbm_asks_again_while_transfers_are_in_flight(monkeypatch):
+    import stackctl.httpclient as http
+
+    answers = iter([{"success": False}, {"success": True}])
+    monkeypatch.setattr(http, "post_json", lambda url, payload=None, timeout=0: next(answers))
+    monkeypatch.setattr(offload_checks.time, "sleep", lambda s: None)
+    offload_checks._empty_hbm("http://x")
+    monkeypatch.setattr(http, "post_json", lambda url, payload=None, timeout=0: {"success": False})
+    monkeypatch.setattr(offload_checks, "RESET_WAIT_S", -1.0)
+    with pytest.raises(Unavailable, match="kept answering success=false"):
+        offload_checks._empty_hbm("http://x")
