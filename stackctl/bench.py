@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stackctl import metrics
 from stackctl.errors import StackctlError
-from stackctl.httpclient import get_status, get_text, stream_completion
+from stackctl.httpclient import get_status, get_text, post_json, stream_completion
 
 VOCAB_WORDS = 4088  # the smoke model's vocabulary of "wN" words; other tokenizers split them, which is fine
 
@@ -43,9 +43,9 @@ def hit_rate(before: dict, after: dict) -> float | None:
 
 # -- the probe: what each cache tier buys on the same prompts ------------------------------------------------------
 
-ARMS = ("recompute", "hbm", "lmcache")
+ARMS = ("recompute", "hbm", "lmcache", "offload")
 ARM_TITLES = {"recompute": "recompute (nothing cached)", "hbm": "vLLM prefix cache (HBM)",
-              "lmcache": "LMCache (its tiers)"}
+              "lmcache": "LMCache (its tiers)", "offload": "offload engine (HBM emptied)"}
 
 
 def _salted(base_url: str, model: str, prompt: str, salt: str) -> dict:
@@ -61,13 +61,16 @@ def tokens_recomputed(prompt_tokens: int | None, hits: float) -> int | None:
     return max(0, int(prompt_tokens) - round(hits))
 
 
-def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache: bool = False) -> dict:
+def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache: bool = False,
+          offload: bool = False) -> dict:
     """`runs` unique prompts, each asked three times on the same server: first under a new cache_salt (nothing is
     cached: the recompute arm), then under the same salt (vLLM's HBM prefix cache answers: the hbm arm), then, with
     LMCache on, under another salt (vLLM mixes the salt into its block hashes, so HBM misses; LMCache keys by
     tokens and answers: the lmcache arm). Per arm: TTFT median over the runs, the hit rate the server counted
     (/metrics) and the prompt tokens it recomputed (median over the runs: prompt tokens minus every hit the
-    server counted for that request). The ratios compare medians measured in this one run."""
+    server counted for that request). The ratios compare medians measured in this one run. With `offload` (an offload
+    engine keyed by the salt too, like LMCache's own server), the offload arm empties HBM's prefix cache (the dev
+    endpoint POST /reset_prefix_cache) and asks under the same salt: the engine must load it."""
     pick = random.SystemRandom()
     samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
     counted: dict[str, list[float]] = {arm: [0.0, 0.0] for arm in ARMS}  # hits, queries
@@ -80,12 +83,15 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
         prompt = " ".join(f"w{pick.randrange(VOCAB_WORDS)}" for _ in range(tokens))
         salt = f"bench-{pick.getrandbits(64):016x}"
         plan = [("recompute", salt), ("hbm", salt)] + ([("lmcache", salt + "-lmcache")] if lmcache else [])
+        plan += [("offload", salt)] if offload else []
         for arm, arm_salt in plan:
+            if arm == "offload":
+                post_json(f"{base_url}/reset_prefix_cache", timeout=30.0)
             before = cache_counters(base_url)
             answer = _salted(base_url, model, prompt, arm_salt)
             after = cache_counters(base_url)
             samples[arm].append(answer["ttft_s"])
-            key = "external_hits" if arm == "lmcache" else "hits"
+            key = "external_hits" if arm in ("lmcache", "offload") else "hits"
             counted[arm][0] += after[key] - before[key]
             counted[arm][1] += after["queries"] - before["queries"]
             served = sum(after[name] - before[name] for name in ("hits", "external_hits"))
@@ -105,7 +111,7 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
     cold = arms["recompute"]["ttft_median_s"]
     for values in arms.values():
         values["over_recompute"] = values["ttft_median_s"] / cold if cold else None
-    best = "lmcache" if lmcache else "hbm"
+    best = "lmcache" if lmcache else "offload" if offload else "hbm"
     return {"prompt_tokens": prompt_tokens, "runs": runs, "arms": arms, "cache_arm": best,
             "cold_ttft_s": cold, "warm_ttft_s": arms[best]["ttft_median_s"],
             "warm_over_cold": arms[best]["over_recompute"],

@@ -22,13 +22,16 @@ class Server:
     hit); after `answer_completions` completions the server fails them and reports itself unhealthy.
 
     With `caches`, hits follow vLLM's and LMCache's keys instead: a prompt seen before under the same cache_salt is
-    an HBM hit; seen before under another salt, an LMCache (external) hit when `lmcache`, else a miss."""
+    an HBM hit; seen before under another salt, an LMCache (external) hit when `lmcache`, else a miss. With `offload`
+    (an engine keyed by the salt too, like LMCache's own server), POST /reset_prefix_cache empties HBM and what it
+    held becomes an external hit under the same salt."""
 
     def __init__(self, hit_share: float = 0.5, answer_completions: int | None = None, caches: bool = False,
-                 lmcache: bool = False):
+                 lmcache: bool = False, offload: bool = False):
         self.hit_share, self.answer_completions = hit_share, answer_completions
-        self.caches, self.lmcache = caches, lmcache
+        self.caches, self.lmcache, self.offload = caches, lmcache, offload
         self.seen: set = set()
+        self.offloaded: set = set()
         self.queries = self.hits = self.external_hits = 0.0
         self.completions = 0
         self.received: list = []
@@ -81,6 +84,10 @@ class _Handler(BaseHTTPRequestHandler):
         with state.lock:
             state.received.append((self.path, body))
         if self.path == "/reset_prefix_cache":
+            with state.lock:
+                if state.offload:
+                    state.offloaded |= state.seen
+                    state.seen = set()
             self._reply(200)
         elif self.path == "/tokenize":  # one token per word, as the smoke models' vocabulary splits
             tokens = [int(word[1:]) if word[1:].isdigit() else 0 for word in body["prompt"].split()]
@@ -100,6 +107,8 @@ class _Handler(BaseHTTPRequestHandler):
                 elif key in state.seen:
                     state.hits += words * state.hit_share
                 elif state.lmcache and any(seen == key[1] for _, seen in state.seen):
+                    state.external_hits += words * state.hit_share
+                elif key in state.offloaded:
                     state.external_hits += words * state.hit_share
                 state.seen.add(key)
             events = [{"id": "cmpl-1", "choices": [{"index": 0, "text": " w5", "finish_reason": None}]},

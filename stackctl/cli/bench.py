@@ -87,7 +87,8 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
 
     workload.require_plotting()
     url = _running_url(recipe)
-    result = workload.probe(url, recipe.served_name, tokens, runs, lmcache=_lmcache_arm(recipe))
+    result = workload.probe(url, recipe.served_name, tokens, runs, lmcache=_lmcache_arm(recipe),
+                            offload=_offload_arm(recipe))
     click.echo(workload.probe_table(result), nl=False)
     _prefill_floor(recipe, result)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -178,7 +179,8 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
         started_here = True
     try:
         click.echo(f"bench: {recipe.stack.name}: probe, then workload", err=True)
-        probe = workload.probe(url, recipe.served_name, tokens, runs=1, lmcache=_lmcache_arm(recipe))
+        probe = workload.probe(url, recipe.served_name, tokens, runs=1, lmcache=_lmcache_arm(recipe),
+                               offload=_offload_arm(recipe))
         result = workload.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests, max_seconds)
         result.probe = probe
         return result
@@ -252,3 +254,11 @@ def _lmcache_arm(recipe) -> bool:
     from stackctl.bundle.stackspec import lmcache_in_server
 
     return lmcache_in_server(recipe)
+
+
+def _offload_arm(recipe) -> bool:
+    """Whether the probe has an offload arm: another engine than LMCache in the server, and the dev endpoint that
+    empties HBM (serve.dev_endpoints), without which the repeat would be an HBM hit."""
+    from stackctl.bundle.stackspec import lmcache_in_server
+
+    return recipe.cache.enabled and not lmcache_in_server(recipe) and recipe.serve.dev_endpoints

@@ -29,6 +29,19 @@ def test_probe_asks_each_prompt_per_arm_and_reads_each_arms_hit_rate_from_the_se
     assert requests[3]["prompt"] != first["prompt"]
 
 
+def test_probe_offload_arm_empties_hbm_and_asks_under_the_same_salt():
+    """An offload engine keyed by the salt (LMCache's own server): its arm follows POST /reset_prefix_cache and must
+    be an external hit, not an HBM one."""
+    with Server(hit_share=0.75, caches=True, offload=True) as server:
+        result = bench.probe(server.url, "tiny", tokens=100, runs=2, offload=True)
+    assert result["cache_arm"] == "offload" and result["arms"]["offload"]["hit_rate"] == 0.75
+    assert "lmcache" not in result["arms"] and "offload engine (HBM emptied)" in bench.probe_table(result)
+    paths = [path for path, _ in server.received]
+    completions = [body for path, body in server.received if path == "/v1/completions"][1:]
+    assert paths.count("/reset_prefix_cache") == 2
+    assert completions[0]["cache_salt"] == completions[1]["cache_salt"] == completions[2]["cache_salt"]
+
+
 def test_probe_without_lmcache_has_no_lmcache_arm_and_the_table_says_so():
     with Server(hit_share=0.5, caches=True) as server:
         result = bench.probe(server.url, "tiny", tokens=50, runs=2)
