@@ -237,7 +237,7 @@ def own_parsers(ctx):
         problems.append(f"vLLM {vllm.get('version')}: {vllm.get('error')}")
     lmcache = report.get("lmcache")
     if lmcache is None:
-        notes.append("LMCache off in the recipe: no lmcache.yaml to load")
+        notes.append("no LMCache in the server: no lmcache.yaml to load")
     elif not lmcache.get("found"):
         notes.append(f"LMCache not checked: the image has none ({lmcache.get('error')})")
     elif not lmcache.get("ok"):

@@ -109,9 +109,8 @@ def require_lmcache(recipe, in_server: bool = True) -> None:
         raise Unavailable("LMCache is off in the recipe")
     if not (lmcache_in_server(recipe) if in_server else lmcache_in_image(recipe)):
         engine = engine_of(recipe)
-        where = "runs as its own server" if engine.lmcache_server else "does not run"
-        raise Unavailable(f"cache.offload = {engine.name!r}: LMCache {where} ({engine.summary}); "
-                          "server.offload-hit proves the offload")
+        where = "runs as its own server, not in vLLM" if engine.lmcache_server else "does not run"
+        raise Unavailable(f"cache.offload = {engine.name!r}: LMCache {where}; server.offload-hit proves the offload")
 
 
 def check(check_id: str, scope: str, severity: str, summary: str, fix: str):

@@ -77,3 +77,14 @@ def test_vllm_own_offload_is_refused_on_platform_cpu(tmp_path, stack_env, offloa
     assert result.returncode != 0
     assert f"error[offload-engine-platform] cache.offload: offload engine '{offload}' does not run on platform cpu" \
         in result.stdout + result.stderr
+
+
+def test_bench_probe_measures_the_lmcache_server_arm(mp_stack, tmp_path):
+    """bench --probe's offload arm: HBM emptied, the same salt again; the server counts the repeat as the
+    connector's hits (hit rate from /metrics, a gate on what was served, not on time)."""
+    result = mp_stack.cli("bench", mp_stack.recipe, "--probe", "--tokens", "513", "--runs", "2",
+                          "--min-hit-rate", "0.5", "-o", str(tmp_path), timeout=1800)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    probe = json.loads((tmp_path / "probe.json").read_text())
+    assert probe["cache_arm"] == "offload" and "lmcache" not in probe["arms"]
+    assert probe["arms"]["offload"]["hit_rate"] >= 0.5
