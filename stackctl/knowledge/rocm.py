@@ -36,7 +36,8 @@ class RocmRelease(_Record):
     first: tuple[int, int]  # the first major.minor of the series
     last: tuple[int, int]  # the last major.minor of the series (inclusive)
     builder: str  # "classic" (ROCm's own packages) or "therock" (TheRock's build)
-    # Where the release installs: "{version}" is its major.minor ("/opt/rocm-{version}", "/opt/rocm/core-{version}").
+    # Where the release installs: "{version}" is the full version, "{major_minor}" its MAJOR.MINOR
+    # ("/opt/rocm-{version}": /opt/rocm-6.4.1; "/opt/rocm/core-{major_minor}": /opt/rocm/core-7.14).
     install_dir: str
     packages: str  # the prefix its system packages are named with
     hip_runtime: str  # the HIP runtime library's soname (DT_NEEDED of a HIP build made with it)
@@ -51,8 +52,8 @@ class RocmRelease(_Record):
         return gpu_arch in self.gpu_targets
 
     def install_root(self, version: str) -> str:
-        """The directory a release of this series installs into (the version's major.minor)."""
-        return self.install_dir.format(version=".".join(map(str, parse_version(version))))
+        """The directory a release of this series installs into."""
+        return self.install_dir.format(version=version, major_minor=".".join(map(str, parse_version(version))))
 
     def wheel_index(self, gpu_arch: str) -> str | None:
         """The per-family Python wheel index a target's packages come from (TheRock), None where there is none."""
@@ -67,10 +68,10 @@ ROCM_RELEASE_RECORDS: tuple[RocmRelease, ...] = (
                 packages="rocm-", hip_runtime="libamdhip64.so.7", smi_tools=("amd-smi", "rocm-smi"),
                 gpu_targets=_ROCM7_TARGETS),
     RocmRelease(name="therock-7", first=(7, 14), last=(7, 99), builder="therock",
-                install_dir="/opt/rocm/core-{version}", packages="amdrocm-", hip_runtime="libamdhip64.so.7",
+                install_dir="/opt/rocm/core-{major_minor}", packages="amdrocm-", hip_runtime="libamdhip64.so.7",
                 smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
     RocmRelease(name="core-sdk-10", first=(10, 0), last=(10, 99), builder="therock",
-                install_dir="/opt/rocm/core-{version}", packages="amdrocm-", hip_runtime="libamdhip64.so.7",
+                install_dir="/opt/rocm/core-{major_minor}", packages="amdrocm-", hip_runtime="libamdhip64.so.7",
                 smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
 )
 
