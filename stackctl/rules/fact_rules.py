@@ -362,6 +362,12 @@ def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
             yield (path, f"`{key}` is ignored in LMCache's YAML ({release.label()} maps it to `{new}` only from the "
                          f"environment, {release.cite(aliases[key]['at'])}): use `{new}`")
             continue
+        from stackctl.knowledge.compat import lmcache_renamed_key
+
+        renamed = lmcache_renamed_key(key, release.version)
+        if renamed is not None:
+            yield (path, f"`{key}` is not a config key of {release.label()}: {renamed}")
+            continue
         import difflib
 
         close = difflib.get_close_matches(key, list(config), n=1, cutoff=0.75)

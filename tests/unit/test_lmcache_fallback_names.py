@@ -41,3 +41,35 @@ def test_a_module_named_like_the_fallback_is_never_taken_for_the_native_one():
 def test_the_server_log_line_of_the_old_fallback_is_a_missing_native_module():
     line = "[2026-01-01 00:00:00] WARNING: Fallback to python backend lmcache.non_cuda_equivalents"
     assert any(marker in line for marker in NATIVE_MISSING)
+
+
+@pytest.mark.parametrize("key, version, words", [
+    ("cufile_buffer_size", "0.5.6", "LMCache 0.4.4 renamed it `gds_buffer_size`"),
+    ("use_cufile", "0.4.4", "LMCache 0.4.4 renamed it `use_gds`"),
+    ("gds_buffer_size", "0.4.3", "releases before 0.4.4 name it `cufile_buffer_size`"),
+    ("use_gds", "0.4.1", "releases before 0.4.4 name it `use_cufile` (in extra_config)"),
+])
+def test_a_renamed_gds_key_is_told_by_the_release_it_is_used_with(key, version, words):
+    from stackctl.knowledge.compat import lmcache_renamed_key
+
+    assert words in lmcache_renamed_key(key, version)
+
+
+@pytest.mark.parametrize("key, version", [("gds_buffer_size", "0.5.6"), ("cufile_buffer_size", "0.4.3"),
+                                          ("gds_buffer_size", None), ("local_cpu", "0.5.6")])
+def test_a_key_the_release_knows_by_that_name_is_not_renamed(key, version):
+    from stackctl.knowledge.compat import lmcache_renamed_key
+
+    assert lmcache_renamed_key(key, version) is None
+
+
+def test_the_releases_carry_the_gds_keys_the_rename_table_says():
+    from stackctl.knowledge import facts
+
+    for version in ("0.4.1", "0.4.2", "0.4.3"):
+        config = facts.release("lmcache", version).section("config")
+        assert "cufile_buffer_size" in config and "gds_buffer_size" not in config and "use_gds" not in config
+    for version in facts.versions("lmcache"):
+        if version not in ("0.4.1", "0.4.2", "0.4.3"):
+            config = facts.release("lmcache", version).section("config")
+            assert {"gds_buffer_size", "use_gds"} <= set(config) and "cufile_buffer_size" not in config
