@@ -23,6 +23,9 @@ from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
 _ROCM_PREFIXES = ("HIP_", "ROCR_", "VLLM_ROCM_", "AITER_", "ATOM_", "HSA_")
+# The switch of the ATOM plugin's development fork of vLLM (launch scripts of that fork export it before `vllm
+# serve`): such a launch is an ATOM launch, and stackctl runs it as vLLM with the released ATOM plugin.
+ATOM_FORK_SWITCH = "VLLM_ROCM_USE_ATOM_PLUGIN"
 # Variables of NVIDIA's stack that mean nothing to ROCm: dropped from serve.env, each with the reason.
 _NVIDIA_ONLY = {
     "NVIDIA_VISIBLE_DEVICES": "NVIDIA container toolkit's GPU list (translated to HIP_VISIBLE_DEVICES when it names "
@@ -94,6 +97,8 @@ def _engine(launch: Launch, platform: str) -> tuple[str, str]:
         return "atom-vllm", "the launch installs ATOM into the image"
     if _flag_value(launch.args, "--model-impl") == "atom":
         return "atom-vllm", "--model-impl atom"
+    if env.get(ATOM_FORK_SWITCH) == "1":
+        return "atom-vllm", f"{ATOM_FORK_SWITCH}=1 (the ATOM plugin's development fork of vLLM)"
     atom_vars = sorted(k for k in env if k.startswith("ATOM_"))
     if atom_vars:
         return "atom-vllm", f"ATOM's variables ({', '.join(atom_vars[:2])})"

@@ -68,3 +68,20 @@ def _atom_vllm_pin(recipe: Recipe) -> Iterator[Hit]:
     if wanted is not None and wanted != compat.parse_version(pin):
         yield (("versions", "vllm"), f"vLLM {recipe.versions.vllm} with ATOM, whose plugin pins vLLM {pin} "
                                      "(atom/plugin/vllm/vllm-version.env)")
+
+
+@rule("atom-plugin-disabled", "error",
+      "an ATOM stack sets ATOM_DISABLE_VLLM_PLUGIN=1: the plugin never registers and the stack serves plain vLLM",
+      "remove ATOM_DISABLE_VLLM_PLUGIN from serve.env, or set stack.engine = \"vllm\" for a plain-vLLM stack")
+def _atom_plugin_disabled(recipe: Recipe) -> Iterator[Hit]:
+    """ATOM reads `ATOM_DISABLE_VLLM_PLUGIN` as true when it is "1" (any case) and then registers neither its
+    platform nor its models: vLLM starts, serves, and nothing says ATOM is absent until the throughput is measured.
+    stackctl sets it itself for plain-vLLM stacks on ROCm (their image may carry ATOM) and never renders it for an
+    ATOM stack: serve.env's value is dropped from the bundle, and this rule says so.
+    """
+    if recipe.stack.engine != "atom-vllm":
+        return
+    value = recipe.serve.env.get("ATOM_DISABLE_VLLM_PLUGIN")
+    if value is not None and str(value).strip().lower() == "1":
+        yield (("serve", "env", "ATOM_DISABLE_VLLM_PLUGIN"), "ATOM_DISABLE_VLLM_PLUGIN=1 on an ATOM stack (stackctl "
+                                                             "leaves it out of the bundle)")
