@@ -102,7 +102,8 @@ def rocm_release_check(ctx):
 
     _rocm_only(ctx)
     installed = ctx.host.rocm
-    version = ctx.recipe.versions.rocm or installed.version
+    key = platform_of(ctx.recipe).gpu_runtime_key
+    version = (getattr(ctx.recipe.versions, key) if key else None) or installed.version
     if not version:
         raise Unavailable("the recipe names no versions.rocm and no ROCm install was found on the host "
                           "(/opt/rocm, /opt/rocm-X.Y, /opt/rocm/core-X.Y)")

@@ -28,8 +28,8 @@ _THEROCK_FAMILIES = {"gfx942": "gfx94X-dcgpu", "gfx950": "gfx950-dcgpu"}
 class RocmRelease(_Record):
     """One ROCm release series (a range of versions that install and behave alike)."""
 
-    _fields = ("name", "first", "last", "builder", "install_dir", "packages", "hip_runtime", "smi_tools",
-               "gpu_targets", "wheel_families")
+    _fields = ("name", "first", "last", "builder", "install_dir", "rocm_path", "packages", "hip_runtime",
+               "smi_tools", "gpu_targets", "wheel_families")
     _defaults = {"wheel_families": {}}
 
     name: str
@@ -39,6 +39,7 @@ class RocmRelease(_Record):
     # Where the release installs: "{version}" is the full version, "{major_minor}" its MAJOR.MINOR
     # ("/opt/rocm-{version}": /opt/rocm-6.4.1; "/opt/rocm/core-{major_minor}": /opt/rocm/core-7.14).
     install_dir: str
+    rocm_path: str  # ROCM_PATH for builds against it (classic installs link /opt/rocm to /opt/rocm-X.Y.Z)
     packages: str  # the prefix its system packages are named with
     hip_runtime: str  # the HIP runtime library's soname (DT_NEEDED of a HIP build made with it)
     smi_tools: tuple[str, ...]  # the SMI command-line tools it ships, preferred first
@@ -55,6 +56,10 @@ class RocmRelease(_Record):
         """The directory a release of this series installs into."""
         return self.install_dir.format(version=version, major_minor=".".join(map(str, parse_version(version))))
 
+    def rocm_path_for(self, version: str) -> str:
+        """ROCM_PATH of a release of this series."""
+        return self.rocm_path.format(version=version, major_minor=".".join(map(str, parse_version(version))))
+
     def wheel_index(self, gpu_arch: str) -> str | None:
         """The per-family Python wheel index a target's packages come from (TheRock), None where there is none."""
         return self.wheel_families.get(gpu_arch)
@@ -62,17 +67,19 @@ class RocmRelease(_Record):
 
 ROCM_RELEASE_RECORDS: tuple[RocmRelease, ...] = (
     RocmRelease(name="6", first=(6, 0), last=(6, 4), builder="classic", install_dir="/opt/rocm-{version}",
-                packages="rocm-", hip_runtime="libamdhip64.so.6", smi_tools=("amd-smi", "rocm-smi"),
-                gpu_targets=_ROCM6_TARGETS),
+                rocm_path="/opt/rocm", packages="rocm-", hip_runtime="libamdhip64.so.6",
+                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_ROCM6_TARGETS),
     RocmRelease(name="7.0-7.2", first=(7, 0), last=(7, 2), builder="classic", install_dir="/opt/rocm-{version}",
-                packages="rocm-", hip_runtime="libamdhip64.so.7", smi_tools=("amd-smi", "rocm-smi"),
-                gpu_targets=_ROCM7_TARGETS),
+                rocm_path="/opt/rocm", packages="rocm-", hip_runtime="libamdhip64.so.7",
+                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_ROCM7_TARGETS),
     RocmRelease(name="therock-7", first=(7, 14), last=(7, 99), builder="therock",
-                install_dir="/opt/rocm/core-{major_minor}", packages="amdrocm-", hip_runtime="libamdhip64.so.7",
-                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
+                install_dir="/opt/rocm/core-{major_minor}", rocm_path="/opt/rocm/core-{major_minor}",
+                packages="amdrocm-", hip_runtime="libamdhip64.so.7", smi_tools=("amd-smi", "rocm-smi"),
+                gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
     RocmRelease(name="core-sdk-10", first=(10, 0), last=(10, 99), builder="therock",
-                install_dir="/opt/rocm/core-{major_minor}", packages="amdrocm-", hip_runtime="libamdhip64.so.7",
-                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
+                install_dir="/opt/rocm/core-{major_minor}", rocm_path="/opt/rocm/core-{major_minor}",
+                packages="amdrocm-", hip_runtime="libamdhip64.so.7", smi_tools=("amd-smi", "rocm-smi"),
+                gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
 )
 
 # Every directory a ROCm release may install into, for finding its libraries without knowing the release:
@@ -104,3 +111,26 @@ def release_span(record: RocmRelease) -> str:
     """The versions a record covers, as a user reads them ("7.0-7.2", "10.0+")."""
     first, last = ".".join(map(str, record.first)), ".".join(map(str, record.last))
     return f"{first}+" if record.last[1] == 99 else f"{first}-{last}"
+
+
+def release_of(recipe) -> RocmRelease | None:
+    """The GPU runtime release a recipe names (its platform's `gpu_runtime_key` in [versions]); None when the
+    platform has no GPU runtime or the recipe leaves it to the base image. An unknown release is an error."""
+    from stackctl.knowledge.kinds import platform_of
+
+    key = platform_of(recipe).gpu_runtime_key
+    version = getattr(recipe.versions, key) if key else None
+    return rocm_release(version) if version else None
+
+
+def rocm_path(recipe) -> str:
+    """ROCM_PATH for the recipe's build: its release's, else the classic /opt/rocm every ROCm image links."""
+    try:
+        release = release_of(recipe)
+    except StackctlError:
+        release = None  # validate reports the unknown release (rule rocm-gpu-arch)
+    if release is None:
+        return "/opt/rocm"
+    from stackctl.knowledge.kinds import platform_of
+
+    return release.rocm_path_for(getattr(recipe.versions, platform_of(recipe).gpu_runtime_key))

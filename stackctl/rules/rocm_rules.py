@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
-from stackctl.knowledge.rocm import release_span, rocm_release
+from stackctl.knowledge.rocm import release_of, release_span
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
@@ -32,12 +32,12 @@ def _rocm_gpu_arch(recipe: Recipe) -> Iterator[Hit]:
     later, and the ROCm Core SDK 10.x), its HIP runtime (libamdhip64.so.6 for 6.x, .so.7 from 7.0), its SMI tools and
     its GPU targets. A version no record covers is refused too: stackctl cannot say what it can build.
     """
-    if not platform_of(recipe).has_gpus or not recipe.versions.rocm:
-        return
     try:
-        release = rocm_release(recipe.versions.rocm)
+        release = release_of(recipe)
     except StackctlError as exc:
-        yield (("versions", "rocm"), str(exc))
+        yield (("versions", platform_of(recipe).gpu_runtime_key), str(exc))
+        return
+    if release is None:
         return
     for arch in recipe.versions.gpu_arch:
         if not release.supports(arch):

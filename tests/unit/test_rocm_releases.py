@@ -95,3 +95,29 @@ def test_host_rocm_release_warns_when_the_runtime_is_not_the_releases(tmp_path):
 
     result = load_all()["host.rocm-release"].run(Context())
     assert result.status == "warn" and "ROCm 7.0.2 ships libamdhip64.so.7" in result.message
+
+
+def _recipe(versions: str, platform: str = "rocm"):
+    from stackctl.recipe.loader import load_recipe_text
+
+    return load_recipe_text(f'[stack]\nname = "r"\nplatform = "{platform}"\n[versions]\n{versions}\n'
+                            '[model]\npath = "/models/m"\n')
+
+
+def test_the_platform_names_the_release_that_decides_rocm_path():
+    from stackctl.knowledge.rocm import release_of, rocm_path
+
+    assert rocm_path(_recipe('rocm = "7.14"')) == "/opt/rocm/core-7.14"
+    assert rocm_path(_recipe('rocm = "6.4.1"')) == "/opt/rocm"
+    assert rocm_path(_recipe('rocm = "7.5"')) == "/opt/rocm"  # unknown: validate says so (rocm-gpu-arch)
+    assert release_of(_recipe('gpu_arch = ["gfx942"]')) is None  # the base image decides
+    assert release_of(_recipe('rocm = "7.0"', platform="cpu")) is None  # no GPU runtime on cpu
+    with pytest.raises(StackctlError, match="ROCm 7.5 is not a release"):
+        release_of(_recipe('rocm = "7.5"'))
+
+
+def test_an_unknown_release_is_a_finding_at_versions_rocm():
+    from stackctl.rules.ruleset import run_rules
+
+    findings = [f for f in run_rules(_recipe('rocm = "7.5"')) if f.rule_id == "rocm-gpu-arch"]
+    assert [(f.key, f.severity) for f in findings] == [("versions.rocm", "error")]
