@@ -133,4 +133,4 @@ def rocm_path(recipe) -> str:
         return "/opt/rocm"
     from stackctl.knowledge.kinds import platform_of
 
-    return release.rocm_path_for(getattr(recipe.versions, platform_of(recipe).gpu_runtime_key))
+    return release.rocm_path_for(getattr(recipe.versions, str(platform_of(recipe).gpu_runtime_key)))
