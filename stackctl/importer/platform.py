@@ -19,6 +19,7 @@ from stackctl.importer.draft import Draft, fits
 from stackctl.importer.launch import Launch
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_named
+from stackctl.knowledge.rocm import rocm_version_in_image
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -201,6 +202,9 @@ def _versions_from_tag(draft: Draft, image: str) -> None:
             draft.versions.set("lmcache", plain.group(1), "from the image tag (LMCache's images are tagged with its "
                                                           "release)")
         return
+    rocm = rocm_version_in_image(image)
+    if rocm and fits(model.Versions, "rocm", rocm):
+        draft.versions.set("rocm", rocm, "from the image tag (AMD's images name their ROCm release)")
     match = re.search(r"vllm[_-]?v?(\d+\.\d+\.\d+)", tag, re.IGNORECASE)
     if not match and "vllm" in repo.lower():
         match = plain

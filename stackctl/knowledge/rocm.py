@@ -134,3 +134,17 @@ def rocm_path(recipe) -> str:
     from stackctl.knowledge.kinds import platform_of
 
     return release.rocm_path_for(getattr(recipe.versions, str(platform_of(recipe).gpu_runtime_key)))
+
+
+def rocm_version_in_image(image: str | None) -> str | None:
+    """The ROCm release an image's tag names, for AMD's images that carry it: `rocm/vllm:rocm7.0.0_vllm_0.11.2_...`,
+    `rocm/pytorch:rocm6.4.1_ubuntu24.04_...`, `rocm/dev-ubuntu-24.04:7.0`; None for any other image or tag."""
+    import re
+
+    if not image or "/" not in image or not image.startswith("rocm/"):
+        return None
+    name, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "")
+    match = re.match(r"rocm[-_]?(\d+\.\d+(?:\.\d+)?)(?![\d.])", tag)
+    if match is None and name.startswith("rocm/dev-"):
+        match = re.fullmatch(r"(\d+\.\d+(?:\.\d+)?)(?:-complete)?", tag)
+    return match.group(1) if match else None

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
-from stackctl.knowledge.rocm import release_of, release_span
+from stackctl.knowledge.rocm import parse_version, release_of, release_span, rocm_version_in_image
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
@@ -85,3 +85,24 @@ def _atom_plugin_disabled(recipe: Recipe) -> Iterator[Hit]:
     if value is not None and str(value).strip().lower() == "1":
         yield (("serve", "env", "ATOM_DISABLE_VLLM_PLUGIN"), "ATOM_DISABLE_VLLM_PLUGIN=1 on an ATOM stack (stackctl "
                                                              "leaves it out of the bundle)")
+
+
+@rule("rocm-base-image-release", "warning",
+      "stack.base_image is built on another ROCm release than versions.rocm says",
+      "set versions.rocm to the release the base image's tag names, or pick the base image of that release")
+def _rocm_base_image_release(recipe: Recipe) -> Iterator[Hit]:
+    """AMD's images name the ROCm release they carry in their tag (`rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210`,
+    `rocm/dev-ubuntu-24.04:7.0`). The image's ROCm is what the stack runs on: when `versions.rocm` names another
+    release, stackctl judges GPU targets, ROCM_PATH and the HIP runtime for a release the image does not have.
+    """
+    key = platform_of(recipe).gpu_runtime_key
+    wanted = getattr(recipe.versions, key) if key else None
+    carried = rocm_version_in_image(recipe.stack.base_image)
+    if not wanted or not carried:
+        return
+    try:
+        if parse_version(wanted) != parse_version(carried):
+            yield (("stack", "base_image"), f"{recipe.stack.base_image} carries ROCm {carried}, versions.{key} "
+                                            f"says {wanted}")
+    except StackctlError:
+        return  # an unreadable version is rocm-gpu-arch's finding

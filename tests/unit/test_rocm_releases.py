@@ -121,3 +121,25 @@ def test_an_unknown_release_is_a_finding_at_versions_rocm():
 
     findings = [f for f in run_rules(_recipe('rocm = "7.5"')) if f.rule_id == "rocm-gpu-arch"]
     assert [(f.key, f.severity) for f in findings] == [("versions.rocm", "error")]
+
+
+@pytest.mark.parametrize("image, version", [
+    ("rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210", "7.0.0"), ("rocm/pytorch:rocm6.4.1_ubuntu24.04_py3.12", "6.4.1"),
+    ("rocm/dev-ubuntu-24.04:7.0", "7.0"), ("rocm/dev-ubuntu-22.04:6.4.1-complete", "6.4.1"),
+    ("rocm/vllm:latest", None), ("rocm/atom-dev:vllm-latest", None), ("vllm/vllm-openai:v0.9.0", None),
+    ("myrepo/rocm:rocm7.0", None), (None, None), ("rocm/vllm", None),
+])
+def test_the_rocm_release_an_amd_image_tag_names(image, version):
+    from stackctl.knowledge.rocm import rocm_version_in_image
+
+    assert rocm_version_in_image(image) == version
+
+
+def test_an_imported_launch_takes_its_rocm_release_from_amds_image_tag():
+    from stackctl import importer
+    from stackctl.recipe.loader import load_recipe_text
+
+    text = importer.import_launch_text("docker run --device /dev/kfd --device /dev/dri "
+                                       "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210 vllm serve /models/m\n", None, "t")
+    recipe = load_recipe_text(text)
+    assert (recipe.versions.rocm, recipe.versions.vllm) == ("7.0.0", "0.11.2")
