@@ -50,18 +50,21 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     from stackctl.rules.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
-    from pathlib import Path
+    host = None
+    if recipe is None:  # judged by what it is: the stand-in recipe is made from the host's own facts
+        from pathlib import Path
 
-    from stackctl.host import discover
+        from stackctl.host import discover
 
-    host = discover(Path(host_root or "/"))
+        host = discover(Path(host_root or "/"))
     loaded = _recipe(recipe, host)
     refuse_unknown_skip_ids(loaded.checks.skip, f"{loaded.source}: checks.skip")
     if recipe is None or host_root:
         scopes = ["host"]
     context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh,
                             host_root=host_root)
-    context.use_host(host)
+    if host is not None:
+        context.use_host(host)
     results, broken = run_doctor(context, scopes, skip)
     if context.engine_error:  # one line on stderr; the report says which checks it skipped
         click.echo(f"stackctl: {context.engine_error}", err=True)

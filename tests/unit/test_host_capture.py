@@ -146,3 +146,14 @@ def test_capture_this_machine_and_judge_the_capture(tmp_path):
     judged = discover(captured)
     assert (judged.cpu.online_cpus, judged.cpu.numa_nodes, judged.cpu.isolation, judged.memory.total_bytes) == (
         live.cpu.online_cpus, live.cpu.numa_nodes, live.cpu.isolation, live.memory.total_bytes)
+
+
+def test_a_cpu_recipe_on_a_capture_is_judged_by_the_captured_cpu_features():
+    """host.cpu-dtype reads the capture's /proc/cpuinfo; the matmul it would measure runs only on this machine."""
+    from helpers import RECIPES
+
+    report = _doctor_json(str(RECIPES / "cpu-smoke.toml"), "--host-root", str(SYSFS / "cpu-only-1node"))
+    dtype = next(r for r in report["results"] if r["id"] == "host.cpu-dtype")
+    assert dtype["status"] == "pass" and "matmul not measured: judging the captured host" in dtype["message"]
+    engine = next(r for r in report["results"] if r["id"] == "host.docker-engine")
+    assert engine["status"] == "skip" and "not in the capture" in engine["message"]
