@@ -26,7 +26,35 @@ def extract(tree: SourceTree) -> dict:
         "env_prefix": env_prefix(tree),
         "remote_url_schemes": remote_url_schemes(tree),
         "env_read": env_read(tree),
+        "python_fallback": python_fallback(tree),
     }
+
+
+# The pure-Python/torch stand-in for LMCache's native ops under each name it has had (LMCache#3338 renamed the
+# first to the second; 0.5.3 moved the code into the platform package).
+FALLBACK_MODULES = ("lmcache.non_cuda_equivalents", "lmcache.python_ops_fallback", "lmcache.v1.platform.torch_ops")
+
+
+def python_fallback(tree: SourceTree) -> dict:
+    """Which fallback module the release ships (the first of FALLBACK_MODULES with a source file) and where LMCache
+    first names it as a module to import (an `import_module("...")` string or a `from ... import`)."""
+    for name in FALLBACK_MODULES:
+        if tree.path_of(name) is None:
+            continue
+        return {"module": name, "file": tree.relpath(name), "imported_at": _first_import(tree, name)}
+    return {"module": None, "file": None, "imported_at": None}
+
+
+def _first_import(tree: SourceTree, name: str) -> str | None:
+    for path in sorted((tree.root / "lmcache").rglob("*.py")):
+        module = ".".join(path.relative_to(tree.root).with_suffix("").parts)
+        parsed = tree.module(module)
+        for node in sorted(ast.walk(parsed), key=lambda n: getattr(n, "lineno", 0)) if parsed else ():
+            if isinstance(node, ast.ImportFrom) and node.module == name:
+                return tree.where(module, node)
+            if isinstance(node, ast.Constant) and node.value == name:
+                return tree.where(module, node)
+    return None
 
 
 def config_keys(tree: SourceTree) -> dict:

@@ -293,8 +293,17 @@ class ServerFlags:
             self.draft.serve.set("compilation_config", config)
 
     def finish_kv_transfer(self) -> None:
+        from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS
+
         config = merge_dict_flags(self.kv_transfer)
         tokens = [t for entry in self.kv_transfer for t in entry[0]]
+        if config is not None and config.get("kv_connector") in ATOM_LMCACHE_CONNECTORS:
+            self.draft.notes.append(f"--kv-transfer-config names ATOM's own LMCache offload connector "
+                                    f"{config['kv_connector']!r} (ATOM's server); under vLLM with the ATOM plugin "
+                                    "the same LMCache tiers come through LMCacheConnectorV1, which stackctl writes")
+            config = {**{k: v for k, v in config.items() if k not in ("kv_connector", "kv_role")},
+                      **stackspec.KV_CONNECTOR}
+            tokens = []
         if config is None or config.get("kv_connector") != stackspec.KV_CONNECTOR["kv_connector"]:
             if config and "LMCache" in json.dumps(config):
                 self.draft.notes.append("--kv-transfer-config names LMCache in a form stackctl does not manage; "

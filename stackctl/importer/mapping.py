@@ -16,7 +16,7 @@ from stackctl.importer.draft import CONTROL, Draft, fits
 from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
 from stackctl.importer.lmcache import import_cache
-from stackctl.importer.platform import gds_note, import_image, platform_and_engine
+from stackctl.importer.platform import ATOM_FORK_SWITCH, gds_note, import_image, platform_and_engine
 from stackctl.knowledge.kinds import platform_named
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
@@ -99,6 +99,9 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.serve.set("dev_endpoints", True, "from VLLM_SERVER_DEV_MODE=1")
         elif key == "ATOM_DISABLE_VLLM_PLUGIN" and value == "1" and engine == "vllm" and platform_named(platform).has_gpus:
             pass  # stackctl sets it for every plain-vLLM stack on rocm
+        elif key == ATOM_FORK_SWITCH and engine == "atom-vllm":
+            draft.notes.append(f"{key}={value}: the switch of the ATOM plugin's development fork of vLLM; stackctl's "
+                               "ATOM image loads the released plugin through vLLM's plugin entry points instead")
         elif key == stackspec.CPU_CONNECTOR_ENV and value in ("0", "1") and platform_named(platform).ships_cpu_connector:
             if value == "0":  # "1" is what an unset cache.cpu_connector means on platform cpu
                 draft.cache.set("cpu_connector", False, f"from {key}=0")

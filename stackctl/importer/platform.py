@@ -19,10 +19,14 @@ from stackctl.importer.draft import Draft, fits
 from stackctl.importer.launch import Launch
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_named
+from stackctl.knowledge.rocm import rocm_version_in_image
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
 _ROCM_PREFIXES = ("HIP_", "ROCR_", "VLLM_ROCM_", "AITER_", "ATOM_", "HSA_")
+# The switch of the ATOM plugin's development fork of vLLM (launch scripts of that fork export it before `vllm
+# serve`): such a launch is an ATOM launch, and stackctl runs it as vLLM with the released ATOM plugin.
+ATOM_FORK_SWITCH = "VLLM_ROCM_USE_ATOM_PLUGIN"
 # Variables of NVIDIA's stack that mean nothing to ROCm: dropped from serve.env, each with the reason.
 _NVIDIA_ONLY = {
     "NVIDIA_VISIBLE_DEVICES": "NVIDIA container toolkit's GPU list (translated to HIP_VISIBLE_DEVICES when it names "
@@ -94,6 +98,8 @@ def _engine(launch: Launch, platform: str) -> tuple[str, str]:
         return "atom-vllm", "the launch installs ATOM into the image"
     if _flag_value(launch.args, "--model-impl") == "atom":
         return "atom-vllm", "--model-impl atom"
+    if env.get(ATOM_FORK_SWITCH) == "1":
+        return "atom-vllm", f"{ATOM_FORK_SWITCH}=1 (the ATOM plugin's development fork of vLLM)"
     atom_vars = sorted(k for k in env if k.startswith("ATOM_"))
     if atom_vars:
         return "atom-vllm", f"ATOM's variables ({', '.join(atom_vars[:2])})"
@@ -196,6 +202,9 @@ def _versions_from_tag(draft: Draft, image: str) -> None:
             draft.versions.set("lmcache", plain.group(1), "from the image tag (LMCache's images are tagged with its "
                                                           "release)")
         return
+    rocm = rocm_version_in_image(image)
+    if rocm and fits(model.Versions, "rocm", rocm):
+        draft.versions.set("rocm", rocm, "from the image tag (AMD's images name their ROCm release)")
     match = re.search(r"vllm[_-]?v?(\d+\.\d+\.\d+)", tag, re.IGNORECASE)
     if not match and "vllm" in repo.lower():
         match = plain

@@ -327,6 +327,14 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
     for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
         connector = config.get("kv_connector")
         if isinstance(connector, str) and connector not in registry and not config.get("kv_connector_module_path"):
+            from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS
+
+            if connector in ATOM_LMCACHE_CONNECTORS:
+                yield (("serve", "extra_args", index), f"kv_connector {connector!r} is ATOM's own server's LMCache "
+                                                       f"offload connector, not registered in {release.label()}: "
+                                                       "for LMCache under vLLM set cache.enabled = true "
+                                                       "(LMCacheConnectorV1)")
+                continue
             import difflib
 
             close = difflib.get_close_matches(connector, list(registry), n=1)
@@ -361,6 +369,12 @@ def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
             new = aliases[key]["value"]
             yield (path, f"`{key}` is ignored in LMCache's YAML ({release.label()} maps it to `{new}` only from the "
                          f"environment, {release.cite(aliases[key]['at'])}): use `{new}`")
+            continue
+        from stackctl.knowledge.compat import lmcache_renamed_key
+
+        renamed = lmcache_renamed_key(key, release.version)
+        if renamed is not None:
+            yield (path, f"`{key}` is not a config key of {release.label()}: {renamed}")
             continue
         import difflib
 
