@@ -32,34 +32,78 @@ def cudagraph_mode(recipe: Recipe) -> str | None:
 
 # -- the rules ------------------------------------------------------------------------------------------------
 
+def lmcache_connections(recipe: Recipe) -> list[tuple]:
+    """Where the recipe connects vLLM to LMCache: `cache` (stackctl's connector), and each --kv-transfer-config in
+    serve.extra_args naming an LMCache connector, old names and new (knowledge/lmcache_connectors.py)."""
+    from stackctl.knowledge.lmcache_connectors import is_lmcache
+    from stackctl.knowledge.serve_flags import json_flag_values
+
+    found: list[tuple] = [("cache",)] if recipe.cache.enabled else []
+    found += [("serve", "extra_args", index) for index, config in
+              json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)) if is_lmcache(config.get("kv_connector"))]
+    return found
+
+
+def seed_need(recipe: Recipe):
+    """Whether this stack's LMCache keys need a fixed PYTHONHASHSEED (knowledge/hash_seed.py), for its vLLM and
+    LMCache releases and pre_caching_hash_algorithm."""
+    from stackctl.knowledge.hash_seed import algorithm_of, seed_need as need
+    from stackctl.rules.registry import package_version
+
+    lmcache = package_version(recipe, "lmcache")
+    return need(package_version(recipe, "vllm"), lmcache, algorithm_of(recipe.cache.extra, recipe.serve.env, lmcache))
+
+
 @rule("lmcache-hash-seed", "error",
-      "LMCache is on but PYTHONHASHSEED is not fixed: 0% cache hits across processes and restarts",
-      "set cache.hash_seed = 0 (any fixed value, the same everywhere)")
+      "LMCache is on but PYTHONHASHSEED is not fixed where its keys depend on it: 0% cache hits across processes "
+      "and restarts",
+      "set cache.hash_seed = 0 (any fixed value, the same everywhere), or pre_caching_hash_algorithm = sha256_cbor "
+      "on vLLM 0.29 or later")
 def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
-    """Without PYTHONHASHSEED, the seed of LMCache's chunk-key chain differs in every process: LMCache's default
-    hash (`pre_caching_hash_algorithm = builtin`) is Python's own hash, randomised per interpreter, and vLLM's
-    `init_none_hash` derives the seed with it (with xxhash vLLM draws `os.urandom` instead). So every process, every
-    restart and every tensor-parallel rank computes different keys for the same tokens: the cache stores data
-    nobody can find. Nothing errors; the hit rate is simply 0%.
+    """Without PYTHONHASHSEED, the seed of LMCache's chunk-key chain can differ in every process: every process,
+    every restart and every tensor-parallel rank then computes different keys for the same tokens, and the cache
+    stores data nobody can find. Nothing errors; the hit rate is simply 0%. Any LMCache connector counts: stackctl's
+    (`cache.enabled`), or one named in a --kv-transfer-config of serve.extra_args (LMCacheConnectorV1, the V0
+    engine's LMCacheConnector, LMCacheMPConnector).
 
     stackctl exports `cache.hash_seed` as PYTHONHASHSEED in every server process. A recipe with a shared remote
     tier gets `remote-tier-hash-seed` instead.
+
+    Which configurations need the seed, from the packages' sources (stackctl/knowledge/facts/, knowledge/hash_seed.py):
+    LMCache roots its key chain in vLLM's NONE_HASH, calling vLLM's `init_none_hash` with its own hash function
+    (LMCache 0.5.6 lmcache/v1/token_database.py:98). Every vLLM before 0.29 seeds NONE_HASH from `os.urandom` when
+    PYTHONHASHSEED is unset (vLLM 0.28.0 vllm/v1/core/kv_cache_utils.py:113): the seed is needed whatever the hash.
+    From vLLM 0.29 on, the seed is the fixed string "vllm-none-hash" (vLLM 0.29.0 kv_cache_utils.py:109, :118-131)
+    except for xxhash / xxhash_cbor, which still get a random one; and LMCache's default `pre_caching_hash_algorithm
+    = builtin` is no name vLLM resolves, so LMCache hashes with Python's `hash` (token_database.py:177), whose value
+    for the seed string changes with every process unless PYTHONHASHSEED is fixed. So only sha256 / sha256_cbor on
+    vLLM 0.29 or later compute the same keys everywhere without the seed; there, the rule stays silent.
     """
-    if recipe.cache.enabled and hash_seed(recipe) is None and not remote_tiers(recipe):
-        yield ("cache", "LMCache enabled without a fixed hash seed (PYTHONHASHSEED)")
+    if hash_seed(recipe) is not None or remote_tiers(recipe):
+        return
+    connections = lmcache_connections(recipe)
+    if connections:
+        need = seed_need(recipe)
+        if need.needed:
+            yield (connections[0], f"LMCache without a fixed hash seed (PYTHONHASHSEED): {need.why}")
 
 
 @rule("remote-tier-hash-seed", "error",
-      "a shared remote tier (S3, fs) without a fixed hash seed: hosts can never hit each other's entries",
+      "a shared remote tier (S3, fs) without a fixed hash seed where the keys depend on it: hosts can never hit each "
+      "other's entries",
       "set cache.hash_seed to the same value on every host that shares the tier")
 def _remote_tier_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     """A remote tier is shared by many servers, often on many hosts. Cache keys derive from vLLM's NONE_HASH, which
-    is random per process unless PYTHONHASHSEED is fixed. With a random seed, no server ever reads what another wrote:
-    the shared tier fills with unreachable entries and the hit rate stays at 0%.
+    can be random per process unless PYTHONHASHSEED is fixed. With a random seed, no server ever reads what another
+    wrote: the shared tier fills with unreachable entries and the hit rate stays at 0%. Which configurations need
+    the seed (vLLM release, pre_caching_hash_algorithm) is on `stackctl explain lmcache-hash-seed`; the message says
+    why this one does.
     """
-    if recipe.cache.enabled and hash_seed(recipe) is None:
-        for index, tier in remote_tiers(recipe):
-            yield (("cache", "tiers", index), f"{tier.kind} tier shared without a fixed hash seed")
+    if recipe.cache.enabled and hash_seed(recipe) is None and remote_tiers(recipe):
+        need = seed_need(recipe)
+        if need.needed:
+            for index, tier in remote_tiers(recipe):
+                yield (("cache", "tiers", index), f"{tier.kind} tier shared without a fixed hash seed: {need.why}")
 
 
 @rule("lmcache-prefix-caching-off", "warning",
