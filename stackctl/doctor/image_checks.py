@@ -217,7 +217,7 @@ def _seed_sources(ctx) -> str:
     the two processes showed: which configurations need PYTHONHASHSEED, in the message."""
     if not ctx.recipe.cache.enabled:
         return ""
-    from stackctl.rules.stack_rules import seed_need
+    from stackctl.rules.seed import seed_need
 
     need = seed_need(ctx.recipe)
     return f"; from the sources, the seed is {'needed' if need.needed else 'not needed'} here: {need.why}"

@@ -163,7 +163,7 @@ def hash_seed_proof(ctx):
         return passed(f"a new server process found {hits} tokens the stack stored in the {item['tier']} tier "
                       f"(PYTHONHASHSEED={running})", **details)
     if running is None:
-        from stackctl.rules.stack_rules import seed_need
+        from stackctl.rules.seed import seed_need
 
         need = seed_need(ctx.recipe)
         cause = ("PYTHONHASHSEED is not set in the stack: each process chains its keys from a random seed, so no "

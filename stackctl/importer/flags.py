@@ -295,13 +295,6 @@ class ServerFlags:
     def finish_kv_transfer(self) -> None:
         config = merge_dict_flags(self.kv_transfer)
         tokens = [t for entry in self.kv_transfer for t in entry[0]]
-        old = removed_lmcache_connector(config)
-        if old is not None and config is not None:
-            config = {**config, "kv_connector": old["replacement"]}
-            tokens = ["--kv-transfer-config", json.dumps(config)]
-            self.draft.notes.append(f"kv_connector {old['name']} is vLLM's V0 LMCache connector, last registered in "
-                                    f"vLLM {old['last']}: imported as {old['replacement']}, its direct replacement "
-                                    "(LMCache inside vLLM, as before)")
         if config is None or config.get("kv_connector") != stackspec.KV_CONNECTOR["kv_connector"]:
             if config and "LMCache" in json.dumps(config):
                 self.draft.notes.append("--kv-transfer-config names LMCache in a form stackctl does not manage; "
@@ -322,14 +315,6 @@ class ServerFlags:
             self.extra += tokens
             self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
                                     "serve.extra_args, where it overrides the one stackctl writes")
-
-
-def removed_lmcache_connector(config: dict | None) -> dict | None:
-    """compat.toml's entry when a --kv-transfer-config names an LMCache connector vLLM no longer registers."""
-    from stackctl.knowledge.lmcache_connectors import is_lmcache, removed
-
-    name = config.get("kv_connector") if isinstance(config, dict) else None
-    return removed(name) if is_lmcache(name) else None
 
 
 def abbreviated_flag(name: str) -> str | None:

@@ -71,6 +71,11 @@ def rocm_evidence(launch: Launch) -> list[str]:
     return found
 
 
+def _strong(evidence: list[str]) -> list[str]:
+    """ROCm evidence beyond variables (HIP_VISIBLE_DEVICES may be the translation of CUDA_VISIBLE_DEVICES)."""
+    return [e for e in evidence if not e.isupper()]
+
+
 def nvidia_evidence(launch: Launch) -> list[str]:
     found = [g for g in launch.gpus if "nvidia" in g or g.startswith("--gpus")]
     found += [f"device {d}" for d in launch.devices if d.startswith("nvidia.com/") or d.startswith("/dev/nvidia")]
@@ -213,7 +218,7 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "
                            f"default ({default}): set it")
     elif platform_named(platform).has_gpus and (is_cuda_image(image) or "cuda" in image.lower() or
-                                                nvidia_evidence(launch) and not rocm_evidence(launch)):
+                                                nvidia_evidence(launch) and not _strong(rocm_evidence(launch))):
         draft.notes.append(f"the launch ran {image}, a CUDA build: stack.base_image left to stackctl's ROCm default "
                            f"({default}); choose the ROCm image of the same vLLM release")
     elif engine == "atom-vllm" and repo.startswith("rocm/atom") and "vllm" not in image.split(":")[-1]:

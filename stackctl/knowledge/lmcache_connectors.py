@@ -31,6 +31,12 @@ def is_lmcache(name: object) -> bool:
     return isinstance(name, str) and name in lmcache_connectors()
 
 
+def in_vllm(name: object) -> bool:
+    """Whether an LMCache connector runs LMCache inside vLLM's processes, where the chunk keys are computed (not
+    LMCacheMPConnector, which hands the work to a separate `lmcache server`: its module is lmcache_mp_connector)."""
+    return is_lmcache(name) and "lmcache_mp" not in lmcache_connectors()[str(name)]
+
+
 def removed(name: str) -> dict | None:
     """compat.toml's entry for a connector name vLLM no longer registers."""
     return next((e for e in compat.table().get("removed_kv_connector", []) if e["name"] == name), None)

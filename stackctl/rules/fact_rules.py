@@ -497,7 +497,7 @@ def _lmcache_env_unprefixed(recipe: Recipe, release: factdb.Release) -> Iterator
     read: the setting silently stays at its default. The keys of each release are in
     stackctl/knowledge/facts/lmcache-VERSION.json.
     """
-    from stackctl.rules.stack_rules import lmcache_connections
+    from stackctl.rules.seed import lmcache_connections
 
     upper = bool(lmcache_connections(recipe))
     for section in ("env", "secret_env"):

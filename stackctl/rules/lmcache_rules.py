@@ -163,15 +163,16 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     configurations need the seed (vLLM release, pre_caching_hash_algorithm) is on `stackctl explain
     lmcache-hash-seed`; the message says why this one does, and the rule is silent where the keys do not depend on it.
 
-    This rule covers the store where the recipe connects no LMCache connector (`cache.enabled = false` and none in
-    serve.extra_args: a launch whose LMCache config names a store but whose vLLM has no LMCache connector yet): the
-    store says what the stack is meant to do, and the seed must be fixed before the connector is added. With a
-    connector, lmcache-hash-seed reports the missing seed, and remote-tier-hash-seed the recipe's own S3 and fs tiers.
+    This rule covers the store where the recipe does not turn LMCache on (`cache.enabled = false`: a launch whose
+    LMCache config names a store but whose vLLM has no LMCache connector stackctl manages, or one under a name the
+    release lacks): the store says what the stack is meant to do, and the seed must be fixed before the connector is
+    added. With the cache on, lmcache-hash-seed reports the missing seed, and remote-tier-hash-seed the recipe's own
+    S3 and fs tiers.
     """
     from stackctl.bundle.stackspec import hash_seed
-    from stackctl.rules.stack_rules import lmcache_connections, seed_need
+    from stackctl.rules.seed import seed_need
 
-    if hash_seed(recipe) is not None or lmcache_connections(recipe):
+    if hash_seed(recipe) is not None or recipe.cache.enabled:
         return
     stores = shared_stores(recipe)
     need = seed_need(recipe) if stores else None

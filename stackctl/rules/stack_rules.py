@@ -14,6 +14,7 @@ from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import kind_of, platform_of
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
+from stackctl.rules.seed import lmcache_connections, seed_need
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
@@ -32,28 +33,6 @@ def cudagraph_mode(recipe: Recipe) -> str | None:
 
 # -- the rules ------------------------------------------------------------------------------------------------
 
-def lmcache_connections(recipe: Recipe) -> list[tuple]:
-    """Where the recipe connects vLLM to LMCache: `cache` (stackctl's connector), and each --kv-transfer-config in
-    serve.extra_args naming an LMCache connector, old names and new (knowledge/lmcache_connectors.py)."""
-    from stackctl.knowledge.lmcache_connectors import is_lmcache
-    from stackctl.knowledge.serve_flags import json_flag_values
-
-    found: list[tuple] = [("cache",)] if recipe.cache.enabled else []
-    found += [("serve", "extra_args", index) for index, config in
-              json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)) if is_lmcache(config.get("kv_connector"))]
-    return found
-
-
-def seed_need(recipe: Recipe):
-    """Whether this stack's LMCache keys need a fixed PYTHONHASHSEED (knowledge/hash_seed.py), for its vLLM and
-    LMCache releases and pre_caching_hash_algorithm."""
-    from stackctl.knowledge.hash_seed import algorithm_of, seed_need as need
-    from stackctl.rules.registry import package_version
-
-    lmcache = package_version(recipe, "lmcache")
-    return need(package_version(recipe, "vllm"), lmcache, algorithm_of(recipe.cache.extra, recipe.serve.env, lmcache))
-
-
 @rule("lmcache-hash-seed", "error",
       "LMCache is on but PYTHONHASHSEED is not fixed where its keys depend on it: 0% cache hits across processes "
       "and restarts",
@@ -62,9 +41,11 @@ def seed_need(recipe: Recipe):
 def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     """Without PYTHONHASHSEED, the seed of LMCache's chunk-key chain can differ in every process: every process,
     every restart and every tensor-parallel rank then computes different keys for the same tokens, and the cache
-    stores data nobody can find. Nothing errors; the hit rate is simply 0%. Any LMCache connector counts: stackctl's
-    (`cache.enabled`), or one named in a --kv-transfer-config of serve.extra_args (LMCacheConnectorV1, the V0
-    engine's LMCacheConnector, LMCacheMPConnector).
+    stores data nobody can find. Nothing errors; the hit rate is simply 0%. Every connector that runs LMCache inside
+    vLLM counts: stackctl's (`cache.enabled`), or one named in a --kv-transfer-config of serve.extra_args
+    (LMCacheConnectorV1, or the V0 engine's LMCacheConnector, which kv-connector-unknown also reports); not
+    LMCacheMPConnector, whose keys a separate `lmcache server` computes. A launch that names a shared store without
+    turning the cache on gets `shared-store-hash-seed` instead.
 
     stackctl exports `cache.hash_seed` as PYTHONHASHSEED in every server process. A recipe with a shared remote
     tier gets `remote-tier-hash-seed` instead.
@@ -79,8 +60,12 @@ def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     for the seed string changes with every process unless PYTHONHASHSEED is fixed. So only sha256 / sha256_cbor on
     vLLM 0.29 or later compute the same keys everywhere without the seed; there, the rule stays silent.
     """
+    from stackctl.rules.lmcache_rules import shared_stores
+
     if hash_seed(recipe) is not None or remote_tiers(recipe):
         return
+    if not recipe.cache.enabled and shared_stores(recipe):
+        return  # shared-store-hash-seed reports the store
     connections = lmcache_connections(recipe)
     if connections:
         need = seed_need(recipe)
