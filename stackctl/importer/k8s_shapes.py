@@ -30,10 +30,12 @@ KSERVE_MODEL_DIR = "/mnt/models"
 NOTES = "__stackctl_notes__"  # a container's notes, carried to the DockerRun manifest.py builds from it
 
 
-def pods(doc: dict, docs: list[dict], pod_specs) -> list[dict]:
+def shape_pods(doc: dict, docs: list[dict], pod_specs) -> list[dict]:
     """The pod specs of one document, the shapes above made plain (copies: the documents are not changed)."""
     if doc.get("kind") == "InferenceService":
         return _inference_service(doc, docs)
+    if doc.get("kind") in ("ServingRuntime", "ClusterServingRuntime"):
+        return []  # a template: it runs as the container of the InferenceService that uses it
     found = []
     for pod in pod_specs(doc):
         if any(isinstance(c, dict) and "modelCommand" in c for c in pod.get("containers") or []):
@@ -59,6 +61,7 @@ def _inference_service(doc: dict, docs: list[dict]) -> list[dict]:
     runtime = _serving_runtime(model, docs)
     container = _runtime_container(model, runtime, name, notes)
     pod = {key: value for key, value in predictor.items() if key not in ("model", "containers")}
+    pod["volumes"] = list(((runtime or {}).get("spec") or {}).get("volumes") or []) + list(pod.get("volumes") or [])
     pod["containers"] = [container] + [c for c in predictor.get("containers") or [] if isinstance(c, dict)]
     return [pod]
 
@@ -92,18 +95,24 @@ def _runtime_container(model: dict, runtime: dict | None, name: str, notes: list
     image = container.get("image")
     if fmt == "huggingface" or (isinstance(image, str) and "huggingfaceserver" in image):
         container["command"], container["args"] = _huggingface_server(args, model, notes)
-        if not image:
-            notes.append(f"InferenceService {name}: modelFormat huggingface runs KServe's huggingface runtime, whose "
-                         "image the cluster's ServingRuntime names (not in this file); stackctl runs vLLM's own "
-                         "server with the same engine arguments")
+        container["image"] = None  # KServe's own server, not an image of vLLM's server: never a base image
+        where = f"{image}, named by the ServingRuntime" if image else "named by the cluster's ServingRuntime"
+        notes.append(f"InferenceService {name}: modelFormat huggingface runs KServe's huggingface runtime ({where}); "
+                     "stackctl runs vLLM's own server with the same engine arguments, from its default base image")
     else:
         container["args"] = args
         if not image:
             notes.append(f"InferenceService {name}: modelFormat {fmt or '(none)'} names no image in this file (the "
                          "cluster's ServingRuntime has it): its arguments read as the vLLM server's")
-    if model.get("storageUri"):
-        notes.append(f"InferenceService {name}: storageUri {model['storageUri']} is downloaded by KServe to "
-                     f"{KSERVE_MODEL_DIR}; stackctl mounts host paths only: set model.path to where the model is")
+    uri = str(model.get("storageUri") or "")
+    if uri.startswith("hf://") and container.get("command", [None])[:2] == ["vllm", "serve"] and \
+            container["command"][2] == KSERVE_MODEL_DIR:
+        container["command"][2] = uri[len("hf://"):]  # vLLM downloads a Hugging Face id itself
+        notes.append(f"InferenceService {name}: storageUri {uri} became model.path {uri[len('hf://'):]} (KServe "
+                     f"downloads it to {KSERVE_MODEL_DIR}; vLLM downloads a Hugging Face id itself)")
+    elif uri:
+        notes.append(f"InferenceService {name}: storageUri {uri} is downloaded by KServe to {KSERVE_MODEL_DIR}; "
+                     "stackctl mounts host paths only: set model.path to where the model is")
     container.setdefault(NOTES, []).extend(notes)
     return container
 
@@ -125,7 +134,10 @@ def _huggingface_server(args: list[str], model: dict, notes: list[str]) -> tuple
         elif flag == "--model_dir":
             model_dir = value
         elif flag in _KSERVE_RENAMED:
-            out += [_KSERVE_RENAMED[flag], value]
+            renamed = _KSERVE_RENAMED[flag]
+            if renamed in out:  # the model's own value replaces the runtime's ({{.Name}})
+                del out[out.index(renamed):out.index(renamed) + 2]
+            out += [renamed, value]
         elif flag in _KSERVE_OWN:
             dropped.append(word if eq or not value else f"{flag} {value}")
         else:
@@ -141,7 +153,8 @@ def _huggingface_server(args: list[str], model: dict, notes: list[str]) -> tuple
 
 def _model_service(pod: dict, doc: dict) -> dict:
     """A ModelService role (decode / prefill: containers with a modelCommand) as the pod the chart renders."""
-    root = doc.get("spec") if doc.get("kind") == "ModelService" and isinstance(doc.get("spec"), dict) else doc
+    spec = doc.get("spec")
+    root: dict = spec if doc.get("kind") == "ModelService" and isinstance(spec, dict) else doc
     artifacts = root.get("modelArtifacts") or {}
     pod = dict(pod)
     containers = []

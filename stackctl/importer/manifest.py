@@ -15,7 +15,7 @@ from typing import Any
 
 from stackctl.errors import StackctlError
 from stackctl.importer.container import DockerRun, env_file
-from stackctl.importer import k8s_shapes
+from stackctl.importer.k8s_shapes import NOTES, kustomize_patch_args, shape_pods
 from stackctl.importer.launch import Launch, launch_from_container
 from stackctl.importer.yaml_input import load_yaml_documents
 
@@ -46,7 +46,7 @@ def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> La
         config_maps = {str((doc.get("metadata") or {}).get("name")): doc.get("data") or {}
                        for doc in docs if doc.get("kind") == "ConfigMap"}
         runs = [_k8s_container(container, pod, config_maps) for doc in docs
-                for pod in k8s_shapes.pods(doc, docs, _pod_specs)
+                for pod in shape_pods(doc, docs, _pod_specs)
                 for container in pod.get("containers") or [] if isinstance(container, dict)]
         shape = "container"
     launches = [(run, launch) for run in runs if run is not None
@@ -163,12 +163,12 @@ def _pod_specs(node: Any) -> list[dict]:
 
 def _k8s_container(container: dict, pod: dict, config_maps: dict) -> DockerRun | None:
     image = container.get("image")
-    patch = None if isinstance(image, str) else k8s_shapes.kustomize_patch_args(container, _newest_flags())
-    if not isinstance(image, str) and patch is None and k8s_shapes.NOTES not in container:
+    patch = None if isinstance(image, str) else kustomize_patch_args(container, _newest_flags())
+    if not isinstance(image, str) and patch is None and NOTES not in container:
         return None
     image = image if isinstance(image, str) else ""
     run = DockerRun(image, [], name=str(container.get("name") or image), workdir=container.get("workingDir"))
-    run.notes += list(container.get(k8s_shapes.NOTES) or [])
+    run.notes += list(container.get(NOTES) or [])
     if patch is not None:
         container = {**container, "command": ["vllm", "serve"]}
         run.notes.append(f"container {run.name} names no image and no command (a kustomize patch: its base sets "

@@ -57,8 +57,9 @@ def seed_need(vllm_version: str | None, lmcache_version: str | None, algorithm: 
         function, how = functions[name]["function"], f"vLLM's {name} ({vllm.cite(functions[name]['at'])})"
     else:
         function = "builtin"
+        where = f", {lmcache.cite(fallback)}" if lmcache is not None and fallback else ""
         how = (f"Python's builtin hash (LMCache falls back to it for {algorithm!r}, which {vllm.name} does not "
-               f"resolve{', ' + lmcache.cite(fallback) if fallback else ''})")
+               f"resolve{where})")
     unset = none_hash.get("unset")
     if unset == "random":
         return SeedNeed(True, f"{vllm.label()} seeds NONE_HASH from os.urandom when PYTHONHASHSEED is unset "

@@ -176,7 +176,9 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
         return
     stores = shared_stores(recipe)
     need = seed_need(recipe) if stores else None
-    for path, store in stores if need is not None and need.needed else ():
+    if need is None or not need.needed:
+        return
+    for path, store in stores:
         yield (path, f"shared store {store} without a fixed hash seed (PYTHONHASHSEED): {need.why}")
 
 

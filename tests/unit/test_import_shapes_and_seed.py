@@ -185,3 +185,15 @@ def test_lmcache_keys_without_prefix_are_noted_and_reported():
     assert recipe.serve.env["chunk_size"] == "256"  # kept as the old launch had it: LMCache never read it
     messages = [f.message for f in run_rules(recipe) if f.rule_id == "lmcache-env-unprefixed"]
     assert len(messages) == 2 and "LMCache reads LMCACHE_LOCAL_CPU" in messages[1]
+
+
+def test_kserve_serving_runtime_of_the_same_file_runs_the_model():
+    recipe, text = _import(LAUNCH / "kserve-runtime-huggingface-cpu.yaml")
+    assert recipe.stack.platform == "cpu"  # the VLLM_CPU_* variables of the predictor
+    assert recipe.model.path == "Qwen/Qwen2-0.5B-Instruct"  # storageUri hf://...
+    assert recipe.model.served_name == "qwen2"  # the model's --model_name over the runtime's {{.Name}}
+    assert recipe.model.dtype == "bfloat16" and recipe.model.max_model_len == 2048
+    assert recipe.stack.base_image is None  # KServe's huggingface server image is no vLLM base image
+    assert "huggingfaceserver:replace, named by the ServingRuntime" in text
+    assert "devshm" not in text  # the runtime's own volume is found
+    assert [f for f in run_rules(recipe) if f.severity == "error"] == []
