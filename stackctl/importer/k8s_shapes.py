@@ -146,6 +146,9 @@ def _huggingface_server(args: list[str], model: dict, notes: list[str]) -> tuple
     if dropped:
         notes.append(f"KServe's huggingface runtime options with no vLLM equivalent, not carried: {', '.join(dropped)}")
     served = model_id or model_dir or KSERVE_MODEL_DIR
+    if model_id or model_dir:
+        notes.append(f"KServe's {'--model_id' if model_id else '--model_dir'} {served} is the model vLLM serves "
+                     "(model.path)")
     return ["vllm", "serve", served], out
 
 
