@@ -140,7 +140,7 @@ def _translate_gpu_settings(draft: Draft, launch: Launch, from_nvidia: bool) -> 
 
 def _nvidia_device_list(launch: Launch) -> list[str]:
     """GPU indices an NVIDIA launch names: `--gpus device=0,1`, NVIDIA_VISIBLE_DEVICES=0,1, compose device_ids.
-    `--gpus N` (a count: any N GPUs) and `--gpus all` name no index (docker_gpu_request says what they ask)."""
+    `--gpus N` (a count: any N GPUs) and `--gpus all` name no index (_gpus_request reads them as Docker does)."""
     texts = [_gpus_request(g.split(" ", 1)[1]).get("device", "") for g in launch.gpus if g.startswith("--gpus ")]
     texts += [launch.env.get("NVIDIA_VISIBLE_DEVICES", "")]
     texts += [m.group(1) for g in launch.gpus for m in [re.search(r"device_ids: \[([^\]]*)\]", g)] if m]
