@@ -78,6 +78,14 @@ _LMCACHE_KEYS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", 
                  "enable_async_loading")
 
 
+def _lmcache_config_keys() -> dict:
+    """The config keys of the newest LMCache release stackctl has facts for."""
+    from stackctl.knowledge import facts
+
+    known = facts.versions("lmcache")
+    return facts.load("lmcache", known[-1]).get("config") or {} if known else {}
+
+
 def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict:
     """Split the server environment into recipe keys, serve.env and secret references; return LMCACHE_* overrides
     (plus `__credentials_file__`, `__ca_file__` and `__AWS_..._KEY__` markers for the S3 tier). A value known only
@@ -122,6 +130,11 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.notes.append(f"{key}: a value with control characters (newlines) was dropped; set it by hand")
         else:
             env[key] = value
+            if key == key.lower() and key in _lmcache_config_keys():
+                draft.notes.append(f"{key}={value}: LMCache reads its settings from the environment only as "
+                                   f"LMCACHE_{key.upper()}, so the old launch's LMCache never saw it; kept in "
+                                   f"serve.env as it was (validate reports it: lmcache-env-unprefixed): rename it to "
+                                   f"LMCACHE_{key.upper()} or set the recipe's cache key to apply it")
     for key in launch.passthrough:
         secrets[key] = key
     for key, origin in launch.secret_refs.items():
