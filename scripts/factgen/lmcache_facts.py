@@ -28,8 +28,37 @@ def extract(tree: SourceTree) -> dict:
         "env_prefix": env_prefix(tree),
         "remote_url_schemes": remote_url_schemes(tree),
         "env_read": env_read(tree),
+        "python_fallback": python_fallback(tree),
+        "chunk_hash": chunk_hash(tree),
         **mp_server(tree),
     }
+
+
+# The pure-Python/torch stand-in for LMCache's native ops under each name it has had (LMCache#3338 renamed the
+# first to the second; 0.5.3 moved the code into the platform package).
+FALLBACK_MODULES = ("lmcache.non_cuda_equivalents", "lmcache.python_ops_fallback", "lmcache.v1.platform.torch_ops")
+
+
+def python_fallback(tree: SourceTree) -> dict:
+    """Which fallback module the release ships (the first of FALLBACK_MODULES with a source file) and where LMCache
+    first names it as a module to import (an `import_module("...")` string or a `from ... import`)."""
+    for name in FALLBACK_MODULES:
+        if tree.path_of(name) is None:
+            continue
+        return {"module": name, "file": tree.relpath(name), "imported_at": _first_import(tree, name)}
+    return {"module": None, "file": None, "imported_at": None}
+
+
+def _first_import(tree: SourceTree, name: str) -> str | None:
+    for path in sorted((tree.root / "lmcache").rglob("*.py")):
+        module = ".".join(path.relative_to(tree.root).with_suffix("").parts)
+        parsed = tree.module(module)
+        for node in sorted(ast.walk(parsed), key=lambda n: getattr(n, "lineno", 0)) if parsed else ():
+            if isinstance(node, ast.ImportFrom) and node.module == name:
+                return tree.where(module, node)
+            if isinstance(node, ast.Constant) and node.value == name:
+                return tree.where(module, node)
+    return None
 
 
 SERVER_COMMAND = "lmcache.cli.commands.server"
@@ -123,25 +152,64 @@ def env_prefix(tree: SourceTree) -> dict:
 
 
 def remote_url_schemes(tree: SourceTree) -> dict:
+    """The schemes `ConnectorManager.create_connector` accepts: it asks each adapter's `can_parse(url)` (base class:
+    `url.startswith(self.schema)`, the schema each adapter's `__init__` passes up); an adapter's own `can_parse`
+    adds the prefixes it tests `url` for. Only those two methods count: other code of an adapter (a connector
+    stripping its own prefix, looking at what follows it) names schemes remote_url cannot start with."""
     schemes: dict[str, str] = {}
     folder = tree.root / CONNECTORS
     for path in sorted(folder.glob("*_adapter.py")) if folder.is_dir() else ():
         module = f"{CONNECTORS.replace('/', '.')}.{path.stem}"
         parsed = tree.module(module)
-        for node in ast.walk(parsed) if parsed else ():
-            if not isinstance(node, ast.Call):
-                continue
-            name = node.func.attr if isinstance(node.func, ast.Attribute) else ""
-            if name not in ("__init__", "startswith"):
-                continue
-            for argument in node.args:
-                values = argument.elts if isinstance(argument, ast.Tuple) else [argument]
-                for value in values:
-                    text = literal_string(value)
-                    match = SCHEME.match(text or "")
-                    if match and match.group(1) not in schemes:
-                        schemes[match.group(1)] = tree.where(module, value)
+        methods = [node for node in ast.walk(parsed) if isinstance(node, ast.FunctionDef)
+                   and node.name in ("__init__", "can_parse")] if parsed else []
+        for method in methods:
+            wanted = "__init__" if method.name == "__init__" else "startswith"
+            for node in ast.walk(method):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == wanted):
+                    continue
+                if wanted == "startswith" and not _is_name(node.func.value, _url_argument(method)):
+                    continue
+                for argument in node.args:
+                    values = argument.elts if isinstance(argument, ast.Tuple) else [argument]
+                    for value in values:
+                        text = literal_string(value)
+                        match = SCHEME.match(text or "")
+                        if match and match.group(1) not in schemes:
+                            schemes[match.group(1)] = tree.where(module, value)
     return dict(sorted(schemes.items()))
+
+
+def _url_argument(method: ast.FunctionDef) -> str:
+    """The name of can_parse's URL parameter (the first after self)."""
+    names = [a.arg for a in method.args.args]
+    return names[1] if len(names) > 1 else ""
+
+
+def _is_name(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+TOKEN_DATABASE = "lmcache.v1.token_database"
+
+
+def chunk_hash(tree: SourceTree) -> dict:
+    """How LMCache hashes its chunk keys (lmcache/v1/token_database.py `TokenDatabase.__init__`): the function
+    `pre_caching_hash_algorithm` names is looked up in vLLM (`get_hash_fn_by_name`), and any name vLLM does not
+    resolve (`builtin`, the default, among them) falls back to Python's `hash` (`return hash`); NONE_HASH, the root of
+    every chain, comes from vLLM's `init_none_hash(self.hash_func)`."""
+    module = tree.module(TOKEN_DATABASE)
+    found = {}
+    for node in ast.walk(module) if module else ():
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id == "hash":
+            found.setdefault("builtin_fallback", tree.where(TOKEN_DATABASE, node))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "init_none_hash":
+            found.setdefault("none_hash_from_vllm", tree.where(TOKEN_DATABASE, node))
+    if len(found) != 2:
+        raise SystemExit("lmcache/v1/token_database.py: the builtin-hash fallback or the init_none_hash call was not "
+                         "found: teach factgen/lmcache_facts.chunk_hash this release")
+    return dict(sorted(found.items()))
 
 
 def env_read(tree: SourceTree) -> dict:

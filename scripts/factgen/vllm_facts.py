@@ -27,7 +27,10 @@ def extract(tree: SourceTree) -> dict:
         "compilation_config": config_keys(tree, "vllm.config.compilation", "CompilationConfig"),
         "pass_config": config_keys(tree, "vllm.config.compilation", "PassConfig"),
         "kv_connectors": kv_connectors(tree),
+        "kv_connector_modules": kv_connector_modules(tree),
         "env": env_vars(tree),
+        "hash_functions": hash_functions(tree),
+        "none_hash": none_hash(tree),
     }
 
 
@@ -323,6 +326,72 @@ def kv_connectors(tree: SourceTree) -> dict:
             if name:
                 names[name] = tree.where(module, node)
     return dict(sorted(names.items()))
+
+
+def kv_connector_modules(tree: SourceTree) -> dict:
+    """The module each registered connector is loaded from (`register_connector(name, module_path, class)`): LMCache's
+    connectors are the ones in an `lmcache` module, whatever their names."""
+    module = "vllm.distributed.kv_transfer.kv_connector.factory"
+    parsed = tree.module(module)
+    modules = {}
+    for node in ast.walk(parsed) if parsed else ():
+        if isinstance(node, ast.Call) and _attr(node.func) == "register_connector" and len(node.args) >= 2:
+            name, path = _const(node.args[0]), _const(node.args[1])
+            if name and path:
+                modules[name] = path
+    return dict(sorted(modules.items()))
+
+
+HASHING_MODULES = ("vllm.utils.hashing", "vllm.utils")
+KV_CACHE_UTILS = "vllm.v1.core.kv_cache_utils"
+
+
+def hash_functions(tree: SourceTree) -> dict:
+    """The names `get_hash_fn_by_name` resolves (`if hash_fn_name == "sha256": return sha256`): what
+    --prefix-caching-hash-algo and LMCache's pre_caching_hash_algorithm can name; LMCache falls back to Python's
+    builtin hash for any other name."""
+    for module in HASHING_MODULES:
+        function = _function(tree, module, "get_hash_fn_by_name")
+        if function is None:
+            continue
+        names = {}
+        for node in ast.walk(function):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and node.test.comparators:
+                name = _const(node.test.comparators[0])
+                returned = next((n.value for n in node.body if isinstance(n, ast.Return)), None)
+                if name and _name_of(returned):
+                    names[name] = {"function": _name_of(returned), "at": tree.where(module, node)}
+        return dict(sorted(names.items()))
+    return {}  # before vLLM 0.10 (no get_hash_fn_by_name): LMCache takes Python's builtin hash
+
+
+def none_hash(tree: SourceTree) -> dict:
+    """How `init_none_hash` seeds NONE_HASH (the root of every block-hash chain, and of LMCache's chunk keys) when
+    PYTHONHASHSEED is unset: from `os.urandom` for every hash function (`random`), or from a fixed default seed
+    except for the functions listed as not collision resistant (`fixed`, with `random_for`). With PYTHONHASHSEED
+    set, NONE_HASH is `hash_fn(PYTHONHASHSEED)` in every release."""
+    function = _function(tree, KV_CACHE_UTILS, "init_none_hash")
+    if function is None:  # before vLLM 0.10: NONE_HASH is set when the module loads; LMCache uses 0
+        bound = tree.top_level(KV_CACHE_UTILS, "NONE_HASH")
+        if bound is None:
+            raise SystemExit("vllm/v1/core/kv_cache_utils.py: neither init_none_hash nor NONE_HASH")
+        return {"unset": "absent", "at": tree.where(KV_CACHE_UTILS, bound)}
+    resolve = _function(tree, KV_CACHE_UTILS, "resolve_none_hash_seed")
+    default = tree.top_level(KV_CACHE_UTILS, "DEFAULT_NONE_HASH_SEED")
+    listed = tree.top_level(KV_CACHE_UTILS, "_NON_CRYPTO_HASH_FUNCTIONS")
+    if resolve is not None and default is not None and listed is not None:
+        names = sorted(n.id for n in ast.walk(listed) if isinstance(n, ast.Name) and n.id != "frozenset"
+                       and n.id != "_NON_CRYPTO_HASH_FUNCTIONS")
+        urandom = next(n for n in ast.walk(resolve) if isinstance(n, ast.Call) and _attr(n.func) == "urandom")
+        return {"unset": "fixed", "default_seed": _const(getattr(default, "value", None)),
+                "random_for": names, "at": tree.where(KV_CACHE_UTILS, resolve),
+                "random_at": tree.where(KV_CACHE_UTILS, urandom), "default_at": tree.where(KV_CACHE_UTILS, default)}
+    urandom = next((n for n in ast.walk(function) if isinstance(n, ast.Call) and _attr(n.func) == "urandom"), None)
+    if urandom is None:
+        raise SystemExit("vllm/v1/core/kv_cache_utils.py: init_none_hash neither draws os.urandom nor resolves a "
+                         "default seed: teach factgen/vllm_facts.none_hash this release")
+    return {"unset": "random", "at": tree.where(KV_CACHE_UTILS, function),
+            "random_at": tree.where(KV_CACHE_UTILS, urandom)}
 
 
 def env_vars(tree: SourceTree) -> dict:

@@ -21,6 +21,7 @@ from stackctl.errors import StackctlError
 from stackctl.host.dtype import DTYPE_ENV, host_decides
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
+from stackctl.knowledge.rocm import rocm_path
 from stackctl.recipe.model import Recipe
 from stackctl.resources import shipped
 
@@ -233,6 +234,9 @@ def _template_context(recipe: Recipe) -> dict:
         "arg_lines": _flag_lines(stackspec.serve_args(recipe)),
         "container": stackspec.container_name(recipe),
         "rocm": platform_of(recipe).has_gpus,  # the GPU devices, groups and capabilities in compose.yaml
+        # The release's ROCM_PATH (knowledge/rocm.py; /opt/rocm unless versions.rocm names a TheRock build). Built
+        # from a version that matched MAJOR.MINOR[.PATCH], so it needs no quoting.
+        "rocm_path": rocm_path(recipe),
         "secrets": stackspec.secret_references(recipe),
         "volumes": stackspec.volumes(recipe),
         "environment": environment,

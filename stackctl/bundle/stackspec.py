@@ -299,6 +299,8 @@ def environment(recipe: Recipe) -> dict[str, str]:
         if kind_of(tier).s3_bucket and tier.ca_file:
             env[S3_CA_ENV] = S3_CA_PATH
     env.update(recipe.serve.env)
+    if recipe.stack.engine == "atom-vllm" and env.get("ATOM_DISABLE_VLLM_PLUGIN", "0").strip().lower() == "1":
+        del env["ATOM_DISABLE_VLLM_PLUGIN"]  # an ATOM stack never runs without its plugin (rule atom-plugin-disabled)
     return dict(sorted(env.items()))
 
 

@@ -19,9 +19,16 @@ import click
 @click.option("--fresh", is_flag=True,
               help="Ask the image again (probe, parsers) instead of reusing what doctor kept for it.")
 @click.option("--list", "list_checks", is_flag=True, help="List the checks and exit.")
+@click.option("--host-root", type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="Judge the host captured in DIR (written by --capture-host: its sysfs/procfs files, laid out as on "
+                   "the host) instead of this machine. Host scope only.")
+@click.option("--capture-host", type=click.Path(file_okay=False), metavar="DIR",
+              help="Copy the files the host checks read (sysfs/procfs facts, device names, the GPU groups, ROCm's "
+                   "version; no secrets) into the new directory DIR and exit: send it to whoever supports you.")
 @click.pass_context
-def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks):
-    """Prove RECIPE's stack is what the recipe says. Without RECIPE: check this host for ROCm serving.
+def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks, host_root, capture_host):
+    """Prove RECIPE's stack is what the recipe says. Without RECIPE: check this host for ROCm serving, judged by
+    its own GPUs and ROCm.
 
     Exit status: 0 no check failed, 1 a check failed or the input is wrong (recipe, options, -o path), 2 doctor
     could not run (no engine, a crashed check).
@@ -36,15 +43,28 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
         for check in load_all().values():
             click.echo(f"{check.id:<28} {check.scope:<6} {check.severity:<7} {check.summary}")
         return
+    if capture_host:
+        _capture(capture_host)
+        return
     scopes = parse_scopes(scope)
     from stackctl.rules.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
-    loaded = _recipe(recipe)
+    host = None
+    if recipe is None:  # judged by what it is: the stand-in recipe is made from the host's own facts
+        from pathlib import Path
+
+        from stackctl.host import discover
+
+        host = discover(Path(host_root or "/"))
+    loaded = _recipe(recipe, host)
     refuse_unknown_skip_ids(loaded.checks.skip, f"{loaded.source}: checks.skip")
-    if recipe is None:
+    if recipe is None or host_root:
         scopes = ["host"]
-    context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh)
+    context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh,
+                            host_root=host_root)
+    if host is not None:
+        context.use_host(host)
     results, broken = run_doctor(context, scopes, skip)
     if context.engine_error:  # one line on stderr; the report says which checks it skipped
         click.echo(f"stackctl: {context.engine_error}", err=True)
@@ -62,15 +82,24 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     ctx.exit(ExitCode.COULD_NOT_RUN if broken else ExitCode.FAILED if failed else ExitCode.OK)
 
 
-def _recipe(name):
+def _recipe(name, host):
     if name is not None:
         from stackctl.cli.common import load
 
         return load(name)
-    from stackctl.recipe import load_recipe_text
+    from stackctl.doctor.host_recipe import host_recipe
 
-    return load_recipe_text('[stack]\nname = "this-host"\nplatform = "rocm"\n[model]\npath = "/dev/null"\n',
-                            "<host defaults>")
+    return host_recipe(host)
+
+
+def _capture(directory: str) -> None:
+    from pathlib import Path
+
+    from stackctl.host.capture import capture_host
+
+    written = capture_host(Path(directory))
+    click.echo(f"wrote {len(written)} files of this host to {directory}; judge them with "
+               f"`stackctl doctor --host-root {directory}`")
 
 
 def _report(results, output_format, recipe, scopes) -> str:

@@ -19,8 +19,9 @@ MARK = "----stackctl-probe-boundary----"
 
 
 class DoctorContext:
-    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True):
+    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True, host_root=None):
         self.recipe = recipe
+        self.host_root = host_root  # a captured host tree to judge instead of this machine (doctor --host-root)
         self.deep = deep
         self.use_cache = use_cache
         self.say = say or (lambda message: None)
@@ -34,8 +35,14 @@ class DoctorContext:
         if "host" not in self._cache:
             from stackctl.host import discover
 
-            self._cache["host"] = discover()
+            from pathlib import Path
+
+            self._cache["host"] = discover(Path(self.host_root or "/"))
         return self._cache["host"]
+
+    def use_host(self, facts) -> None:
+        """Judge these host facts (already discovered by the caller) instead of discovering them again."""
+        self._cache["host"] = facts
 
     def engine_or_none(self):
         if "engine" not in self._cache:

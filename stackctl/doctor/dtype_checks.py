@@ -66,7 +66,10 @@ def cpu_dtype(ctx):
 
     _cpu_only(ctx)
     isa = _isa(ctx)
-    peak, why = matmul_peak(ctx)
+    if getattr(ctx, "host_root", None):  # a captured host: judged by its CPU features alone
+        peak, why = None, f"judging the captured host {ctx.host_root}, the matmul runs only on this machine"
+    else:
+        peak, why = matmul_peak(ctx)
     decision = decide_dtype(ctx.recipe, isa, peak)
     details = {"isa": isa.to_dict(), "decision": decision.to_dict()}
     if decision.emulated is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stackctl.doctor.registry import Unavailable, check, failed, passed, warned
+from stackctl.doctor.registry import Unavailable, check, failed, passed, require_this_machine, warned
 from stackctl.knowledge.kinds import platform_of
 from stackctl.text import size_text
 
@@ -21,6 +21,7 @@ def _rocm_only(ctx) -> None:
        "start dockerd (or set DOCKER_HOST) and check that this user may use the socket")
 def docker_engine(ctx):
     """`stackctl up` and the image checks run through the Docker engine; without it nothing else can be proven."""
+    require_this_machine(ctx, "the Docker engine")
     engine = ctx.engine_or_none()
     if engine is None:
         return failed(f"cannot reach the Docker engine: {ctx.engine_error}")
@@ -87,6 +88,44 @@ def rocm_driver(ctx):
     if not version:
         raise Unavailable("driver version not exposed (in-tree amdgpu, no amdsmi)")
     return passed(f"amdgpu {version}")
+
+
+@check("host.rocm-release", "host", "error", "the ROCm release can build for the host's GPUs; its HIP runtime",
+       "use a ROCm release that supports these GPUs (versions.rocm; gfx950 needs ROCm 7.0 or later)")
+def rocm_release_check(ctx):
+    """The ROCm release the stack is built with (`versions.rocm`; without a recipe, the one installed on the host)
+    must target every GPU of the host: a release older than the GPU builds no code it can load. Reports the host's
+    own ROCm install (ROCm's .info/version, else the install directory's name: /opt/rocm-X.Y, /opt/rocm/core-X.Y)
+    and its HIP runtime, found in either layout; a runtime of another major than the release ships warns."""
+    from stackctl.errors import StackctlError
+    from stackctl.knowledge.rocm import release_span, rocm_release
+
+    _rocm_only(ctx)
+    installed = ctx.host.rocm
+    key = platform_of(ctx.recipe).gpu_runtime_key
+    version = (getattr(ctx.recipe.versions, key) if key else None) or installed.version
+    if not version:
+        raise Unavailable("the recipe names no versions.rocm and no ROCm install was found on the host "
+                          "(/opt/rocm, /opt/rocm-X.Y, /opt/rocm/core-X.Y)")
+    try:
+        release = rocm_release(version)
+    except StackctlError as exc:
+        return failed(str(exc))
+    found = ctx.host.gpus
+    if not found:
+        raise Unavailable(f"no GPU found ({ctx.host.gpu_discovery.reason}): nothing to judge ROCm {version} against")
+    archs = sorted({g.gfx_arch or "unknown" for g in found})
+    facts = {"release": release.name, "version": version, "installed": installed.to_dict()}
+    unsupported = [a for a in archs if not release.supports(a)]
+    if unsupported:
+        return failed(f"ROCm {version} (series {release_span(release)}) cannot build for the host's "
+                      f"{', '.join(unsupported)}", **facts)
+    runtimes = installed.hip_runtimes if installed.version == version else []
+    runtime = f"; HIP runtime {', '.join(runtimes)}" if runtimes else ""
+    if runtimes and not any(r.rsplit("/", 1)[-1].startswith(release.hip_runtime) for r in runtimes):
+        return warned(f"ROCm {version} ships {release.hip_runtime}, the host has {', '.join(runtimes)}", **facts)
+    return passed(f"ROCm {version} (series {release_span(release)}, {release.install_root(version)}) builds for "
+                  f"{', '.join(archs)}{runtime}", **facts)
 
 
 def _gpu_facts(ctx, what: str) -> None:
@@ -234,6 +273,7 @@ def disk_tier(ctx):
     tiers = ctx.recipe.tiers_of("disk") if ctx.recipe.cache.enabled else []
     if not tiers:
         raise Unavailable("no disk tier in the recipe")
+    require_this_machine(ctx, "the disk tier's path")
     tier = tiers[0]
     path = Path(tier.path)
     if not path.is_dir():

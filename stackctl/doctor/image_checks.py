@@ -202,12 +202,24 @@ def hash_seed(ctx):
         raise Unavailable("hash probe returned no hashes")
     algo = probes[0].get("algo")
     seed = (runs[0].get("env") or {}).get("PYTHONHASHSEED")
+    sources = _seed_sources(ctx) if seed is None else ""
     if first != second:
         return failed(f"{algo} block hashes differ between two processes (PYTHONHASHSEED "
-                      f"{'unset' if seed is None else repr(seed)})", first=first[0], second=second[0])
+                      f"{'unset' if seed is None else repr(seed)}){sources}", first=first[0], second=second[0])
     return passed(f"{algo}: identical block hashes in two processes (PYTHONHASHSEED "
                   f"{'unset' if seed is None else repr(seed)}, seed {probes[0].get('seed')}, "
-                  f"vLLM code run by {probes[0].get('mode') or 'import'})", mode=probes[0].get("mode"))
+                  f"vLLM code run by {probes[0].get('mode') or 'import'}){sources}", mode=probes[0].get("mode"))
+
+
+def _seed_sources(ctx) -> str:
+    """What the packages' sources say about this stack's keys without a seed (knowledge/hash_seed.py), beside what
+    the two processes showed: which configurations need PYTHONHASHSEED, in the message."""
+    if not ctx.recipe.cache.enabled:
+        return ""
+    from stackctl.rules.seed import seed_need
+
+    need = seed_need(ctx.recipe)
+    return f"; from the sources, the seed is {'needed' if need.needed else 'not needed'} here: {need.why}"
 
 
 @check("image.parsers", "image", "error",

@@ -30,6 +30,19 @@ HIP_SYMBOL = "__hipRegisterFatBinary"
 
 KINDS = ("hip", "cuda", "fallback", "unknown")
 
+# LMCache's pure-Python/torch stand-in for its native ops, under both names it has had (LMCache#3338 renamed
+# non_cuda_equivalents, 0.4.1-0.4.5, to python_ops_fallback, 0.4.6-0.5.2): a stack running on either is on the slow
+# fallback, never on a native module, whatever file a build leaves under that name.
+FALLBACK_MODULES: tuple[str, ...] = ("non_cuda_equivalents", "python_ops_fallback")
+
+
+def fallback_module(lmcache_version: str | None) -> str | None:
+    """The fallback module the LMCache release ships (facts/lmcache-VERSION.json, read from its source)."""
+    from stackctl.knowledge import facts
+
+    release = facts.release("lmcache", lmcache_version) if lmcache_version else None
+    return (release.section("python_fallback").get("module") if release is not None else None) or None
+
 
 @dataclass(frozen=True)
 class BackendVerdict:
@@ -75,7 +88,7 @@ def _markers(elf: dict[str, Any], needed: tuple[re.Pattern, ...], sections: tupl
 def _find_module(modules: list[dict[str, Any]], names: tuple[str, ...]) -> dict[str, Any] | None:
     for name in names:
         for module in modules:
-            if module.get("module") == name:
+            if module.get("module") == name and name not in FALLBACK_MODULES:
                 return module
     return None
 
@@ -114,6 +127,9 @@ def classify_backend(probe: dict[str, Any], lmcache_version: str | None,
     if module is None:
         others = sorted(m.get("module") for m in modules if m.get("module") in UNKNOWN_VERSION_MODULES)
         evidence.append(f"no {'/'.join(names)}*.so in {lmcache.get('package_dir')}: torch baseline ops")
+        fallback = fallback_module(version)
+        if fallback:
+            evidence.append(f"LMCache {version} runs {fallback} instead")
         if others:
             evidence.append(f"found {', '.join(others)} instead, which this version does not load")
         return BackendVerdict("fallback", None, evidence=evidence)

@@ -132,8 +132,10 @@ def tier_served(ctx):
        "tier needs the same seed")
 def hash_seed_proof(ctx):
     """The seeds' silent failure, caught live: without a fixed PYTHONHASHSEED each server process chains its
-    chunk keys from a random seed (vLLM's init_none_hash falls back to os.urandom, vllm/v1/core/kv_cache_utils.py
-    in 0.32; LMCache's default `builtin` pre-caching hash uses Python's hash), so a restarted server or another host
+    chunk keys from a per-process seed (before vLLM 0.29 init_none_hash draws os.urandom; from 0.29 it hashes the
+    fixed string "vllm-none-hash", which LMCache's default `builtin` pre-caching hash, Python's hash(), still turns
+    into a per-process value; only sha256 / sha256_cbor there need no seed: knowledge/hash_seed.py, `stackctl explain
+    lmcache-hash-seed`), so a restarted server or another host
     computes other keys and gets 0 hits from a shared tier, with no error anywhere. A second server with the
     recipe's environment asks for the prompt the stack stored; on a tier that outlives a process (fs, s3) it must
     hit. LMCache's local_disk keeps its index in process memory (lmcache/v1/storage_backend/local_disk_backend.py:135
@@ -160,8 +162,13 @@ def hash_seed_proof(ctx):
         return passed(f"a new server process found {hits} tokens the stack stored in the {item['tier']} tier "
                       f"(PYTHONHASHSEED={running})", **details)
     if running is None:
+        from stackctl.rules.seed import seed_need
+
+        need = seed_need(ctx.recipe)
         cause = ("PYTHONHASHSEED is not set in the stack: each process chains its keys from a random seed, so no "
-                 "other process (a restart, another host) ever hits what it stored")
+                 f"other process (a restart, another host) ever hits what it stored ({need.why})" if need.needed else
+                 f"PYTHONHASHSEED is not set, which the sources say this configuration does not need ({need.why}); "
+                 "yet the keys differ, or the tier lost the chunks")
     elif running != wanted:
         cause = (f"the stack runs PYTHONHASHSEED={running} but the recipe says {wanted}: processes started from the "
                  "recipe compute other keys")

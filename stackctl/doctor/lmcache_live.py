@@ -22,6 +22,7 @@ from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed
 
 GENERATED_TOKENS = 8
 EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
+FINISHED_REQUESTS = "vllm:request_success_total"
 
 
 def unique_words(words: int) -> str:
@@ -47,6 +48,12 @@ def block_size(metrics_text: str) -> int | None:
     """vLLM's KV block size, from the labels of its vllm:cache_config_info gauge."""
     match = re.search(r'^vllm:cache_config_info\{[^}]*\bblock_size="(\d+)"', metrics_text, re.M)
     return int(match[1]) if match else None
+
+
+def has_finished_a_request(metrics_text: str) -> bool:
+    """Whether the server's own counter says it has finished a request (vLLM's `vllm:request_success_total`)."""
+    finished = metrics.total(metrics_text, FINISHED_REQUESTS)
+    return finished is not None and finished > 0
 
 
 def token_prompt(url: str, model: str, length: int) -> list[int]:
@@ -87,12 +94,15 @@ def served_hit(ctx) -> dict:
     def run():
         ctx.require_healthy()
         url, model = ctx.base_url, ctx.recipe.served_name
-        blocks = block_size(ctx.metrics()) or 16
+        served_before = ctx.metrics()
+        blocks = block_size(served_before) or 16
         prompt = token_prompt(url, model, aligned_length(ctx.recipe.checks.hit_test_tokens, blocks,
                                                          ctx.recipe.cache.chunk_size))
         # A fresh server's first request pays a one-time warm-up (14 s on a new vLLM-CPU LMCache stack here), which
-        # is not the prompt's cold TTFT: a short request with another prompt takes it.
-        ask(url, model, "stackctl warm-up")
+        # is not the prompt's cold TTFT: a short request with another prompt takes it. A server that has finished a
+        # request has paid it already.
+        if not has_finished_a_request(served_before):
+            ask(url, model, "stackctl warm-up")
         salt = new_salt()
         start = len(ctx.fresh_log())
         cold = ask(url, model, prompt, salt)

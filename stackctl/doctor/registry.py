@@ -96,6 +96,15 @@ class Unavailable(Exception):
     """A fact a check needs cannot be determined (no engine, no image, server down): the check skips."""
 
 
+def require_this_machine(ctx, what: str) -> None:
+    """Skip a host check whose fact is read from the machine doctor runs on (its Docker engine, a tier's mounted
+    path, a measurement) when doctor judges a captured host tree instead (--host-root)."""
+    root = getattr(ctx, "host_root", None)
+    if root:
+        raise Unavailable(f"judging the captured host {root}: {what} is read on the machine doctor runs on, "
+                          "not in the capture")
+
+
 CHECKS: dict[str, Check] = {}
 
 

@@ -14,7 +14,10 @@ from stackctl.knowledge.kinds import platform_of
 ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v([^)]*)\) with config: (.*)")
 DEGRADED = "degraded mode (recompute)"
 STALL = "No available shared memory broadcast block found"
-NATIVE_MISSING = ("compiled extension not found", "Failed to import backend lmcache.c_ops")
+# What LMCache logs when it runs without its native module: 0.5.4+ (cuda_ops), 0.4.x-0.5.x (c_ops), and 0.4.1-0.4.5
+# naming its fallback module non_cuda_equivalents (later python_ops_fallback, which logs no line of its own).
+NATIVE_MISSING = ("compiled extension not found", "Failed to import backend lmcache.c_ops",
+                  "Fallback to python backend lmcache.non_cuda_equivalents")
 NATIVE_OK = "Using backend: lmcache.c_ops"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 LMCACHE_ERROR = re.compile(r"LMCache ERROR")

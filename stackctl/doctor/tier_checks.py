@@ -7,7 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
-from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
+from stackctl.doctor.registry import Unavailable, check, failed, passed, require_lmcache, require_this_machine
 
 GiB = 1024 ** 3
 
@@ -48,7 +48,9 @@ def s3_tier(ctx):
     object (botocore). A wrong endpoint, TLS setting, bucket or key otherwise shows only as silent recomputation."""
     from stackctl.doctor.s3_access import check_bucket
 
-    verdict = check_bucket(_tier(ctx, "s3"))
+    tier = _tier(ctx, "s3")
+    require_this_machine(ctx, "the S3 endpoint as this machine reaches it")
+    verdict = check_bucket(tier)
     if verdict.ok:
         return passed(verdict.message, **verdict.facts)
     return failed(verdict.message, cause=verdict.cause, **verdict.facts)
@@ -61,6 +63,7 @@ def fs_tier(ctx):
     filesystem makes every store fail without an error reaching the client. `size_gb` (optional) is the free space
     required."""
     tier = _tier(ctx, "fs")
+    require_this_machine(ctx, "the fs tier's mounted path")
     want = int((tier.size_gb or 0) * GiB)
     problem = path_problem(Path(tier.path), want)
     if problem:

@@ -15,6 +15,7 @@ from stackctl.host.devices import DeviceFacts, read_device_facts
 from stackctl.host.gpus import GpuDiscovery, GpuInfo, discover_gpus
 from stackctl.host.isa import CpuIsa, read_isa
 from stackctl.host.memory import MemoryFacts, read_memory
+from stackctl.host.rocm_install import RocmInstall, read_rocm_install
 from stackctl.host.sysfs import is_live, read_text
 
 SCHEMA_VERSION = 1
@@ -30,6 +31,7 @@ class HostFacts:
     memory: MemoryFacts
     devices: DeviceFacts
     isa: CpuIsa = CpuIsa(None, ())  # the CPU's vector/matrix features (host/isa.py)
+    rocm: RocmInstall = RocmInstall(None, None)  # the ROCm installed on the host (host/rocm_install.py)
 
     @property
     def gpus(self) -> list[GpuInfo]:
@@ -46,6 +48,7 @@ class HostFacts:
             "memory": self.memory.to_dict(),
             "devices": self.devices.to_dict(),
             "isa": self.isa.to_dict(),
+            "rocm": self.rocm.to_dict(),
         }
 
     @classmethod
@@ -59,6 +62,7 @@ class HostFacts:
             memory=MemoryFacts.from_dict(data.get("memory", {})),
             devices=DeviceFacts.from_dict(data.get("devices", {})),
             isa=CpuIsa.from_dict(data.get("isa", {})),
+            rocm=RocmInstall.from_dict(data.get("rocm", {})),
         )
 
 
@@ -73,9 +77,21 @@ def discover(root: Path = Path("/")) -> HostFacts:
         gpu_discovery=discover_gpus(root),
         cpu=read_cpu_facts(root),
         memory=read_memory(root),
-        devices=read_device_facts(root),
+        devices=_device_facts(root),
         isa=read_isa(root),
+        rocm=read_rocm_install(root),
     )
+
+
+def _device_facts(root: Path) -> DeviceFacts:
+    """The device nodes and the user's groups; a captured tree is judged as the user who captured it."""
+    from stackctl.host.capture import captured_identity
+
+    identity = None if is_live(root) else captured_identity(root)
+    if identity:
+        return read_device_facts(root, user=identity.get("user"), uid=identity.get("uid"),
+                                 gids=identity.get("gids") or [])
+    return read_device_facts(root)
 
 
 def _hostname(root: Path) -> str | None:

@@ -358,10 +358,13 @@ def rocm_smi_library_candidates() -> list[str]:
     candidates = []
     if os.environ.get("ROCM_SMI_LIB_PATH"):
         candidates.append(os.environ["ROCM_SMI_LIB_PATH"])
-    for base in (os.environ.get("ROCM_PATH"), "/opt/rocm"):
-        if base:
-            for name in ("librocm_smi64.so", "librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.1"):
-                candidates.append(os.path.join(base, "lib", name))
+    from stackctl.host.rocm_install import library_dirs
+
+    directories = [os.path.join(os.environ["ROCM_PATH"], "lib")] if os.environ.get("ROCM_PATH") else []
+    directories += library_dirs(Path("/"))  # every release's layout: /opt/rocm, /opt/rocm-X.Y, /opt/rocm/core-X.Y
+    for directory in directories:
+        for name in ("librocm_smi64.so", "librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.1"):
+            candidates.append(os.path.join(directory, name))
     candidates += ["librocm_smi64.so", "librocm_smi64.so.7", "librocm_smi64.so.6", "librocm_smi64.so.1"]
     return list(dict.fromkeys(candidates))
 

@@ -321,8 +321,17 @@ class ServerFlags:
         self.offloading = {}
 
     def finish_kv_transfer(self) -> None:
+        from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS
+
         config = merge_dict_flags(self.kv_transfer)
         tokens = [t for entry in self.kv_transfer for t in entry[0]]
+        if config is not None and config.get("kv_connector") in ATOM_LMCACHE_CONNECTORS:
+            self.draft.notes.append(f"--kv-transfer-config names ATOM's own LMCache offload connector "
+                                    f"{config['kv_connector']!r} (ATOM's server); under vLLM with the ATOM plugin "
+                                    "the same LMCache tiers come through LMCacheConnectorV1, which stackctl writes")
+            config = {**{k: v for k, v in config.items() if k not in ("kv_connector", "kv_role")},
+                      **stackspec.KV_CONNECTOR}
+            tokens = []
         if isinstance(config, dict):
             engine = engine_with_connector(str(config.get("kv_connector")))
             if engine is not None and engine.lmcache_server and self.launch.lmcache_server is None:

@@ -15,11 +15,12 @@ from typing import Any
 
 from stackctl.errors import StackctlError
 from stackctl.importer.container import DockerRun, env_file
+from stackctl.importer.k8s_shapes import NOTES, kustomize_patch_args, shape_pods
 from stackctl.importer.launch import Launch, launch_from_container
 from stackctl.importer.yaml_input import load_yaml_documents
 
 # Top-level keys (column 0) of a compose file or a manifest; a shell script has none of them.
-_TOP_LEVEL = re.compile(r"^(services|apiVersion|kind)\s*:", re.MULTILINE)
+_TOP_LEVEL = re.compile(r"^(services|apiVersion|kind|modelArtifacts)\s*:", re.MULTILINE)
 # Compose keys stackctl decides itself when it runs the stack (named in a note, not copied).
 _COMPOSE_DECIDES = ("ports", "ipc", "network_mode", "networks", "cap_add", "group_add", "security_opt", "privileged",
                     "restart", "ulimits", "healthcheck", "stdin_open", "tty", "user", "working_dir", "extra_hosts",
@@ -44,7 +45,8 @@ def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> La
     else:
         config_maps = {str((doc.get("metadata") or {}).get("name")): doc.get("data") or {}
                        for doc in docs if doc.get("kind") == "ConfigMap"}
-        runs = [_k8s_container(container, pod, config_maps) for doc in docs for pod in _pod_specs(doc)
+        runs = [_k8s_container(container, pod, config_maps) for doc in docs
+                for pod in shape_pods(doc, docs, _pod_specs)
                 for container in pod.get("containers") or [] if isinstance(container, dict)]
         shape = "container"
     launches = [(run, launch) for run in runs if run is not None
@@ -161,9 +163,17 @@ def _pod_specs(node: Any) -> list[dict]:
 
 def _k8s_container(container: dict, pod: dict, config_maps: dict) -> DockerRun | None:
     image = container.get("image")
-    if not isinstance(image, str):
+    patch = None if isinstance(image, str) else kustomize_patch_args(container, _newest_flags())
+    if not isinstance(image, str) and patch is None and NOTES not in container:
         return None
+    image = image if isinstance(image, str) else ""
     run = DockerRun(image, [], name=str(container.get("name") or image), workdir=container.get("workingDir"))
+    run.notes += list(container.get(NOTES) or [])
+    if patch is not None:
+        container = {**container, "command": ["vllm", "serve"]}
+        run.notes.append(f"container {run.name} names no image and no command (a kustomize patch: its base sets "
+                         "them, not in this file); its args read as `vllm serve` arguments; stack.base_image is "
+                         "stackctl's default")
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         _env_from(source, config_maps, env, run)
@@ -181,6 +191,14 @@ def _k8s_container(container: dict, pod: dict, config_maps: dict) -> DockerRun |
     run.decided += [f"pod {key}: {_short(pod[key])}" for key in _POD_DECIDES if key in pod]
     run.decided += [f"container {key}" for key in _CONTAINER_DECIDES if key in container]
     return run
+
+
+def _newest_flags() -> dict:
+    """The `vllm serve` flags of the newest vLLM release stackctl has facts for."""
+    from stackctl.knowledge import facts
+
+    known = facts.versions("vllm")
+    return facts.load("vllm", known[-1]).get("flags") or {} if known else {}
 
 
 def _env_item(item: dict, config_maps: dict, env: dict, run: DockerRun) -> None:

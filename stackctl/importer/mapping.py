@@ -17,7 +17,7 @@ from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
 from stackctl.importer.lmcache import import_cache
 from stackctl.importer.offload import import_offload
-from stackctl.importer.platform import gds_note, import_image, platform_and_engine
+from stackctl.importer.platform import ATOM_FORK_SWITCH, gds_note, import_image, platform_and_engine
 from stackctl.knowledge.kinds import offload_engine, platform_named
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
@@ -80,6 +80,14 @@ _LMCACHE_KEYS = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", 
                  "enable_async_loading")
 
 
+def _lmcache_config_keys() -> dict:
+    """The config keys of the newest LMCache release stackctl has facts for."""
+    from stackctl.knowledge import facts
+
+    known = facts.versions("lmcache")
+    return facts.load("lmcache", known[-1]).get("config") or {} if known else {}
+
+
 def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict:
     """Split the server environment into recipe keys, serve.env and secret references; return LMCACHE_* overrides
     (plus `__credentials_file__`, `__ca_file__` and `__AWS_..._KEY__` markers for the S3 tier). A value known only
@@ -101,6 +109,9 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.serve.set("dev_endpoints", True, "from VLLM_SERVER_DEV_MODE=1")
         elif key == "ATOM_DISABLE_VLLM_PLUGIN" and value == "1" and engine == "vllm" and platform_named(platform).has_gpus:
             pass  # stackctl sets it for every plain-vLLM stack on rocm
+        elif key == ATOM_FORK_SWITCH and engine == "atom-vllm":
+            draft.notes.append(f"{key}={value}: the switch of the ATOM plugin's development fork of vLLM; stackctl's "
+                               "ATOM image loads the released plugin through vLLM's plugin entry points instead")
         elif key == stackspec.CPU_CONNECTOR_ENV and value in ("0", "1") and platform_named(platform).ships_cpu_connector:
             if value == "0":  # "1" is what an unset cache.cpu_connector means on platform cpu
                 draft.cache.set("cpu_connector", False, f"from {key}=0")
@@ -121,6 +132,11 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.notes.append(f"{key}: a value with control characters (newlines) was dropped; set it by hand")
         else:
             env[key] = value
+            if key == key.lower() and key in _lmcache_config_keys():
+                draft.notes.append(f"{key}={value}: LMCache reads its settings from the environment only as "
+                                   f"LMCACHE_{key.upper()}, so the old launch's LMCache never saw it; kept in "
+                                   f"serve.env as it was (validate reports it: lmcache-env-unprefixed): rename it to "
+                                   f"LMCACHE_{key.upper()} or set the recipe's cache key to apply it")
     for key in launch.passthrough:
         secrets[key] = key
     for key, origin in launch.secret_refs.items():

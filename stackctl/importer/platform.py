@@ -19,10 +19,14 @@ from stackctl.importer.draft import Draft, fits
 from stackctl.importer.launch import Launch
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_named
+from stackctl.knowledge.rocm import rocm_version_in_image
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
 _ROCM_PREFIXES = ("HIP_", "ROCR_", "VLLM_ROCM_", "AITER_", "ATOM_", "HSA_")
+# The switch of the ATOM plugin's development fork of vLLM (launch scripts of that fork export it before `vllm
+# serve`): such a launch is an ATOM launch, and stackctl runs it as vLLM with the released ATOM plugin.
+ATOM_FORK_SWITCH = "VLLM_ROCM_USE_ATOM_PLUGIN"
 # Variables of NVIDIA's stack that mean nothing to ROCm: dropped from serve.env, each with the reason.
 _NVIDIA_ONLY = {
     "NVIDIA_VISIBLE_DEVICES": "NVIDIA container toolkit's GPU list (translated to HIP_VISIBLE_DEVICES when it names "
@@ -71,6 +75,11 @@ def rocm_evidence(launch: Launch) -> list[str]:
     return found
 
 
+def _strong(evidence: list[str]) -> list[str]:
+    """ROCm evidence beyond variables (HIP_VISIBLE_DEVICES may be the translation of CUDA_VISIBLE_DEVICES)."""
+    return [e for e in evidence if not e.isupper()]
+
+
 def nvidia_evidence(launch: Launch) -> list[str]:
     found = [g for g in launch.gpus if "nvidia" in g or g.startswith("--gpus")]
     found += [f"device {d}" for d in launch.devices if d.startswith("nvidia.com/") or d.startswith("/dev/nvidia")]
@@ -94,6 +103,8 @@ def _engine(launch: Launch, platform: str) -> tuple[str, str]:
         return "atom-vllm", "the launch installs ATOM into the image"
     if _flag_value(launch.args, "--model-impl") == "atom":
         return "atom-vllm", "--model-impl atom"
+    if env.get(ATOM_FORK_SWITCH) == "1":
+        return "atom-vllm", f"{ATOM_FORK_SWITCH}=1 (the ATOM plugin's development fork of vLLM)"
     atom_vars = sorted(k for k in env if k.startswith("ATOM_"))
     if atom_vars:
         return "atom-vllm", f"ATOM's variables ({', '.join(atom_vars[:2])})"
@@ -115,6 +126,9 @@ def _translate_gpu_settings(draft: Draft, launch: Launch, from_nvidia: bool) -> 
         draft.host.set("gpus", [int(d) for d in devices], "the GPUs the old launch was given")
         draft.notes.append(f"the NVIDIA GPU selection ({', '.join(launch.gpus or ['NVIDIA_VISIBLE_DEVICES'])}) "
                            f"became HIP_VISIBLE_DEVICES={','.join(devices)} and host.gpus")
+    count = gpu_count_note(launch) if not devices else None
+    if count:
+        draft.notes.append(count)
     for key, why in _NVIDIA_ONLY.items():
         if key in env:
             draft.notes.append(f"{key}={env.pop(key)} dropped: {why}")
@@ -131,8 +145,9 @@ def _translate_gpu_settings(draft: Draft, launch: Launch, from_nvidia: bool) -> 
 
 
 def _nvidia_device_list(launch: Launch) -> list[str]:
-    """GPU indices an NVIDIA launch names: `--gpus device=0,1`, NVIDIA_VISIBLE_DEVICES=0,1, compose device_ids."""
-    texts = [g.split(" ", 1)[1] for g in launch.gpus if g.startswith("--gpus ")]
+    """GPU indices an NVIDIA launch names: `--gpus device=0,1`, NVIDIA_VISIBLE_DEVICES=0,1, compose device_ids.
+    `--gpus N` (a count: any N GPUs) and `--gpus all` name no index (_gpus_request reads them as Docker does)."""
+    texts = [_gpus_request(g.split(" ", 1)[1]).get("device", "") for g in launch.gpus if g.startswith("--gpus ")]
     texts += [launch.env.get("NVIDIA_VISIBLE_DEVICES", "")]
     texts += [m.group(1) for g in launch.gpus for m in [re.search(r"device_ids: \[([^\]]*)\]", g)] if m]
     for text in texts:
@@ -141,6 +156,46 @@ def _nvidia_device_list(launch: Launch) -> list[str]:
         if text and all(part.isdigit() for part in ids):
             return ids
     return []
+
+
+def _gpus_request(value: str) -> dict[str, str]:
+    """`docker run --gpus VALUE` as Docker reads it (a CSV list, docker/cli opts/gpus.go): `all` and a bare number
+    are the count (-1 for all), `device=1,2` (quoted inside so the comma stays in the field) the indices, and
+    count= / driver= / capabilities= / options= fields as given."""
+    import csv
+
+    text = value.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        text = text[1:-1]
+    fields = next(csv.reader([text]), [])
+    if len(fields) == 1 and "=" not in fields[0]:
+        return {"count": "-1" if fields[0].strip() == "all" else fields[0].strip()}
+    request: dict[str, str] = {}
+    for item in fields:
+        key, eq, val = item.partition("=")
+        if not eq and key.strip().isdigit() and "device" in request:  # device=0,1 unquoted: read as meant
+            request["device"] += "," + key.strip()
+        else:
+            request[key.strip()] = val.strip()
+    if request.get("count") == "all":
+        request["count"] = "-1"
+    return request
+
+
+def gpu_count_note(launch: Launch) -> str | None:
+    """What a `--gpus` count asked for, when it names no GPU: said in a note (host.gpus names GPUs, not a count)."""
+    for option in launch.gpus:
+        if not option.startswith("--gpus "):
+            continue
+        request = _gpus_request(option.split(" ", 1)[1])
+        count = request.get("count")
+        if "device" in request or count is None:
+            continue
+        if count == "-1":
+            return f"{option}: every GPU of the host; stackctl's ROCm stack sees every GPU too (host.gpus unset)"
+        return (f"{option}: {count} GPU{'s' if count != '1' else ''}, any (a count, not GPU {count}); host.gpus is "
+                f"left unset, so the stack sees every GPU: set host.gpus to the {count} you mean")
+    return None
 
 
 def gds_note(draft: Draft) -> None:
@@ -169,7 +224,7 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "
                            f"default ({default}): set it")
     elif platform_named(platform).has_gpus and (is_cuda_image(image) or "cuda" in image.lower() or
-                                                nvidia_evidence(launch) and not rocm_evidence(launch)):
+                                                nvidia_evidence(launch) and not _strong(rocm_evidence(launch))):
         draft.notes.append(f"the launch ran {image}, a CUDA build: stack.base_image left to stackctl's ROCm default "
                            f"({default}); choose the ROCm image of the same vLLM release")
     elif engine == "atom-vllm" and repo.startswith("rocm/atom") and "vllm" not in image.split(":")[-1]:
@@ -196,6 +251,9 @@ def _versions_from_tag(draft: Draft, image: str) -> None:
             draft.versions.set("lmcache", plain.group(1), "from the image tag (LMCache's images are tagged with its "
                                                           "release)")
         return
+    rocm = rocm_version_in_image(image)
+    if rocm and fits(model.Versions, "rocm", rocm):
+        draft.versions.set("rocm", rocm, "from the image tag (AMD's images name their ROCm release)")
     match = re.search(r"vllm[_-]?v?(\d+\.\d+\.\d+)", tag, re.IGNORECASE)
     if not match and "vllm" in repo.lower():
         match = plain

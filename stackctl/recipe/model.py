@@ -116,6 +116,9 @@ class Versions(Section):
                    pattern=VERSION_PATTERN, example="2.13.0")
     gpu_arch: list[str] = option(["gfx942"], "GPU architectures the HIP build targets (PYTORCH_ROCM_ARCH).",
                       "str_list", pattern=r"^gfx[0-9a-f]{3,4}$")
+    rocm: str | None = option(None, "ROCm release the stack is built with (6.x, 7.0-7.2, TheRock 7.14+, Core SDK "
+                  "10.x): decides the install layout, the HIP runtime and the GPU targets it can build for; unset: "
+                  "the base image decides.", "str", pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$", example="7.0")
 
 
 class Model(Section):

@@ -321,16 +321,30 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
     lookup is vLLM 0.33.0 vllm/distributed/kv_transfer/kv_connector/factory.py:93), unless
     `kv_connector_module_path` names a module to load it from; any other name raises `Connector '...' is not
     registered` / `Unsupported connector type` (factory.py:93, :128) and the server does not start. The names each
-    release registers are in stackctl/knowledge/facts/vllm-VERSION.json.
+    release registers are in stackctl/knowledge/facts/vllm-VERSION.json. An LMCache connector name the release
+    lacks gets its replacement: `LMCacheConnector`, the V0 engine's connector (last in vLLM 0.9.2,
+    factory.py:100-103; compat.toml `removed_kv_connector`), is replaced by `LMCacheConnectorV1`, which runs LMCache
+    inside vLLM as it did; `LMCacheMPConnector` is not its replacement: it talks to a separate `lmcache server`.
     """
     registry = release.section("kv_connectors")
     for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
         connector = config.get("kv_connector")
         if isinstance(connector, str) and connector not in registry and not config.get("kv_connector_module_path"):
+            from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS
+
+            if connector in ATOM_LMCACHE_CONNECTORS:
+                yield (("serve", "extra_args", index), f"kv_connector {connector!r} is ATOM's own server's LMCache "
+                                                       f"offload connector, not registered in {release.label()}: "
+                                                       "for LMCache under vLLM set cache.enabled = true "
+                                                       "(LMCacheConnectorV1)")
+                continue
             import difflib
 
+            from stackctl.knowledge.lmcache_connectors import replacement
+
+            instead = replacement(connector, registry)
             close = difflib.get_close_matches(connector, list(registry), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
+            hint = f"{instead}; " if instead else f"did you mean {close[0]}? " if close else ""
             yield (("serve", "extra_args", index), f"kv_connector {connector!r} is not registered in "
                                                    f"{release.label()} ({hint}registered: {', '.join(registry)})")
 
@@ -429,6 +443,12 @@ def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
             new = aliases[key]["value"]
             yield (path, f"`{key}` is ignored in LMCache's YAML ({release.label()} maps it to `{new}` only from the "
                          f"environment, {release.cite(aliases[key]['at'])}): use `{new}`")
+            continue
+        from stackctl.knowledge.compat import lmcache_renamed_key
+
+        renamed = lmcache_renamed_key(key, release.version)
+        if renamed is not None:
+            yield (path, f"`{key}` is not a config key of {release.label()}: {renamed}")
             continue
         import difflib
 
@@ -535,6 +555,38 @@ def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
         close = difflib.get_close_matches(key, list(config), n=1, cutoff=0.75)
         hint = f" (did you mean LMCACHE_{close[0].upper()}?)" if close else ""
         yield (path, f"{name} is not read by {release.label()}{hint}")
+
+
+def unprefixed_lmcache_keys(env: dict, release: factdb.Release, upper: bool = False) -> list[tuple[str, str]]:
+    """(variable, LMCACHE_ variable meant) for each variable spelled like an LMCache config key without the LMCACHE_
+    prefix (`chunk_size`); with UPPER (LMCache on: a name like APP_ID means little elsewhere then) upper-cased ones
+    too (`LOCAL_CPU`). The importer notes them as well."""
+    config = release.section("config")
+    prefix = release.section("env_prefix").get("prefix", "LMCACHE_")
+    return [(name, prefix + name.upper()) for name in env
+            if name.lower() in config and (name == name.lower() or upper and name == name.upper())]
+
+
+@fact_rule("lmcache-env-unprefixed", "warning",
+      "a variable named like an LMCache config key without the LMCACHE_ prefix (chunk_size=256): LMCache never reads "
+      "it",
+      "rename it to LMCACHE_<KEY> (the message names it), or set the recipe key (cache.chunk_size, ...)", "lmcache")
+def _lmcache_env_unprefixed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+    """LMCache reads a config key from the environment only as `LMCACHE_<KEY>`: `_update_config_from_env` asks
+    `os.getenv(f"LMCACHE_{name.upper()}")` for each key of `_CONFIG_DEFINITIONS` (LMCache 0.5.6
+    lmcache/v1/config.py:1001-1009). A variable spelled like the YAML key (`chunk_size=256`, `local_cpu=True`, as
+    some launch scripts and manifests carry them) or upper-cased without the prefix (`MAX_LOCAL_CPU_SIZE`) is never
+    read: the setting silently stays at its default. The keys of each release are in
+    stackctl/knowledge/facts/lmcache-VERSION.json.
+    """
+    from stackctl.rules.seed import lmcache_connections
+
+    upper = bool(lmcache_connections(recipe))
+    for section in ("env", "secret_env"):
+        values = getattr(recipe.serve, section)
+        for name, meant in unprefixed_lmcache_keys(values, release, upper):
+            yield (("serve", section, name), f"{name} is not read by {release.label()}: LMCache reads {meant} "
+                                             f"({release.cite(release.section('env_prefix').get('at', ''))})")
 
 
 def _remote_urls(recipe: Recipe) -> list[tuple[tuple, str]]:

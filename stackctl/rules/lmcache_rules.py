@@ -71,7 +71,9 @@ def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
     if setting is None or not truthy(setting[1]) or recipe.cache.use_layerwise:
         return
     configs = _kv_transfer_configs(recipe)
-    lmcache = [c for c in configs if str(c.get("kv_connector", "")).startswith("LMCache")]
+    from stackctl.knowledge.lmcache_connectors import is_lmcache
+
+    lmcache = [c for c in configs if is_lmcache(c.get("kv_connector"))]
     if not lmcache:
         return  # no LMCache connector: LMCache does not run (other rules say so)
     told = any(isinstance(c.get("kv_connector_extra_config"), dict)
@@ -154,22 +156,30 @@ def shared_stores(recipe: Recipe) -> list[tuple[tuple, str]]:
       "server ever finds another's entries",
       "set cache.hash_seed to one value on every server that shares the store")
 def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
-    """Cache keys chain from vLLM's NONE_HASH, random per process unless PYTHONHASHSEED is fixed (LMCache 0.5.6
-    lmcache/v1/token_database.py:90-101 seeds from it; its default chunk hash is Python's builtin hash, :161-177). A
-    store that many servers read (a remote_url of any scheme but mock/blackhole, remote_storage_plugins, or
-    LMCACHE_REMOTE_URL) then fills with entries nobody else can address.
+    """Cache keys chain from vLLM's NONE_HASH, which can be random per process unless PYTHONHASHSEED is fixed
+    (LMCache 0.5.6 lmcache/v1/token_database.py:90-101 seeds from it; its default chunk hash is Python's builtin
+    hash, :161-177). A store that many servers read (a remote_url of any scheme but mock/blackhole,
+    remote_storage_plugins, or LMCACHE_REMOTE_URL) then fills with entries nobody else can address. Which
+    configurations need the seed (vLLM release, pre_caching_hash_algorithm) is on `stackctl explain
+    lmcache-hash-seed`; the message says why this one does, and the rule is silent where the keys do not depend on it.
 
     This rule covers the store where the recipe does not turn LMCache on (`cache.enabled = false`: a launch whose
-    LMCache config names a store but whose vLLM has no LMCache connector yet): the store says what the stack is
-    meant to do, and the seed must be fixed before the connector is added. With the cache on, lmcache-hash-seed
-    reports the missing seed, and remote-tier-hash-seed the recipe's own S3 and fs tiers.
+    LMCache config names a store but whose vLLM has no LMCache connector stackctl manages, or one under a name the
+    release lacks): the store says what the stack is meant to do, and the seed must be fixed before the connector is
+    added. With the cache on, lmcache-hash-seed reports the missing seed, and remote-tier-hash-seed the recipe's own
+    S3 and fs tiers.
     """
     from stackctl.bundle.stackspec import hash_seed
+    from stackctl.rules.seed import seed_need
 
     if hash_seed(recipe) is not None or recipe.cache.enabled:
         return
-    for path, store in shared_stores(recipe):
-        yield (path, f"shared store {store} without a fixed hash seed (PYTHONHASHSEED)")
+    stores = shared_stores(recipe)
+    need = seed_need(recipe) if stores else None
+    if need is None or not need.needed:
+        return
+    for path, store in stores:
+        yield (path, f"shared store {store} without a fixed hash seed (PYTHONHASHSEED): {need.why}")
 
 
 @rule("lmcache-chunk-above-block", "warning",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stackctl.findings import Finding, key_path_text
-from stackctl.rules import stack_rules, fact_rules, guard_rules, lmcache_rules, host_rules  # noqa: F401, I001  (each registers its rules)
+from stackctl.rules import stack_rules, fact_rules, guard_rules, lmcache_rules, host_rules, rocm_rules  # noqa: F401, I001  (each registers its rules)
 from stackctl.recipe.positions import lookup
 from stackctl.rules.registry import RULES, VERSION_UNKNOWN, Hit, Rule, package_version
 from stackctl.secrets import redact

@@ -14,6 +14,7 @@ from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
+from stackctl.rules.seed import lmcache_connections, seed_need
 
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
@@ -33,34 +34,63 @@ def cudagraph_mode(recipe: Recipe) -> str | None:
 # -- the rules ------------------------------------------------------------------------------------------------
 
 @rule("lmcache-hash-seed", "error",
-      "LMCache is on but PYTHONHASHSEED is not fixed: 0% cache hits across processes and restarts",
-      "set cache.hash_seed = 0 (any fixed value, the same everywhere)")
+      "LMCache is on but PYTHONHASHSEED is not fixed where its keys depend on it: 0% cache hits across processes "
+      "and restarts",
+      "set cache.hash_seed = 0 (any fixed value, the same everywhere), or pre_caching_hash_algorithm = sha256_cbor "
+      "on vLLM 0.29 or later")
 def _lmcache_hash_seed(recipe: Recipe) -> Iterator[Hit]:
-    """Without PYTHONHASHSEED, the seed of LMCache's chunk-key chain differs in every process: LMCache's default
-    hash (`pre_caching_hash_algorithm = builtin`) is Python's own hash, randomised per interpreter, and vLLM's
-    `init_none_hash` derives the seed with it (with xxhash vLLM draws `os.urandom` instead). So every process, every
-    restart and every tensor-parallel rank computes different keys for the same tokens: the cache stores data
-    nobody can find. Nothing errors; the hit rate is simply 0%.
+    """Without PYTHONHASHSEED, the seed of LMCache's chunk-key chain can differ in every process: every process,
+    every restart and every tensor-parallel rank then computes different keys for the same tokens, and the cache
+    stores data nobody can find. Nothing errors; the hit rate is simply 0%. Every connector that runs LMCache inside
+    vLLM counts: stackctl's (`cache.enabled`), or one named in a --kv-transfer-config of serve.extra_args
+    (LMCacheConnectorV1, or the V0 engine's LMCacheConnector, which kv-connector-unknown also reports); not
+    LMCacheMPConnector, whose keys a separate `lmcache server` computes. A launch that names a shared store without
+    turning the cache on gets `shared-store-hash-seed` instead.
 
     stackctl exports `cache.hash_seed` as PYTHONHASHSEED in every server process. A recipe with a shared remote
-    tier gets `remote-tier-hash-seed` instead. vLLM's own offload (cache.offload = "vllm-native", "vllm-simple")
-    keeps its copies in the one server process, where any seed agrees with itself: the rule leaves it alone.
+    tier gets `remote-tier-hash-seed` instead. Only LMCache in the vLLM process is judged: LMCache's own server
+    (cache.offload = "lmcache-mp") computes the keys itself, and vLLM's own offload keeps its copies in the one
+    server process.
+
+    Which configurations need the seed, from the packages' sources (stackctl/knowledge/facts/, knowledge/hash_seed.py):
+    LMCache roots its key chain in vLLM's NONE_HASH, calling vLLM's `init_none_hash` with its own hash function
+    (LMCache 0.5.6 lmcache/v1/token_database.py:98). Every vLLM before 0.29 seeds NONE_HASH from `os.urandom` when
+    PYTHONHASHSEED is unset (vLLM 0.28.0 vllm/v1/core/kv_cache_utils.py:113): the seed is needed whatever the hash.
+    From vLLM 0.29 on, the seed is the fixed string "vllm-none-hash" (vLLM 0.29.0 kv_cache_utils.py:109, :118-131)
+    except for xxhash / xxhash_cbor, which still get a random one; and LMCache's default `pre_caching_hash_algorithm
+    = builtin` is no name vLLM resolves, so LMCache hashes with Python's `hash` (token_database.py:177), whose value
+    for the seed string changes with every process unless PYTHONHASHSEED is fixed. So only sha256 / sha256_cbor on
+    vLLM 0.29 or later compute the same keys everywhere without the seed; there, the rule stays silent.
     """
-    if lmcache_in_image(recipe) and hash_seed(recipe) is None and not remote_tiers(recipe):
-        yield ("cache", "LMCache enabled without a fixed hash seed (PYTHONHASHSEED)")
+    from stackctl.rules.lmcache_rules import shared_stores
+
+    if hash_seed(recipe) is not None or remote_tiers(recipe):
+        return
+    if not recipe.cache.enabled and shared_stores(recipe):
+        return  # shared-store-hash-seed reports the store
+    connections = lmcache_connections(recipe)
+    if connections:
+        need = seed_need(recipe)
+        if need.needed:
+            yield (connections[0], f"LMCache without a fixed hash seed (PYTHONHASHSEED): {need.why}")
 
 
 @rule("remote-tier-hash-seed", "error",
-      "a shared remote tier (S3, fs) without a fixed hash seed: hosts can never hit each other's entries",
+      "a shared remote tier (S3, fs) without a fixed hash seed where the keys depend on it: hosts can never hit each "
+      "other's entries",
       "set cache.hash_seed to the same value on every host that shares the tier")
 def _remote_tier_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     """A remote tier is shared by many servers, often on many hosts. Cache keys derive from vLLM's NONE_HASH, which
-    is random per process unless PYTHONHASHSEED is fixed. With a random seed, no server ever reads what another wrote:
-    the shared tier fills with unreachable entries and the hit rate stays at 0%.
+    can be random per process unless PYTHONHASHSEED is fixed. With a random seed, no server ever reads what another
+    wrote: the shared tier fills with unreachable entries and the hit rate stays at 0%. Which configurations need
+    the seed (vLLM release, pre_caching_hash_algorithm) is on `stackctl explain lmcache-hash-seed`; the message says
+    why this one does.
     """
-    if recipe.cache.enabled and hash_seed(recipe) is None:
-        for index, tier in remote_tiers(recipe):
-            yield (("cache", "tiers", index), f"{tier.kind} tier shared without a fixed hash seed")
+    if recipe.cache.enabled and hash_seed(recipe) is None and remote_tiers(recipe):
+        need = seed_need(recipe)
+        if need.needed:
+            for index, tier in remote_tiers(recipe):
+                yield (("cache", "tiers", index), f"{tier.kind} tier shared without a fixed hash seed: {need.why}")
 
 
 @rule("lmcache-prefix-caching-off", "warning",

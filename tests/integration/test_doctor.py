@@ -64,7 +64,10 @@ def lmcache_recipes(tmp_path_factory):
     unseeded = dict(on, **{"hash_seed = 0\n": ""})
     unpurged = dict(LMCACHE_ON, **{'name = "cpu-smoke"': 'name = "cpu-smoke-unpurged"',
                                    '[checks]': '[build]\nlmcache_from = "wheel"\npurge_cuda_packages = false\n\n[checks]'})
+    sha256 = dict(unseeded, **{"cpu_connector = false\n": 'cpu_connector = false\n'
+                                                          'extra = { pre_caching_hash_algorithm = "sha256_cbor" }\n'})
     return {"on": variant(tmp, "lmcache", on), "unseeded": variant(tmp, "lmcache-unseeded", unseeded),
+            "sha256-unseeded": variant(tmp, "lmcache-sha256-unseeded", sha256),
             "unpurged": variant(tmp, "lmcache-unpurged", unpurged)}
 
 
@@ -93,3 +96,9 @@ def test_offline_hash_check_needs_pythonhashseed(docker_engine, stack_env, lmcac
     code, unseeded = doctor(stack_env, lmcache_recipes["unseeded"], "--scope", "image")
     assert unseeded["image.hash-seed"]["status"] == "fail", unseeded["image.hash-seed"]
     assert "differ" in unseeded["image.hash-seed"]["message"] and code == 1
+    # What the sources say (LMCache's builtin hash of vLLM 0.32's fixed seed string varies per process), beside it.
+    assert "from the sources, the seed is needed here" in unseeded["image.hash-seed"]["message"]
+    # sha256_cbor on vLLM 0.32: the fixed seed string, a hash that does not vary: no seed needed, and none missed.
+    _, fixed = doctor(stack_env, lmcache_recipes["sha256-unseeded"], "--scope", "image")
+    assert fixed["image.hash-seed"]["status"] == "pass", fixed["image.hash-seed"]
+    assert "the seed is not needed here" in fixed["image.hash-seed"]["message"]

@@ -68,7 +68,8 @@ def test_explain_rules_and_schema():
     assert "PYTHONHASHSEED" in page
     # The fix is printed once, from the rule's fix=.
     assert [line for line in page.splitlines() if "Fix:" in line] == [
-        "Fix: set cache.hash_seed = 0 (any fixed value, the same everywhere)"]
+        "Fix: set cache.hash_seed = 0 (any fixed value, the same everywhere), or pre_caching_hash_algorithm = "
+        "sha256_cbor on vLLM 0.29 or later"]
     unknown = run_cli("explain", "lmcache-hash-sed")
     assert unknown.returncode == 1 and "did you mean `lmcache-hash-seed`" in unknown.stderr
     assert "atom-cuda-graphs" in run_cli("rules", check=True).stdout

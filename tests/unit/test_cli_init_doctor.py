@@ -71,7 +71,7 @@ def test_doctor_lists_every_check():
 def test_doctor_without_a_recipe_checks_this_host_only(tmp_path):
     result = run_cli("doctor", "--format", "json", env=env_without_engine(tmp_path))
     report = json.loads(result.stdout)
-    assert (report["stack"], report["recipe"], report["scopes"]) == ("this-host", "<host defaults>", ["host"])
+    assert (report["stack"], report["recipe"], report["scopes"]) == ("this-host", "<this host>", ["host"])
     assert {r["scope"] for r in report["results"]} == {"host"}
     assert len(report["results"]) == sum(1 for c in CHECKS.values() if c.scope == "host")
     engine = next(r for r in report["results"] if r["id"] == "host.docker-engine")

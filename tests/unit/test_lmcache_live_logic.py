@@ -140,6 +140,23 @@ def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
     assert result["external_hits"] == len(result["prompt"]) * stub.hit_share  # only the repeat under salt B
 
 
+def test_a_server_that_has_finished_a_request_is_not_warmed_up_again():
+    """The warm-up is a fresh server's one-time cost; vLLM's own `vllm:request_success_total` says it is paid, and
+    doctor then sends only the three requests of the proof (a warm doctor stays fast)."""
+    from openai_stub import Server
+
+    from stackctl.doctor.lmcache_live import has_finished_a_request, served_hit
+
+    with Server(caches=True, lmcache=True) as stub:
+        served_hit(StubServerContext(stub.url))
+        stub.received.clear()
+        served_hit(StubServerContext(stub.url))
+    asked = [body["prompt"] for path, body in stub.received if path == "/v1/completions"]
+    assert len(asked) == 3 and "stackctl warm-up" not in asked
+    assert not has_finished_a_request("vllm:request_success_total{finished_reason=\"length\"} 0.0\n")
+    assert not has_finished_a_request("vllm:other 3\n")  # no counter: warm up, as on a fresh server
+
+
 def test_lmcache_hit_fails_when_nothing_was_stored_or_loaded_or_counted():
     nothing_stored = served(stored_log=lines((LOOKUP, {"id": 1, "total": 1000, "hit": 0})))
     result = run("server.lmcache-hit", Context(recipe(), {"lmcache_served": nothing_stored}))

@@ -166,7 +166,7 @@ def test_an_lmcache_rule_does_not_judge_an_engine_without_lmcache_in_the_server(
     assert "lmcache-save-decode-cache" not in {f.rule_id for f in run_rules(r)}
     unseeded = BASE.format(platform="rocm", offload="{offload}", tiers=CPU_TIER).replace("hash_seed = 0\n", "")
     assert "lmcache-hash-seed" not in rule_ids(load_recipe_text(unseeded.format(offload="vllm-native")))
-    assert "lmcache-hash-seed" in rule_ids(load_recipe_text(unseeded.format(offload="lmcache-mp")))
+    assert "lmcache-hash-seed" not in rule_ids(load_recipe_text(unseeded.format(offload="lmcache-mp")))
 
 
 # -- importer ------------------------------------------------------------------------------------------------------

@@ -1,0 +1,38 @@
+"""What the hash-seed rules and checks share: where a recipe runs LMCache inside vLLM, and whether its keys need a
+fixed PYTHONHASHSEED (stackctl/knowledge/hash_seed.py, for the recipe's vLLM and LMCache releases and
+pre_caching_hash_algorithm)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from stackctl.recipe.model import Recipe
+
+if TYPE_CHECKING:  # annotations only
+    from stackctl.knowledge.hash_seed import SeedNeed
+
+
+def lmcache_connections(recipe: Recipe) -> list[tuple]:
+    """Where the recipe runs LMCache inside vLLM: `cache` (stackctl's connector), and each --kv-transfer-config in
+    serve.extra_args naming such an LMCache connector, old name or new (knowledge/lmcache_connectors.py: not
+    LMCacheMPConnector, whose keys a separate server computes)."""
+    from stackctl.knowledge.lmcache_connectors import in_vllm
+    from stackctl.knowledge.serve_flags import json_flag_values
+
+    from stackctl.bundle.stackspec import lmcache_in_server
+
+    found: list[tuple] = [("cache",)] if lmcache_in_server(recipe) else []
+    found += [("serve", "extra_args", index) for index, config in
+              json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))
+              if in_vllm(config.get("kv_connector"))]
+    return found
+
+
+def seed_need(recipe: Recipe) -> SeedNeed:
+    """Whether this stack's LMCache keys need a fixed PYTHONHASHSEED (knowledge/hash_seed.py), for its vLLM and
+    LMCache releases and pre_caching_hash_algorithm."""
+    from stackctl.knowledge.hash_seed import algorithm_of, seed_need as need
+    from stackctl.rules.registry import package_version
+
+    lmcache = package_version(recipe, "lmcache")
+    return need(package_version(recipe, "vllm"), lmcache, algorithm_of(recipe.cache.extra, recipe.serve.env, lmcache))
