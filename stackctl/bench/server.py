@@ -22,3 +22,16 @@ def hit_rate(before: dict, after: dict) -> float | None:
     queries = after["queries"] - before["queries"]
     hits = (after["hits"] - before["hits"]) + (after["external_hits"] - before["external_hits"])
     return hits / queries if queries > 0 else None
+
+
+def kv_capacity(metrics_text: str) -> dict | None:
+    """The KV cache the server allocated, from its own /metrics: vllm:cache_config_info's num_gpu_blocks and
+    block_size labels (vllm 0.32.0 vllm/v1/metrics/loggers.py:349-354 publishes them after the blocks are
+    counted); tokens = blocks x block size. None when the server does not say."""
+    for name, labels, _ in metrics.parse(metrics_text):
+        if name != "vllm:cache_config_info":
+            continue
+        blocks, size = labels.get("num_gpu_blocks", ""), labels.get("block_size", "")
+        if blocks.isdigit() and size.isdigit():
+            return {"num_gpu_blocks": int(blocks), "block_size": int(size), "tokens": int(blocks) * int(size)}
+    return None

@@ -26,12 +26,14 @@ def words(count: int, offset: int) -> str:
 
 @dataclass
 class Request:
-    """One request of a workload: when to send it (seconds from start), its prompt, how many tokens to generate."""
+    """One request of a workload: when to send it (seconds from start), its prompt, how many tokens to generate,
+    and how long its user thinks after the previous answer before sending it."""
 
     at: float
     session: int
     prompt: str
     max_tokens: int
+    think_s: float = 0.0
 
 
 def agentic_sessions(users: int, turns: int, system_tokens: int, turn_tokens: int, output_tokens: int,
@@ -48,6 +50,24 @@ def agentic_sessions(users: int, turns: int, system_tokens: int, turn_tokens: in
             context += " " + words(turn_tokens, rng.randrange(VOCAB_WORDS))
             requests.append(Request(at=turn * think_s, session=user, prompt=context, max_tokens=output_tokens))
         sessions.append(requests)
+    return sessions
+
+
+def conversations(users: int, turns: int, context_tokens: int, output_tokens: int, think_s: float,
+                  seed: int) -> list[list[Request]]:
+    """Agentic users without a shared prefix: each its own conversation of random words that grows turn by turn to
+    `context_tokens` by its last turn, every turn re-sending the whole conversation so far, and a think time after
+    each answer. The same seed gives the same prompts; another seed gives prompts no cache has seen (a sweep gives
+    each load point its own, so no point is served from an earlier point's cache)."""
+    step = max(1, context_tokens // turns)
+    first = max(1, context_tokens - step * (turns - 1))
+    sessions = []
+    for user in range(users):
+        rng = random.Random(f"{seed}-{user}")
+        spoken = [f"w{rng.randrange(VOCAB_WORDS)}" for _ in range(first + step * (turns - 1))]
+        sessions.append([Request(at=0.0, session=user, prompt=" ".join(spoken[:first + step * turn]),
+                                 max_tokens=output_tokens, think_s=think_s if turn else 0.0)
+                         for turn in range(turns)])
     return sessions
 
 
@@ -87,8 +107,8 @@ class RunResult:
         wall = self.wall_s or 1e-9
         return {
             "arm": self.arm, "completed": len(self.requests), "errors": self.errors,
-            "ttft_p50_s": _pct(ttft, 50), "ttft_p95_s": _pct(ttft, 95), "ttft_max_s": ttft[-1] if ttft else None,
-            "e2e_p50_s": _pct(e2e, 50), "e2e_p95_s": _pct(e2e, 95), "e2e_max_s": e2e[-1] if e2e else None,
+            "ttft_p50_s": percentile(ttft, 50), "ttft_p95_s": percentile(ttft, 95), "ttft_max_s": ttft[-1] if ttft else None,
+            "e2e_p50_s": percentile(e2e, 50), "e2e_p95_s": percentile(e2e, 95), "e2e_max_s": e2e[-1] if e2e else None,
             "input_tokens_per_s": tokens_in / wall, "output_tokens_per_s": tokens_out / wall,
             "hit_rate": self.hit_rate, "wall_s": self.wall_s, "partial": self.server_lost,
             "probe_cold_ttft_s": (self.probe or {}).get("cold_ttft_s"),
@@ -109,7 +129,7 @@ def run_workload(base_url: str, model: str, sessions: list[list[Request]], arm: 
 
     def session_worker(requests: list[Request]) -> None:
         for request in requests:
-            wait = started + request.at - time.perf_counter()
+            wait = max(started + request.at - time.perf_counter(), request.think_s)
             if wait > 0:
                 time.sleep(min(wait, max(0.0, deadline - time.perf_counter())))
             with lock:
@@ -145,7 +165,7 @@ def run_workload(base_url: str, model: str, sessions: list[list[Request]], arm: 
     return result
 
 
-def _pct(values: list, pct: float) -> float | None:
+def percentile(values: list, pct: float) -> float | None:
     if not values:
         return None
     if len(values) == 1:

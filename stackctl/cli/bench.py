@@ -31,10 +31,28 @@ import click
 @click.option("--output-tokens", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--max-requests", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--max-seconds", type=click.FloatRange(min=1), default=180, show_default=True)
+@click.option("--sweep", "sweep_load", is_flag=True,
+              help="Sweep load on RECIPE's image: agentic users (--sweep-users) x contexts (--sweep-context), each arm "
+                   "(--sweep-arms) a server of its own with a KV cache the upper half of the loads overflows; p50/p95 "
+                   "TTFT, tokens/s and the server's hit rates per point, the load where the offload arm's p50 TTFT "
+                   "beats HBM-only (the crossover) beside `stackctl plan`'s prediction; sweep.json, sweep.md and "
+                   "sweep.png. Figures only, never a gate.")
+@click.option("--sweep-users", default="1,2,4,8", show_default=True, help="Concurrent users per load point.")
+@click.option("--sweep-context", default="1536", show_default=True,
+              help="Context tokens each user's conversation reaches by its last turn (comma-separated for several).")
+@click.option("--sweep-arms", default="hbm,lmcache", show_default=True,
+              help="Arms: hbm (vLLM prefix cache, no offload), lmcache (LMCache's CPU tier).")
+@click.option("--kv-tokens", type=click.IntRange(min=1),
+              help="The arms' KV cache in tokens (default: between the working sets of the two middle loads).")
+@click.option("--think-s", type=click.FloatRange(min=0), default=0.5, show_default=True,
+              help="With --sweep: each user's pause after an answer.")
+@click.option("--port-base", type=click.IntRange(min=1024, max=65000),
+              help="With --sweep: the arms' servers on this port and the next (default: ports the kernel picks).")
 @click.option("-o", "--output", "out_dir", default="bench-results", show_default=True, type=click.Path(file_okay=False))
 @click.pass_context
 def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs, connector_only, trace, users, turns, system_tokens,
-          turn_tokens, output_tokens, max_requests, max_seconds, out_dir):
+          turn_tokens, output_tokens, max_requests, max_seconds, sweep_load, sweep_users, sweep_context, sweep_arms,
+          kv_tokens, think_s, port_base, out_dir):
     """Run a prefix-reuse workload shaped like agentic coding sessions against RECIPE's stack (and each --arms
     recipe), and report TTFT/E2E percentiles, throughput and the server's hit rate as JSON, Markdown and a PNG."""
     from pathlib import Path
@@ -50,6 +68,10 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
         return
     if connector_only:
         _connector(main, Path(out_dir))
+        return
+    if sweep_load:
+        _sweep(main, sweep_users, sweep_context, sweep_arms, turns, output_tokens, think_s, kv_tokens,
+               max_seconds, port_base, Path(out_dir))
         return
     report.require_plotting()
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
@@ -106,3 +128,33 @@ def _connector(recipe, out_dir) -> None:
                f"{shape.name} KV per run): store {figures['store_gb_s']:.2f} GB/s "
                f"({figures['store_over_memcpy']:.2f}x memcpy), load {figures['load_gb_s']:.2f} GB/s "
                f"({figures['load_over_memcpy']:.2f}x memcpy); memcpy on one core {figures['memcpy_gb_s']:.2f} GB/s")
+
+
+def _sweep(recipe, users, contexts, arm_names, turns, output_tokens, think_s, kv_tokens, max_seconds, port_base,
+           out_dir) -> None:
+    """The sweep's table and crossover printed; sweep.json, sweep.md and sweep.png written."""
+    from stackctl.bench import sweep, sweep_report
+    from stackctl.bench.report import require_plotting
+    from stackctl.cli.common import check_rules
+
+    require_plotting()
+    check_rules(recipe, recipe.source, "bench")
+    spec = sweep.SweepSpec(users=_counts("--sweep-users", users), contexts=_counts("--sweep-context", contexts),
+                           turns=turns, output_tokens=output_tokens, think_s=think_s, kv_tokens=kv_tokens,
+                           max_seconds=max_seconds, port_base=port_base)
+    names = [name.strip() for name in arm_names.split(",") if name.strip()]
+    result = sweep.run_sweep(recipe, names, spec, say=_err)
+    paths = sweep_report.write(result, out_dir)
+    click.echo(paths["markdown"].read_text(), nl=False)
+    click.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", err=True)
+
+
+def _counts(option: str, text: str) -> list[int]:
+    """A comma-separated list of positive integers, or a usage error naming the option."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: comma-separated positive integers (e.g. 1,2,4,8)", param_hint=option)
+    return values

@@ -35,7 +35,7 @@ def judge(
     """The regime and one recommendation sentence with the figures that decided it."""
     ws = (f"the working set of {tokens_text(cap.working_set_tokens)} ({users} users x {context_tokens:,}, "
           f"{gb_text(cap.working_set_tier_bytes)})")
-    if cap.hbm_kv_bytes is None or cap.hbm_tokens is None or weights_bytes is None:
+    if cap.hbm_kv_bytes is None or cap.hbm_tokens is None:
         return REGIME_UNKNOWN, _unknown(ws, gpu_vram_bytes, weights_bytes)
     if cap.hbm_kv_bytes <= 0:
         return REGIME_DOES_NOT_FIT, (
