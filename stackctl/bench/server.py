@@ -26,8 +26,9 @@ def hit_rate(before: dict, after: dict) -> float | None:
 
 def kv_capacity(metrics_text: str) -> dict | None:
     """The KV cache the server allocated, from its own /metrics: vllm:cache_config_info's num_gpu_blocks and
-    block_size labels (vllm 0.32.0 vllm/v1/metrics/loggers.py:349-354 publishes them after the blocks are
-    counted); tokens = blocks x block size. None when the server does not say."""
+    block_size labels (vllm 0.32.0 vllm/v1/metrics/loggers.py:1114-1136 makes a label of every CacheConfig field,
+    vllm/config/cache.py:322-325, once the blocks are counted); tokens = blocks x block size. None when the server
+    does not say."""
     for name, labels, _ in metrics.parse(metrics_text):
         if name != "vllm:cache_config_info":
             continue

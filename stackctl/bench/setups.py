@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from stackctl.bench import probe as probes
 from stackctl.bench import workload as workloads
@@ -136,7 +137,7 @@ def prefill_floor(recipe, result: dict, say: Say) -> None:
         say(f"  {arm}: {floor.text(rate)}")
 
 
-def connector_figures(recipe, out_dir: Path) -> tuple[dict, object]:
+def connector_figures(recipe, out_dir: Path) -> tuple[dict, Any]:
     """The connector's own benchmark module run in the stack's container; its figures (written to connector.json)
     and the model shape they are for."""
     from stackctl.bundle import stackspec

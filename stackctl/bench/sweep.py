@@ -2,9 +2,10 @@
 
 Each arm is a second server from the stack's image (doctor/second_server.py: its own port and container, removed on
 every way out; the stack itself is never touched), made from the stack's recipe by the arm's change, with a KV
-cache small enough that the upper half of the sweep overflows it. The arms run one after the other (they would
-share the CPUs otherwise), each through every load point in ascending order; every point has prompts of its own, so
-no point is served from an earlier point's cache. Figures are printed and written, never gated.
+cache small enough that the upper half of the sweep overflows it. The arms' servers run side by side and take the
+load points in turn, in ascending order (one arm measured at a time, so they never share the CPUs; background load
+on the host falls on every arm alike); every point has prompts of its own, so no point is served from an earlier
+point's cache. Figures are printed and written, never gated.
 
 An arm is one record in SWEEP_ARMS: an offload engine the recipe gains is one more record.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import time
+from contextlib import ExitStack
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -174,19 +176,26 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
                     "turns": spec.turns, "output_tokens": spec.output_tokens, "think_s": spec.think_s,
                     "kv_tokens": kv_tokens, "kv_cache_bytes": kv_bytes, "bytes_per_token_planned": per_token,
                     "arms": [], "points": []}
-    for index, arm in enumerate(arms):
-        served = arm_recipe(recipe, arm, kv_bytes, longest)
-        port = spec.port_base + index if spec.port_base else None
-        say(f"bench: sweep arm {arm.name}: {arm.title}, KV cache {kv_bytes:,} bytes (~{kv_tokens:,} tokens)")
-        with second_server(served, image, f"sweep-{arm.name}", dtype_env, recipe.checks.startup_timeout_s, say,
-                           port=port) as server:
-            capacity = kv_capacity(get_text(f"{server.base_url}/metrics"))
+    with ExitStack() as running:
+        servers = []
+        for index, arm in enumerate(arms):
+            served = arm_recipe(recipe, arm, kv_bytes, longest)
+            port = spec.port_base + index if spec.port_base else None
+            say(f"bench: sweep arm {arm.name}: {arm.title}, KV cache {kv_bytes:,} bytes (~{kv_tokens:,} tokens)")
+            server = running.enter_context(second_server(served, image, f"sweep-{arm.name}", dtype_env,
+                                                         recipe.checks.startup_timeout_s, say, port=port))
             result["arms"].append({"name": arm.name, "title": arm.title, "baseline": arm.baseline,
-                                   "server_kv": capacity})
-            # One untimed request: the first prefill of a server pays one-time costs (kernel selection, allocations).
-            stream_completion(server.base_url, server.model, words(min(longest - 64, 512), 17), max_tokens=1)
-            for context in contexts:
-                for load in users:
+                                   "server_kv": kv_capacity(get_text(f"{server.base_url}/metrics"))})
+            # Untimed: a server's first prefill pays one-time costs (kernel selection, allocations); the same
+            # prompt again under a cache_salt misses vLLM's prefix cache, so an offload arm's first load is paid too.
+            warm = words(min(longest - 64, 512), 17)
+            stream_completion(server.base_url, server.model, warm, max_tokens=1)
+            stream_completion(server.base_url, server.model, warm, max_tokens=1, extra={"cache_salt": "warm-up"})
+            servers.append((arm, server))
+        # Point by point, the arms in turn: whatever else loads the host meanwhile loads every arm alike.
+        for context in contexts:
+            for load in users:
+                for arm, server in servers:
                     figures = _point(server.base_url, server.model, load, context, spec)
                     figures.update(arm=arm.name, users=load, context_tokens=context,
                                    working_set_tokens=load * context)

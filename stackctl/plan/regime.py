@@ -39,7 +39,7 @@ def judge(
         return REGIME_UNKNOWN, _unknown(ws, gpu_vram_bytes, weights_bytes)
     if cap.hbm_kv_bytes <= 0:
         return REGIME_DOES_NOT_FIT, (
-            f"The weights ({gb_text(weights_bytes)}) and the activation reserve leave no HBM for the KV cache "
+            f"The weights ({gb_text(weights_bytes or 0)}) and the activation reserve leave no HBM for the KV cache "
             f"({gb_text(cap.hbm_kv_bytes)}): raise tensor_parallel or gpu_memory_utilization, or use a smaller or "
             f"quantised model."
         )
