@@ -70,10 +70,11 @@ def predicted_crossover(hbm_tokens: int | None, context_tokens: int) -> float | 
 
 def explain(measured: dict, plan_hbm_tokens: int | None, server_tokens: int | None, context_tokens: int,
             loads: Sequence[float], baseline: Sequence[float | None], arm: Sequence[float | None],
-            arm_title: str = "LMCache") -> str:
+            arm_title: str = "LMCache", served: tuple[float, float] | None = None) -> str:
     """One paragraph, computed from the figures: plan's predicted crossover beside the measured one, and when they
-    differ, why: the capacity plan assumed against the one the server reported, and what the offload arm costs
-    where HBM still holds everything."""
+    differ, why: the capacity plan assumed against the one the server reported, what the offload arm costs where
+    HBM still holds everything, and (`served`: the share of prompt tokens the server served from any cache at the
+    largest load, HBM-only's and the arm's) whether the arm's hits were too few or too slow."""
     predicted = predicted_crossover(plan_hbm_tokens, context_tokens)
     held = predicted_crossover(server_tokens, context_tokens)
     parts = []
@@ -98,6 +99,11 @@ def explain(measured: dict, plan_hbm_tokens: int | None, server_tokens: int | No
             cost = "" if overhead is None else f"{arm_title} is {overhead:+.0%} p50 TTFT against HBM-only where HBM " \
                                                "holds everything, and "
             parts.append(f"{cost}overflow up to {low:g} users never made up for it")
+            if served is not None and served[1] > served[0] and arm[-1] is not None and baseline[-1]:
+                parts.append(f"at {loads[-1]:g} users the server served {served[1]:.1%} of prompt tokens from cache "
+                             f"with {arm_title} against {served[0]:.1%} HBM-only, yet its p50 TTFT was "
+                             f"{arm[-1] / baseline[-1] - 1:+.0%}: what its hits save in prefill is less than what it "
+                             "adds per request on this host")
         elif reference < low:
             cost = "" if overhead is None else f"{arm_title} is {overhead:+.0%} p50 TTFT against HBM-only where HBM " \
                                                "holds everything, so "

@@ -246,18 +246,28 @@ def _judge(result: dict, recipe, arms: list[SweepArm], kv_bytes: int) -> None:
                 continue
             other = _p50s(result, arm.name, context)
             found = math.crossover(result["users"], base, other)
+            top = {p["arm"]: p for p in result["points"]
+                   if p["context_tokens"] == context and p["users"] == result["users"][-1]}
+            served = None
+            if baseline.name in top and arm.name in top:
+                served = (_served(top[baseline.name]), _served(top[arm.name]))
             result["crossovers"].append({
                 "arm": arm.name, "context_tokens": context, **found,
                 "predicted_users": math.predicted_crossover(plan_tokens, context),
                 "server_users": math.predicted_crossover(held, context),
                 "explanation": math.explain(found, plan_tokens, held, context, result["users"], base, other,
-                                            arm.title.split(" (")[0])})
+                                            arm.title.split(" (")[0], served)})
 
 
 def _p50s(result: dict, arm: str, context: int) -> list[float | None]:
     by_load = {p["users"]: p["ttft_p50_s"] for p in result["points"]
                if p["arm"] == arm and p["context_tokens"] == context}
     return [by_load.get(load) for load in result["users"]]
+
+
+def _served(point: dict) -> float:
+    """The share of prompt tokens the server served from any cache at one point."""
+    return (point["hbm_hit_rate"] or 0.0) + (point["offload_hit_rate"] or 0.0)
 
 
 def _seconds(value: float | None) -> str:

@@ -73,6 +73,11 @@ def test_plan_and_measurement_agree_or_the_sentence_says_why_from_the_figures():
     assert "+30% p50 TTFT against HBM-only where HBM holds everything, so it needs more overflow than 1.0 users" in text
     never = crossover.explain({"kind": "none", "load": None, "between": [8, None]}, 1024, 1024, 1024, loads, hbm, [0.2, 0.3, 0.9, 3.0])
     assert "measured crossover: none in range" in never and "overflow up to 8 users never made up for it" in never
+    slow_hits = crossover.explain({"kind": "none", "load": None, "between": [8, None]}, 3072, 3072, 1024, loads,
+                                  [0.8, 0.9, 1.6, 5.0], [5.9, 2.9, 7.2, 10.0], served=(0.047, 0.437))
+    assert slow_hits.endswith("at 8 users the server served 43.7% of prompt tokens from cache with LMCache against "
+                              "4.7% HBM-only, yet its p50 TTFT was +100%: what its hits save in prefill is less than "
+                              "what it adds per request on this host.")
     small = crossover.explain({"kind": "none", "load": None, "between": [2, None]}, 100_000, None, 1024, [1, 2], [0.1, 0.1], [0.2, 0.2])
     assert "never overflowed HBM: sweep further" in small
     early = crossover.explain(crossover.crossover(loads, [0.1, 0.5, 1.0, 2.0], [0.2, 0.3, 0.5, 0.8]), 8192, 8192,
