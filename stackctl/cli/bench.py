@@ -31,17 +31,34 @@ import click
 @click.option("--output-tokens", type=click.IntRange(min=1), default=16, show_default=True)
 @click.option("--max-requests", type=click.IntRange(min=1), default=64, show_default=True)
 @click.option("--max-seconds", type=click.FloatRange(min=1), default=180, show_default=True)
+@click.option("--sweep", "sweep_load", is_flag=True,
+              help="Sweep load on RECIPE's image: agentic users (--sweep-users) x contexts (--sweep-context), each arm "
+                   "(--sweep-arms) a server of its own with a KV cache the upper half of the loads overflows; p50/p95 "
+                   "TTFT, tokens/s and the server's hit rates per point, the load where the offload arm's p50 TTFT "
+                   "beats HBM-only (the crossover) beside `stackctl plan`'s prediction; sweep.json, sweep.md and "
+                   "sweep.png. Figures only, never a gate.")
+@click.option("--sweep-users", default="1,2,4,8", show_default=True, help="Concurrent users per load point.")
+@click.option("--sweep-context", default="1536", show_default=True,
+              help="Context tokens each user's conversation reaches by its last turn (comma-separated for several).")
+@click.option("--sweep-arms", default="hbm,lmcache", show_default=True,
+              help="Arms: hbm (vLLM prefix cache, no offload), lmcache (LMCache's CPU tier).")
+@click.option("--kv-tokens", type=click.IntRange(min=1),
+              help="The arms' KV cache in tokens (default: between the working sets of the two middle loads).")
+@click.option("--think-s", type=click.FloatRange(min=0), default=0.5, show_default=True,
+              help="With --sweep: each user's pause after an answer.")
+@click.option("--port-base", type=click.IntRange(min=1024, max=65000),
+              help="With --sweep: the arms' servers on this port and the next (default: ports the kernel picks).")
 @click.option("-o", "--output", "out_dir", default="bench-results", show_default=True, type=click.Path(file_okay=False))
 @click.pass_context
 def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs, connector_only, trace, users, turns, system_tokens,
-          turn_tokens, output_tokens, max_requests, max_seconds, out_dir):
+          turn_tokens, output_tokens, max_requests, max_seconds, sweep_load, sweep_users, sweep_context, sweep_arms,
+          kv_tokens, think_s, port_base, out_dir):
     """Run a prefix-reuse workload shaped like agentic coding sessions against RECIPE's stack (and each --arms
     recipe), and report TTFT/E2E percentiles, throughput and the server's hit rate as JSON, Markdown and a PNG."""
     from pathlib import Path
 
-    from stackctl import (
-        bench as workload,  # the workload driver (the command itself is `bench`)
-    )
+    from stackctl.bench import report, setups
+    from stackctl.bench import workload as workloads
     from stackctl.cli.common import check_rules, load
     from stackctl.errors import StackctlError
 
@@ -52,213 +69,92 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
     if connector_only:
         _connector(main, Path(out_dir))
         return
-    workload.require_plotting()
+    if sweep_load:
+        _sweep(main, sweep_users, sweep_context, sweep_arms, turns, output_tokens, think_s, kv_tokens,
+               max_seconds, port_base, Path(out_dir))
+        return
+    report.require_plotting()
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
     for arm in arm_recipes:  # arms are brought up: as `up` does, no stack with rule errors
         check_rules(arm, arm.source, "bench")
     if trace:
-        sessions = workload.trace_sessions(Path(trace))
+        sessions = workloads.trace_sessions(Path(trace))
     else:
-        sessions = workload.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
+        sessions = workloads.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
     results = []
     for arm in arm_recipes:
-        result = _run_arm(arm, sessions, tokens, max_requests, max_seconds)
+        result = setups.run_arm(arm, sessions, tokens, max_requests, max_seconds, say=_err)
         results.append(result)
         if result.server_lost:
             # Keep what was measured (this arm's completed requests, earlier arms whole), then stop cleanly.
-            paths = workload.write_reports(results, Path(out_dir))
+            paths = report.write_reports(results, Path(out_dir))
             raise StackctlError(
                 f"bench: {arm.stack.name}: the server stopped answering during the run ({len(result.requests)} "
                 f"request(s) completed, {result.errors} failed: {result.first_error}); partial results in "
                 f"{paths['json']} (why it stopped: stackctl status {arm.source}; its log: stackctl logs "
                 f"{arm.source})")
-    paths = workload.write_reports(results, Path(out_dir))
+    paths = report.write_reports(results, Path(out_dir))
     click.echo(paths["markdown"].read_text(), nl=False)
     click.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", err=True)
 
 
+def _err(message: str) -> None:
+    click.echo(message, err=True)
+
+
 def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
     """The arms table, probe.json and probe.png; exit 1 naming what missed a gate."""
-    import json
-
-    from stackctl import bench as workload
+    from stackctl.bench import probe as probes
+    from stackctl.bench import setups
     from stackctl.errors import StackctlError
-    from stackctl.lifecycle.state import write_atomically
 
-    workload.require_plotting()
-    url = _running_url(recipe)
-    result = workload.probe(url, recipe.served_name, tokens, runs, lmcache=_lmcache_arm(recipe),
-                            offload=_offload_arm(recipe))
-    click.echo(workload.probe_table(result), nl=False)
-    _prefill_floor(recipe, result)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(out_dir / "probe.json", json.dumps(result, indent=2))
-    workload.plot_probe(result, out_dir / "probe.png", recipe.stack.name)
-    ratio, arm = result["speedup"], workload.ARM_TITLES[result["cache_arm"]]
+    result = setups.run_probe(recipe, tokens, runs, out_dir, say=click.echo)
+    ratio, arm = result["speedup"], probes.ARM_TITLES[result["cache_arm"]]
     computed = result["arms"][result["cache_arm"]]["tokens_recomputed"]
     tail = "" if computed is None else f", {computed:.0f} of {result['prompt_tokens']} prompt tokens recomputed"
-    click.echo(f"{arm}: {ratio:.1f}x faster than recompute, hit rate {_pct(result['hit_rate'])} (server /metrics)"
-               f"{tail}; wrote {out_dir / 'probe.json'}, {out_dir / 'probe.png'}")
-    failed = []
-    if min_speedup is not None and (ratio or 0) < min_speedup:
-        failed.append(f"speedup {ratio:.2f}x < {min_speedup}x")
-    if min_hit_rate is not None and (result["hit_rate"] or 0) < min_hit_rate:
-        failed.append(f"hit rate {_pct(result['hit_rate'])} < {min_hit_rate:.0%}")
+    click.echo(f"{arm}: {ratio:.1f}x faster than recompute, hit rate {probes.percent(result['hit_rate'])} (server "
+               f"/metrics){tail}; wrote {out_dir / 'probe.json'}, {out_dir / 'probe.png'}")
+    failed = probes.gate_failures(result, min_speedup, min_hit_rate)
     if failed:
         raise StackctlError(f"bench: {arm} misses the gate: " + "; ".join(failed))
 
 
 def _connector(recipe, out_dir) -> None:
-    """Run the connector's own benchmark module in the stack's container; print its figures, write connector.json."""
-    import json
+    """The connector's copy figures in the stack's container, printed; connector.json written."""
+    from stackctl.bench import setups
 
-    from stackctl.bundle import stackspec
-    from stackctl.engine import docker_adapter as dk
-    from stackctl.errors import StackctlError
-    from stackctl.knowledge.model_table import resolve_shape
-    from stackctl.lifecycle.state import write_atomically
-
-    if not stackspec.cpu_connector_enabled(recipe):
-        raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "
-                            "cache.enabled and cache.cpu_connector on)")
-    resolved = resolve_shape(recipe.model.path)
-    if resolved is None:
-        raise StackctlError(f"{recipe.source}: model.path: shape of {recipe.model.path} unknown (fix: a model "
-                            "stackctl's model table knows, or a local directory with config.json)")
-    shape = resolved[0]
-    container = dk.find_container(dk.client(), stackspec.container_name(recipe))
-    if container is None or container.status != "running":
-        raise StackctlError(f"{recipe.stack.name}: not running (fix: stackctl up {recipe.source})")
-    command = ["python", "-m", "stackctl_lmcache_cpu.bench", "--layers", str(shape.num_hidden_layers),
-               "--kv-heads", str(shape.num_key_value_heads), "--head-size", str(shape.head_dim),
-               "--chunk", str(recipe.cache.chunk_size)]
-    exit_code, out, err = dk.exec_in(container, command)
-    if exit_code != 0:
-        raise StackctlError(f"bench --connector: {' '.join(command)} exited {exit_code}: {err.strip()[-400:]}")
-    figures = json.loads(out.strip().splitlines()[-1])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(out_dir / "connector.json", json.dumps(figures, indent=2))
+    figures, shape = setups.connector_figures(recipe, out_dir)
     click.echo(f"CPU connector ({figures['isa']}, {figures['threads']} thread, {figures['bytes'] / 1e6:.0f} MB of "
                f"{shape.name} KV per run): store {figures['store_gb_s']:.2f} GB/s "
                f"({figures['store_over_memcpy']:.2f}x memcpy), load {figures['load_gb_s']:.2f} GB/s "
                f"({figures['load_over_memcpy']:.2f}x memcpy); memcpy on one core {figures['memcpy_gb_s']:.2f} GB/s")
 
 
-def _running_url(recipe) -> str:
-    from stackctl.errors import StackctlError
-    from stackctl.httpclient import get_status
-    from stackctl.lifecycle.preflight import client_host
+def _sweep(recipe, users, contexts, arm_names, turns, output_tokens, think_s, kv_tokens, max_seconds, port_base,
+           out_dir) -> None:
+    """The sweep's table and crossover printed; sweep.json, sweep.md and sweep.png written."""
+    from stackctl.bench import sweep, sweep_report
+    from stackctl.bench.report import require_plotting
+    from stackctl.cli.common import check_rules
 
-    url = f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
-    if get_status(f"{url}/health", timeout=5) != 200:
-        raise StackctlError(f"{recipe.stack.name}: no healthy server at {url} (fix: stackctl up {recipe.source})")
-    return url
+    require_plotting()
+    check_rules(recipe, recipe.source, "bench")
+    spec = sweep.SweepSpec(users=_counts("--sweep-users", users), contexts=_counts("--sweep-context", contexts),
+                           turns=turns, output_tokens=output_tokens, think_s=think_s, kv_tokens=kv_tokens,
+                           max_seconds=max_seconds, port_base=port_base)
+    names = [name.strip() for name in arm_names.split(",") if name.strip()]
+    result = sweep.run_sweep(recipe, names, spec, say=_err)
+    paths = sweep_report.write(result, out_dir)
+    click.echo(paths["markdown"].read_text(), nl=False)
+    click.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", err=True)
 
 
-def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
-    """Use the arm's stack if it runs this recipe already; otherwise bring it up, measure, and take it down."""
-    from stackctl import bench as workload
-    from stackctl.httpclient import get_status
-    from stackctl.lifecycle.down import down
-    from stackctl.lifecycle.health import save_failure_log, stop_reason
-    from stackctl.lifecycle.preflight import client_host
-    from stackctl.lifecycle.status import status_rows
-    from stackctl.lifecycle.up import up
-
-    url = f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
-    rows = [r for r in status_rows(recipe) if r["recipe_current"] and r["health"] == "healthy"]
-    started_here = False
-    if not rows:
-        if get_status(f"{url}/health", timeout=2) is not None:
-            from stackctl.errors import StackctlError
-
-            raise StackctlError(f"{recipe.stack.name}: port {recipe.serve.port} is taken by another server "
-                                "(fix: stop it, or give the arms different serve.port values)")
-        click.echo(f"bench: bringing up {recipe.stack.name}", err=True)
-        up(recipe, say=lambda m: click.echo(m, err=True))
-        started_here = True
+def _counts(option: str, text: str) -> list[int]:
+    """A comma-separated list of positive integers, or a usage error naming the option."""
     try:
-        click.echo(f"bench: {recipe.stack.name}: probe, then workload", err=True)
-        probe = workload.probe(url, recipe.served_name, tokens, runs=1, lmcache=_lmcache_arm(recipe),
-                               offload=_offload_arm(recipe))
-        result = workload.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests, max_seconds)
-        result.probe = probe
-        return result
-    finally:
-        if started_here:
-            container = _stack_container(recipe)
-            if container is not None and container.status != "running":
-                kept = save_failure_log(recipe, container)
-                click.echo(f"bench: {recipe.stack.name} stopped ({stop_reason(container.attrs['State'])}); "
-                           f"its log: {kept}", err=True)
-            down(recipe, say=lambda m: click.echo(m, err=True))
-
-
-def _prefill_floor(recipe, result: dict) -> None:
-    """Each arm's prefill rate beside this host's matmul peak for the served dtype, measured now (after the arms, so
-    the probe and the server do not share the CPUs): how far from the physical floor the cold figure is. Added to
-    the probe's result and printed."""
-    from stackctl.bundle import stackspec
-    from stackctl.engine import docker_adapter as dk
-    from stackctl.host import PinningError, discover, pinning_for
-    from stackctl.host.matmul import measure
-    from stackctl.host.placement import placement
-    from stackctl.host.prefill import model_floor
-
-    container = _stack_container(recipe)
-    if container is None:
-        return
-    facts = discover()
-    environment = stackspec.environment(recipe)
-    try:
-        cpuset = placement(pinning_for(recipe, facts)).cpuset
-    except PinningError:
-        cpuset = {}
-    floor = model_floor(container, recipe.model.path)
-    try:
-        peak = measure(dk.client(), container.image, environment=environment, cpuset=cpuset,
-                       isa=facts.isa.for_environment(environment).to_dict(), stack=recipe.stack.name,
-                       dtypes=tuple(sorted({"float32", floor.dtype or "bfloat16"})), fresh=True)
-        floor = floor.with_peak(peak)
-    except ValueError as exc:
-        floor = floor.with_peak(None, str(exc))
-    result["floor"] = floor.to_dict()
-    prompt = result.get("prompt_tokens") or 0
-    if floor.peak_gflops is not None:
-        click.echo(f"this host's {floor.dtype} matmul peak, measured now in the stack's image: "
-                   f"{floor.peak_gflops:,.1f} GFLOP/s ({floor.peak.threads if floor.peak else '?'} threads)")
-    for arm, values in result["arms"].items():
-        recomputed = values.get("tokens_recomputed")  # what the server counted; the hit rate only as a fallback
-        cached = prompt - round(recomputed) if recomputed is not None else round(prompt * (values["hit_rate"] or 0))
-        rate = floor.rate(prompt, cached, values["ttft_median_s"])
-        values["prefill"] = rate
-        click.echo(f"  {arm}: {floor.text(rate)}")
-
-
-def _stack_container(recipe):
-    from stackctl.bundle.stackspec import container_name
-    from stackctl.engine import docker_adapter as dk
-
-    container = dk.find_container(dk.client(), container_name(recipe))
-    return dk.refresh(container) if container is not None else None
-
-
-def _pct(value) -> str:
-    return "n/a" if value is None else f"{value:.1%}"
-
-
-def _lmcache_arm(recipe) -> bool:
-    """Whether the probe has an LMCache arm: LMCache in the server only. Its repeat under another cache_salt is a hit
-    there (LMCache keys by tokens); LMCache's own server (lmcache-mp) keys by the salt too, so that repeat would be a
-    miss, not a measurement of the offload (doctor's server.offload-hit proves that engine)."""
-    from stackctl.bundle.stackspec import lmcache_in_server
-
-    return lmcache_in_server(recipe)
-
-
-def _offload_arm(recipe) -> bool:
-    """Whether the probe has an offload arm: another engine than LMCache in the server, and the dev endpoint that
-    empties HBM (serve.dev_endpoints), without which the repeat would be an HBM hit."""
-    from stackctl.bundle.stackspec import lmcache_in_server
-
-    return recipe.cache.enabled and not lmcache_in_server(recipe) and recipe.serve.dev_endpoints
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise click.BadParameter(f"{text!r}: comma-separated positive integers (e.g. 1,2,4,8)", param_hint=option)
+    return values

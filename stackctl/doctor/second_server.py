@@ -54,13 +54,14 @@ def derived_recipe(recipe, label: str, port: int, env: dict[str, str]):
 
 @contextmanager
 def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: float,
-                  say=lambda message: None) -> Iterator[SecondServer]:
-    """Start a second server of `recipe` from `image` (the running stack's image id) with `env` added, wait until
-    it is healthy, yield it, and remove its container and bundle whatever happens."""
+                  say=lambda message: None, port: int | None = None) -> Iterator[SecondServer]:
+    """Start a second server of `recipe` from `image` (the running stack's image id) with `env` added, on `port`
+    (default: one the kernel picks), wait until it is healthy, yield it, and remove its container and bundle
+    whatever happens."""
     from stackctl.lifecycle.container import container_kwargs, read_secrets
     from stackctl.lifecycle.health import wait_for_health
 
-    port = free_port()
+    port = port or free_port()
     second = derived_recipe(recipe, label, port, env)
     files = renderer.render_files(second, guard=False)
     bundle = Path(tempfile.mkdtemp(prefix=f"stackctl-{second.stack.name}-"))

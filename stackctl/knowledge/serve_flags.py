@@ -234,3 +234,16 @@ def json_flag_values(args: list[str], names: tuple[str, ...]) -> list[tuple[int,
         if isinstance(value, dict):
             found.append((index, value))
     return found
+
+
+def human_int(value: str) -> int | None:
+    """The integer vLLM reads from a human-readable count: 1k = 1,000, 1K = 1,024, 1G = 2**30, 25.6k = 25,600
+    (vllm 0.32.0 vllm/utils/argparse_utils.py:29-54, human_readable_int); None when it is not one."""
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    if len(text) > 1 and text[-1] in "kmgt" and text[:-1].replace(".", "", 1).isdigit():
+        return int(float(text[:-1]) * 10 ** (3 * ("kmgt".index(text[-1]) + 1)))
+    if len(text) > 1 and text[-1] in "KMGT" and text[:-1].replace(".", "", 1).isdigit():
+        return int(float(text[:-1]) * 2 ** (10 * ("KMGT".index(text[-1]) + 1)))
+    return None

@@ -65,8 +65,11 @@ def measure_capacity(
     disk_tier_bytes: int,
     working_set_tokens: int,
     host_ram_bytes: int | None,
+    kv_cache_bytes: int | None = None,
 ) -> Capacity:
-    """Size HBM and each tier in tokens of this model's KV cache."""
+    """Size HBM and each tier in tokens of this model's KV cache. kv_cache_bytes is a KV cache size set outright
+    (vLLM's --kv-cache-memory-bytes, which ignores gpu_memory_utilization): HBM for KV is then that, whatever the
+    VRAM."""
     # LMCache stores each TP rank's shard (so replicated heads are stored once per rank). For MLA every rank holds
     # the same latent and only the first rank stores it (save_only_first_rank defaults to use_mla; LMCache 0.5.6
     # lmcache/v1/cache_engine.py:116-119 and :303-321: only that rank creates a storage manager), so of a tier
@@ -80,6 +83,9 @@ def measure_capacity(
         reserve = int(tensor_parallel * gpu_vram_bytes * OVERHEAD_RESERVE_FRACTION)
         hbm_kv = usable - weights_bytes - reserve
         hbm_tokens = max(hbm_kv, 0) // fp.across_gpus
+    if kv_cache_bytes is not None:
+        hbm_kv = kv_cache_bytes * tensor_parallel  # per GPU (vllm/config/cache.py: "Size of KV Cache per GPU")
+        hbm_tokens = hbm_kv // fp.across_gpus
     return Capacity(
         tier_bytes_per_token=tier_bpt,
         usable_hbm_bytes=usable,

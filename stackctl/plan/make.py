@@ -126,6 +126,7 @@ def make_plan(
     serve_dtype: str = "auto",
     extra_notes: Sequence[str] = (),
     remote_tiers: Sequence[str] = (),
+    kv_cache_bytes: int | None = None,
 ) -> Plan:
     """Size the KV cache of one serving setup against HBM and the LMCache tiers.
 
@@ -133,6 +134,7 @@ def make_plan(
     serve_dtype is vLLM --dtype (what kv_cache_dtype "auto" follows when set). extra_notes carry the caller's
     provenance (e.g. "GPU memory from the built-in table", "weights size approximate") into the plan's notes.
     remote_tiers names the recipe's remote tier kinds (s3, fs): their capacity is the store's, not planned here.
+    kv_cache_bytes is a KV cache size per GPU set outright (--kv-cache-memory-bytes, VLLM_CPU_KVCACHE_SPACE).
     """
     cpu_tier_bytes = int(cpu_tier_bytes or 0)
     disk_tier_bytes = int(disk_tier_bytes or 0)
@@ -150,7 +152,8 @@ def make_plan(
     cap = measure_capacity(
         model, fp, tensor_parallel=tensor_parallel, gpu_memory_utilization=gpu_memory_utilization,
         gpu_vram_bytes=gpu_vram_bytes, weights_bytes=weights_bytes, cpu_tier_bytes=cpu_tier_bytes,
-        disk_tier_bytes=disk_tier_bytes, working_set_tokens=ws_tokens, host_ram_bytes=host_ram_bytes)
+        disk_tier_bytes=disk_tier_bytes, working_set_tokens=ws_tokens, host_ram_bytes=host_ram_bytes,
+        kv_cache_bytes=kv_cache_bytes)
     regime, recommendation = judge(
         cap, users=users, context_tokens=context_tokens, kv_dtype_bytes=fp.dtype_bytes,
         gpu_vram_bytes=gpu_vram_bytes, weights_bytes=weights_bytes, remote_tiers=remote_tiers)

@@ -61,13 +61,16 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
         ram, ram_source = host.memory.total_bytes, "this machine"
         notes.append(f"host RAM {ram / GiB:,.1f} GiB: this machine's; plan for the serving host with --host-ram GIB")
     remote = [t.kind for t in recipe.cache.tiers if kind_of(t).remote] if recipe.cache.enabled else []
+    explicit = kv_cache_size(recipe)
+    if explicit is not None:
+        notes.append(f"HBM for KV set outright: {explicit[0]:,} bytes ({explicit[1]}), whatever the memory")
     plan = make_plan(
         shape, tensor_parallel=recipe.model.tensor_parallel, kv_cache_dtype=recipe.model.kv_cache_dtype,
         gpu_memory_utilization=recipe.serve.gpu_memory_utilization, gpu_vram_bytes=vram,
         weights_bytes=weights_bytes, cpu_tier_bytes=int(cpu[0].size_gb * GiB) if cpu else None,
         disk_tier_bytes=int(disk[0].size_gb * GiB) if disk else None, users=users, context_tokens=context_tokens,
         host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes,
-        remote_tiers=remote)
+        remote_tiers=remote, kv_cache_bytes=explicit[0] if explicit else None)
     plan.host_ram_source = ram_source if ram is not None else ""
     chunk = lmcache_chunk_size(recipe) if recipe.cache.enabled else None
     if chunk:
@@ -78,3 +81,25 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
         plan.warnings.append(f"--context {context_tokens:,} exceeds model.max_model_len {limit:,}: vLLM refuses "
                              f"longer requests; plan with --context {limit:,} or raise max_model_len")
     return plan
+
+
+def kv_cache_size(recipe) -> tuple[int, str] | None:
+    """The KV cache size the recipe sets outright, and where: VLLM_CPU_KVCACHE_SPACE (GiB) in serve.env on cpu,
+    which vLLM applies over the flag (vllm 0.32.0 vllm/platforms/cpu.py:324-327), else --kv-cache-memory-bytes in
+    serve.extra_args (vllm/engine/arg_utils.py:1363, read by vllm/utils/argparse_utils.py:29 human_readable_int).
+    None when vLLM sizes the cache itself."""
+    from stackctl.knowledge.serve_flags import human_int
+
+    space = recipe.serve.env.get("VLLM_CPU_KVCACHE_SPACE", "")
+    if not platform_of(recipe).has_gpus and str(space).strip().isdigit():
+        return int(space) * GiB, f"VLLM_CPU_KVCACHE_SPACE={space} in serve.env"
+    args = list(recipe.serve.extra_args)
+    for index, arg in enumerate(args):
+        name, _, inline = arg.partition("=")
+        if name != "--kv-cache-memory-bytes":
+            continue
+        value = inline if inline else (args[index + 1] if index + 1 < len(args) else "")
+        size = human_int(value)
+        if size is not None and size > 0:
+            return size, f"--kv-cache-memory-bytes {value} in serve.extra_args"
+    return None

@@ -35,11 +35,11 @@ def judge(
     """The regime and one recommendation sentence with the figures that decided it."""
     ws = (f"the working set of {tokens_text(cap.working_set_tokens)} ({users} users x {context_tokens:,}, "
           f"{gb_text(cap.working_set_tier_bytes)})")
-    if cap.hbm_kv_bytes is None or cap.hbm_tokens is None or weights_bytes is None:
+    if cap.hbm_kv_bytes is None or cap.hbm_tokens is None:
         return REGIME_UNKNOWN, _unknown(ws, gpu_vram_bytes, weights_bytes)
     if cap.hbm_kv_bytes <= 0:
         return REGIME_DOES_NOT_FIT, (
-            f"The weights ({gb_text(weights_bytes)}) and the activation reserve leave no HBM for the KV cache "
+            f"The weights ({gb_text(weights_bytes or 0)}) and the activation reserve leave no HBM for the KV cache "
             f"({gb_text(cap.hbm_kv_bytes)}): raise tensor_parallel or gpu_memory_utilization, or use a smaller or "
             f"quantised model."
         )

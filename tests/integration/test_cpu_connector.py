@@ -115,7 +115,7 @@ def server_log(docker_engine) -> str:
 
 def test_served_round_trip_through_lmcache_and_degraded_without_the_connector(tiers_image_tag, stack_env,
                                                                                docker_engine, tmp_path):
-    from stackctl.bench import words
+    from stackctl.bench.workload import words
     from stackctl.httpclient import post_json
 
     prompt = words(PROMPT_TOKENS, 17)

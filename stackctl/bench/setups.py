@@ -1,0 +1,186 @@
+"""The stacks and containers bench measures on: a stack found running (never stopped here), or one brought up for
+the measurement and taken down again (its log kept when it stopped on its own). `say` prints progress."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from stackctl.bench import probe as probes
+from stackctl.bench import workload as workloads
+from stackctl.bench.report import require_plotting
+from stackctl.errors import StackctlError
+from stackctl.httpclient import get_status
+
+Say = Callable[[str], None]
+
+
+def stack_url(recipe) -> str:
+    from stackctl.lifecycle.preflight import client_host
+
+    return f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
+
+
+def running_url(recipe) -> str:
+    """The stack's address; refused unless a healthy server answers there."""
+    url = stack_url(recipe)
+    if get_status(f"{url}/health", timeout=5) != 200:
+        raise StackctlError(f"{recipe.stack.name}: no healthy server at {url} (fix: stackctl up {recipe.source})")
+    return url
+
+
+def stack_container(recipe):
+    from stackctl.bundle.stackspec import container_name
+    from stackctl.engine import docker_adapter as dk
+
+    container = dk.find_container(dk.client(), container_name(recipe))
+    return dk.refresh(container) if container is not None else None
+
+
+@contextmanager
+def stack_for(recipe, say: Say) -> Iterator[str]:
+    """The arm's stack: used as it runs when it runs this recipe already; otherwise brought up, yielded, and taken
+    down again whatever happens."""
+    from stackctl.lifecycle.down import down
+    from stackctl.lifecycle.health import save_failure_log, stop_reason
+    from stackctl.lifecycle.status import status_rows
+    from stackctl.lifecycle.up import up
+
+    url = stack_url(recipe)
+    rows = [r for r in status_rows(recipe) if r["recipe_current"] and r["health"] == "healthy"]
+    started_here = False
+    if not rows:
+        if get_status(f"{url}/health", timeout=2) is not None:
+            raise StackctlError(f"{recipe.stack.name}: port {recipe.serve.port} is taken by another server "
+                                "(fix: stop it, or give the arms different serve.port values)")
+        say(f"bench: bringing up {recipe.stack.name}")
+        up(recipe, say=say)
+        started_here = True
+    try:
+        yield url
+    finally:
+        if started_here:
+            container = stack_container(recipe)
+            if container is not None and container.status != "running":
+                kept = save_failure_log(recipe, container)
+                say(f"bench: {recipe.stack.name} stopped ({stop_reason(container.attrs['State'])}); its log: {kept}")
+            down(recipe, say=say)
+
+
+def run_arm(recipe, sessions, tokens: int, max_requests: int, max_seconds: float, say: Say):
+    """One arm of the workload comparison: a one-run probe, then the workload, on the arm's stack."""
+    with stack_for(recipe, say) as url:
+        say(f"bench: {recipe.stack.name}: probe, then workload")
+        probe = probes.probe(url, recipe.served_name, tokens, runs=1, lmcache=lmcache_arm(recipe),
+                             offload=offload_arm(recipe))
+        result = workloads.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests,
+                                        max_seconds)
+        result.probe = probe
+        return result
+
+
+def lmcache_arm(recipe) -> bool:
+    """Whether the probe has an LMCache arm: LMCache in the server only. Its repeat under another cache_salt is a hit
+    there (LMCache keys by tokens); LMCache's own server (lmcache-mp) keys by the salt too, so that repeat would be a
+    miss, not a measurement of the offload (doctor's server.offload-hit proves that engine)."""
+    from stackctl.bundle.stackspec import lmcache_in_server
+
+    return lmcache_in_server(recipe)
+
+
+def offload_arm(recipe) -> bool:
+    """Whether the probe has an offload arm: another engine than LMCache in the server, and the dev endpoint that
+    empties HBM (serve.dev_endpoints), without which the repeat would be an HBM hit."""
+    from stackctl.bundle.stackspec import lmcache_in_server
+
+    return recipe.cache.enabled and not lmcache_in_server(recipe) and recipe.serve.dev_endpoints
+
+
+def run_probe(recipe, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
+    """The probe on the running stack, the prefill floor beside it, probe.json and probe.png written."""
+    from stackctl.lifecycle.state import write_atomically
+
+    require_plotting()
+    url = running_url(recipe)
+    result = probes.probe(url, recipe.served_name, tokens, runs, lmcache=lmcache_arm(recipe), offload=offload_arm(recipe))
+    say(probes.probe_table(result).rstrip("\n"))
+    prefill_floor(recipe, result, say)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(out_dir / "probe.json", json.dumps(result, indent=2))
+    probes.plot_probe(result, out_dir / "probe.png", recipe.stack.name)
+    return result
+
+
+def prefill_floor(recipe, result: dict, say: Say) -> None:
+    """Each arm's prefill rate beside this host's matmul peak for the served dtype, measured now (after the arms, so
+    the probe and the server do not share the CPUs): how far from the physical floor the cold figure is. Added to
+    the probe's result and printed."""
+    from stackctl.bundle import stackspec
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.host import PinningError, discover, pinning_for
+    from stackctl.host.matmul import measure
+    from stackctl.host.placement import placement
+    from stackctl.host.prefill import model_floor
+
+    container = stack_container(recipe)
+    if container is None:
+        return
+    facts = discover()
+    environment = stackspec.environment(recipe)
+    try:
+        cpuset = placement(pinning_for(recipe, facts)).cpuset
+    except PinningError:
+        cpuset = {}
+    floor = model_floor(container, recipe.model.path)
+    try:
+        peak = measure(dk.client(), container.image, environment=environment, cpuset=cpuset,
+                       isa=facts.isa.for_environment(environment).to_dict(), stack=recipe.stack.name,
+                       dtypes=tuple(sorted({"float32", floor.dtype or "bfloat16"})), fresh=True)
+        floor = floor.with_peak(peak)
+    except ValueError as exc:
+        floor = floor.with_peak(None, str(exc))
+    result["floor"] = floor.to_dict()
+    prompt = result.get("prompt_tokens") or 0
+    if floor.peak_gflops is not None:
+        say(f"this host's {floor.dtype} matmul peak, measured now in the stack's image: "
+            f"{floor.peak_gflops:,.1f} GFLOP/s ({floor.peak.threads if floor.peak else '?'} threads)")
+    for arm, values in result["arms"].items():
+        recomputed = values.get("tokens_recomputed")  # what the server counted; the hit rate only as a fallback
+        cached = prompt - round(recomputed) if recomputed is not None else round(prompt * (values["hit_rate"] or 0))
+        rate = floor.rate(prompt, cached, values["ttft_median_s"])
+        values["prefill"] = rate
+        say(f"  {arm}: {floor.text(rate)}")
+
+
+def connector_figures(recipe, out_dir: Path) -> tuple[dict, Any]:
+    """The connector's own benchmark module run in the stack's container; its figures (written to connector.json)
+    and the model shape they are for."""
+    from stackctl.bundle import stackspec
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.knowledge.model_table import resolve_shape
+    from stackctl.lifecycle.state import write_atomically
+
+    if not stackspec.cpu_connector_enabled(recipe):
+        raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "
+                            "cache.enabled and cache.cpu_connector on)")
+    resolved = resolve_shape(recipe.model.path)
+    if resolved is None:
+        raise StackctlError(f"{recipe.source}: model.path: shape of {recipe.model.path} unknown (fix: a model "
+                            "stackctl's model table knows, or a local directory with config.json)")
+    shape = resolved[0]
+    container = dk.find_container(dk.client(), stackspec.container_name(recipe))
+    if container is None or container.status != "running":
+        raise StackctlError(f"{recipe.stack.name}: not running (fix: stackctl up {recipe.source})")
+    command = ["python", "-m", "stackctl_lmcache_cpu.bench", "--layers", str(shape.num_hidden_layers),
+               "--kv-heads", str(shape.num_key_value_heads), "--head-size", str(shape.head_dim),
+               "--chunk", str(recipe.cache.chunk_size)]
+    exit_code, out, err = dk.exec_in(container, command)
+    if exit_code != 0:
+        raise StackctlError(f"bench --connector: {' '.join(command)} exited {exit_code}: {err.strip()[-400:]}")
+    figures = json.loads(out.strip().splitlines()[-1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(out_dir / "connector.json", json.dumps(figures, indent=2))
+    return figures, shape
