@@ -19,13 +19,15 @@ MARK = "----stackctl-probe-boundary----"
 
 
 class DoctorContext:
-    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True):
+    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True,
+                 files: dict[str, bytes] | None = None):
+        """files: the bundle as the caller rendered it already (`up --gate`), so it is not rendered again."""
         self.recipe = recipe
         self.deep = deep
         self.use_cache = use_cache
         self.say = say or (lambda message: None)
         self.engine_error = ""
-        self._cache: dict = {}
+        self._cache: dict = {} if files is None else {"files": files}
 
     # -- host -----------------------------------------------------------------------------------------------
 

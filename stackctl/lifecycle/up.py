@@ -14,7 +14,7 @@ handler that cleans up and says what state the stack is in. Every outcome is a l
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from stackctl.bundle import render as renderer
 from stackctl.bundle import stackspec
@@ -41,9 +41,15 @@ from stackctl.lifecycle.preflight import (
 from stackctl.lifecycle.signals import shielded
 from stackctl.recipe.model import Recipe
 
+# What `up --gate` runs once the new server is healthy: (recipe, bundle files, say) -> None, raising to refuse.
+Gate = Callable[[Recipe, dict, Any], None]
+
 
 def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
-       say=print, rollback: bool = True, gate: str | None = None, command: str = "up") -> int:
+       say=print, rollback: bool = True, gate: Gate | None = None, command: str = "up") -> int:
+    """gate: called with (recipe, the bundle files, say) once the new server is healthy; it raises StackctlError
+    to refuse the deployment (the CLI passes doctor's, stackctl/doctor/gate.py). The bundle is rendered once here
+    and handed to the build and the gate."""
     from stackctl.host import PinningError, discover, pinning_for
 
     files = renderer.render_files(recipe)
@@ -73,7 +79,7 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
                                 decide_dtype=lambda image: _apply_dtype(recipe, facts, kwargs, say, _cpuset(pinning),
                                                                         engine, image))
         return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                                            say=say, locked=True))
+                                            say=say, locked=True, files=files))
 
 
 def _show_pinning(recipe: Recipe, pinning, say) -> None:
@@ -140,7 +146,7 @@ PREVIOUS_SUFFIX = "-previous"
 
 
 class Deployment:
-    def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: str | None,
+    def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: Gate | None,
                  command: str, timeout: float, decide_dtype=None):
         self.recipe, self.files, self.kwargs, self.engine, self.say = recipe, files, kwargs, engine, say
         self.decide_dtype = decide_dtype or (lambda image: None)
@@ -222,24 +228,8 @@ class Deployment:
         self.say(f"started {self.name} ({self.container.short_id}); waiting for http://{self.recipe.serve.host}:"
                  f"{self.recipe.serve.port}/health")
         wait_healthy(self.recipe, self.container, self.timeout, self.say)
-        if self.gate:
-            self._run_gate()
-
-    def _run_gate(self) -> None:
-        from stackctl.doctor import run_doctor
-        from stackctl.doctor.context import DoctorContext
-        from stackctl.doctor.registry import parse_scopes
-
-        scopes = parse_scopes(self.gate or "", "--gate")
-        self.say(f"gate: stackctl doctor --scope {','.join(scopes)}")
-        results, broken = run_doctor(DoctorContext(self.recipe, say=self.say), scopes)
-        failing = [r for r in results if r.status == "fail"]
-        if failing:
-            raise StackctlError(f"{self.stack}: gate failed (doctor --scope {self.gate}): "
-                                + "; ".join(f"{r.check_id}: {r.message}" for r in failing))
-        if broken:
-            raise StackctlError(f"{self.stack}: gate could not run (doctor --scope {self.gate} crashed or found "
-                                "no engine)")
+        if self.gate is not None:
+            self.gate(self.recipe, self.files, self.say)
 
     # -- failure: remove the replacement, bring the previous container back -------------------------------------
 
