@@ -83,7 +83,7 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
 
     from stackctl import bench as workload
     from stackctl.errors import StackctlError
-    from stackctl.lifecycle.state import write_atomically
+    from stackctl.state.store import write_atomically
 
     workload.require_plotting()
     url = _running_url(recipe)
@@ -115,7 +115,7 @@ def _connector(recipe, out_dir) -> None:
     from stackctl.engine import docker_adapter as dk
     from stackctl.errors import StackctlError
     from stackctl.knowledge.model_table import resolve_shape
-    from stackctl.lifecycle.state import write_atomically
+    from stackctl.state.store import write_atomically
 
     if not stackspec.cpu_connector_enabled(recipe):
         raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "

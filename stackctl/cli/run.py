@@ -107,7 +107,7 @@ def status(recipe, output_format, history):
     stopped server, why it stopped."""
     from stackctl.cli.common import load
     from stackctl.errors import StackctlError
-    from stackctl.lifecycle.state import read_history
+    from stackctl.state.store import read_history
     from stackctl.lifecycle.status import status_rows
 
     if history and not recipe:

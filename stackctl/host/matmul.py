@@ -83,7 +83,7 @@ def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack:
     """Run the probe in `image` (a docker-py image) with the stack's environment and CPU set; reuse a measurement
     of the same key unless `fresh`. Raises ValueError when the probe cannot measure."""
     from stackctl.engine import docker_adapter
-    from stackctl.lifecycle.state import stack_dir, write_atomically
+    from stackctl.state.store import stack_dir, write_atomically
     from stackctl.resources import shipped
 
     probe = shipped("checks") / "matmul" / "peak.py"

@@ -16,7 +16,7 @@ from pathlib import Path
 from stackctl.bundle import render, stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
-from stackctl.lifecycle import state
+from stackctl.state import store
 from stackctl.recipe.model import Recipe
 
 
@@ -47,10 +47,10 @@ def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bund
     caller (`up`) holds it already; `files` is the bundle when the caller (`up`) rendered it already."""
     if locked:
         return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
-    from stackctl.lifecycle.lock import StackLock
+    from stackctl.state.lock import StackLock
 
-    directory = state.stack_dir(recipe.stack.name)
-    state.ensure_writable(directory)
+    directory = store.stack_dir(recipe.stack.name)
+    store.ensure_writable(directory)
     with StackLock(directory, recipe.stack.name, "build", say=say):
         return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
 

@@ -7,7 +7,7 @@ One `up` runs as a transaction: the previous container is kept (stopped, renamed
 replacement is healthy and passes the gate; if the replacement fails, or Ctrl-C arrives, the replacement is removed
 (its log kept) and the previous container comes back under its own name.
 
-Steps that must happen together run shielded from Ctrl-C (lifecycle/signals.py); a Ctrl-C elsewhere lands in one
+Steps that must happen together run shielded from Ctrl-C (state/signals.py); a Ctrl-C elsewhere lands in one
 handler that cleans up and says what state the stack is in. Every outcome is a line in the stack's history.
 """
 
@@ -21,7 +21,7 @@ from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
 from stackctl.knowledge.kinds import platform_of
-from stackctl.lifecycle import state
+from stackctl.state import store
 from stackctl.lifecycle.build import build
 from stackctl.lifecycle.container import container_kwargs, read_secrets, redacted
 from stackctl.lifecycle.health import (
@@ -32,13 +32,13 @@ from stackctl.lifecycle.health import (
     wait_for_health,
     wait_healthy,
 )
-from stackctl.lifecycle.lock import StackLock
+from stackctl.state.lock import StackLock
 from stackctl.lifecycle.preflight import (
     ensure_port_free,
     ensure_tier_files_readable,
     ensure_tier_paths_writable,
 )
-from stackctl.lifecycle.signals import shielded
+from stackctl.state.signals import shielded
 from stackctl.recipe.model import Recipe
 
 # What `up --gate` runs once the new server is healthy: (recipe, bundle files, say) -> None, raising to refuse.
@@ -62,7 +62,7 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
         raise exc.located(recipe) from None
     groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
     secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
-    bundle_dir = state.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
+    bundle_dir = store.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
     kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
     _show_pinning(recipe, pinning, say)
     if dry_run:
@@ -71,8 +71,8 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
         return ExitCode.OK
 
     engine = dk.client()
-    directory = state.stack_dir(recipe.stack.name)
-    state.ensure_writable(directory)
+    directory = store.stack_dir(recipe.stack.name)
+    store.ensure_writable(directory)
     with StackLock(directory, recipe.stack.name, command, say=say):
         deployment = Deployment(recipe, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
                                 timeout=timeout or recipe.checks.startup_timeout_s,
@@ -196,7 +196,7 @@ class Deployment:
             current = None
         self.untouched = current
         try:
-            state.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
+            store.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
                                   renderer.write_bundle)
             self._switch(current, image)
         except (StackctlError, KeyboardInterrupt) as failure:
@@ -206,7 +206,7 @@ class Deployment:
             if self.previous is not None:
                 dk.remove_container(self.previous)
             self._record("deployed", image=image)
-            state.prune_deployments(self.stack, {self.recipe_hash})
+            store.prune_deployments(self.stack, {self.recipe_hash})
         self.say(f"{self.stack} is healthy on http://{self.recipe.serve.host}:{self.recipe.serve.port} "
                  f"(model {self.recipe.served_name})")
         return ExitCode.OK
@@ -339,7 +339,7 @@ class Deployment:
             entry["dtype"] = {key: self.dtype[key] for key in ("dtype", "served", "emulated", "reason")}
         if detail:
             entry["detail"] = detail
-        state.record_deployment(self.stack, entry)
+        store.record_deployment(self.stack, entry)
 
 
 def _remove_named(engine, name: str) -> None:
@@ -365,7 +365,7 @@ def rollback_recipe(recipe, running_hash: str | None) -> str:
 
     from stackctl.recipe import load_recipe
 
-    target = state.last_good(recipe.stack.name, exclude_hash=running_hash or stackspec.recipe_hash(recipe))
+    target = store.last_good(recipe.stack.name, exclude_hash=running_hash or stackspec.recipe_hash(recipe))
     if target is None:
         raise StackctlError(f"{recipe.stack.name}: no earlier deployment to return to (history: "
                             f"`stackctl status {recipe.source} --history`)")
@@ -376,7 +376,7 @@ def rollback_recipe(recipe, running_hash: str | None) -> str:
                 return original
         except StackctlError:
             pass  # the original file no longer loads: use the kept copy
-    kept = state.deployment_dir(recipe.stack.name, target["recipe_hash"]) / "recipe.toml"
+    kept = store.deployment_dir(recipe.stack.name, target["recipe_hash"]) / "recipe.toml"
     if not kept.is_file():
         raise StackctlError(f"{recipe.stack.name}: the recipe of deployment {target['recipe_hash']} is no longer "
                             f"kept ({kept} is missing)")
