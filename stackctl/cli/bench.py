@@ -159,7 +159,7 @@ def _run_arm(recipe, sessions, tokens, max_requests, max_seconds):
     from stackctl import bench as workload
     from stackctl.httpclient import get_status
     from stackctl.lifecycle.down import down
-    from stackctl.lifecycle.health import save_failure_log, stop_reason
+    from stackctl.engine.health import save_failure_log, stop_reason
     from stackctl.lifecycle.preflight import client_host
     from stackctl.lifecycle.status import status_rows
     from stackctl.lifecycle.up import up

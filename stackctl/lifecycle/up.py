@@ -23,8 +23,8 @@ from stackctl.errors import ExitCode, StackctlError
 from stackctl.knowledge.kinds import platform_of
 from stackctl.state import store
 from stackctl.lifecycle.build import build
-from stackctl.lifecycle.container import container_kwargs, read_secrets, redacted
-from stackctl.lifecycle.health import (
+from stackctl.engine.container import container_kwargs, read_secrets, redacted
+from stackctl.engine.health import (
     health_url,
     save_failure_log,
     served_address,

@@ -15,7 +15,7 @@ from stackctl.state import store
 from stackctl.errors import StackctlError
 from stackctl.state.lock import StackLock
 from stackctl.lifecycle.preflight import client_host, ensure_port_free, port_holder
-from stackctl.lifecycle.health import stop_reason
+from stackctl.engine.health import stop_reason
 
 HOLD = """
 import sys, time
@@ -126,7 +126,7 @@ def test_build_up_compose_and_manifest_name_one_image(tmp_path):
     from helpers import RECIPES
 
     from stackctl.bundle import render
-    from stackctl.lifecycle.container import container_kwargs
+    from stackctl.engine.container import container_kwargs
     from stackctl.recipe import load_recipe
 
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
