@@ -264,7 +264,7 @@ def verbatim_sources() -> dict[str, Path]:
     files_dir = shipped("templates") / "files"
     sources = {f"build/{name}": files_dir / name
                for name in ("pip.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py")}
-    sources.update({f"probes/{probe.name}": probe for probe in sorted(shipped("checks").glob("*.py"))})
+    sources.update({f"probes/{probe.name}": probe for probe in sorted(shipped("probes").glob("*.py"))})
     return sources
 
 

@@ -1,4 +1,4 @@
-"""This host's matmul speed per dtype, measured inside the stack's image (checks/matmul/peak.py).
+"""This host's matmul speed per dtype, measured inside the stack's image (probes/matmul/peak.py).
 
 The figures are the physical floor a prefill can reach: bench and doctor print a server's prefill rate as a share
 of them, and the dtype decision (host/dtype.py) prefers them over the CPU flags. A measurement is kept under the
@@ -86,7 +86,7 @@ def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack:
     from stackctl.state.store import stack_dir, write_atomically
     from stackctl.resources import shipped
 
-    probe = shipped("checks") / "matmul" / "peak.py"
+    probe = shipped("probes") / "matmul" / "peak.py"
     key = cache_key(image.id, environment, cpuset, isa, probe.read_bytes())
     cache_file = stack_dir(stack) / "matmul" / f"{key}.json"
     if not fresh and cache_file.is_file():
