@@ -20,7 +20,7 @@ GOLDEN = REPO / "tests" / "golden"
 
 
 def rendered(recipe_path: Path) -> dict[str, bytes]:
-    """The bundle minus the files copied verbatim from checks/ and templates/files/ (tests compare those with
+    """The bundle minus the files copied verbatim from probes/, templates/files/ and connector/ (tests compare those with
     their sources directly)."""
     from stackctl.recipe.loader import load_recipe
     from stackctl.bundle.render import copied_sources, render_files

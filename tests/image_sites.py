@@ -59,6 +59,6 @@ def probe(site) -> dict:
     """The real probe in a fresh interpreter that sees `site` first, as in an image."""
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("PYTHONHASHSEED", None)
-    out = subprocess.run([sys.executable, str(REPO / "checks" / "probe_image.py")], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, str(REPO / "probes" / "probe_image.py")], env=env, capture_output=True,
                          text=True, timeout=60, check=True).stdout
     return json.loads(out)

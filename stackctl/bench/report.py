@@ -70,7 +70,7 @@ def plot(results: list[RunResult], path: Path) -> Path:
 
 
 def write_reports(results: list[RunResult], out_dir: Path) -> dict:
-    from stackctl.lifecycle.state import write_atomically
+    from stackctl.state.store import write_atomically
 
     out_dir.mkdir(parents=True, exist_ok=True)
     summaries = [r.summary() for r in results]

@@ -45,7 +45,7 @@ def stack_for(recipe, say: Say) -> Iterator[str]:
     """The arm's stack: used as it runs when it runs this recipe already; otherwise brought up, yielded, and taken
     down again whatever happens."""
     from stackctl.lifecycle.down import down
-    from stackctl.lifecycle.health import save_failure_log, stop_reason
+    from stackctl.engine.health import save_failure_log, stop_reason
     from stackctl.lifecycle.status import status_rows
     from stackctl.lifecycle.up import up
 
@@ -101,7 +101,7 @@ def offload_arm(recipe) -> bool:
 
 def run_probe(recipe, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
     """The probe on the running stack, the prefill floor beside it, probe.json and probe.png written."""
-    from stackctl.lifecycle.state import write_atomically
+    from stackctl.state.store import write_atomically
 
     require_plotting()
     url = running_url(recipe)
@@ -161,7 +161,7 @@ def connector_figures(recipe, out_dir: Path) -> tuple[dict, Any]:
     from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.knowledge.model_table import resolve_shape
-    from stackctl.lifecycle.state import write_atomically
+    from stackctl.state.store import write_atomically
 
     if not stackspec.cpu_connector_enabled(recipe):
         raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "

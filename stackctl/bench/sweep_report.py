@@ -72,7 +72,7 @@ def plot(result: dict, path: Path) -> Path:
 
 
 def write(result: dict, out_dir: Path) -> dict:
-    from stackctl.lifecycle.state import write_atomically
+    from stackctl.state.store import write_atomically
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomically(out_dir / "sweep.json", json.dumps(result, indent=2))

@@ -271,15 +271,15 @@ def verbatim_sources() -> dict[str, Path]:
     files_dir = shipped("templates") / "files"
     sources = {f"build/{name}": files_dir / name
                for name in ("pip.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py")}
-    sources.update({f"probes/{probe.name}": probe for probe in sorted(shipped("checks").glob("*.py"))})
+    sources.update({f"probes/{probe.name}": probe for probe in sorted(shipped("probes").glob("*.py"))})
     return sources
 
 
 def connector_sources() -> dict[str, Path]:
     """stackctl's LMCache connector for vLLM-CPU, copied unchanged into the images that carry it
     (stackspec.cpu_connector_shipped): the package (its Python modules and the C source of its copy loop, which the
-    image compiles) and the .pth that loads its import hook."""
-    files_dir = shipped("templates") / "files"
+    image compiles) and the .pth that loads its import hook, both from the top-level connector/ folder."""
+    files_dir = shipped("connector")
     package = stackspec.CPU_CONNECTOR_PACKAGE
     sources = {f"connector/{package}/{module.name}": module
                for module in sorted([*(files_dir / package).glob("*.py"), *(files_dir / package).glob("*.c")])}

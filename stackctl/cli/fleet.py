@@ -19,7 +19,7 @@ from stackctl.fleet.execute import find_ansible, playbook_args, run_playbook
 from stackctl.fleet.planning import plan_fleet
 from stackctl.fleet.records import keep_host_records
 from stackctl.fleet.wheelhouse import ready_wheelhouse
-from stackctl.lifecycle.state import new_fleet_run_dir
+from stackctl.state.store import new_fleet_run_dir
 
 
 def say(message: str) -> None:

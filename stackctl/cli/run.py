@@ -57,13 +57,15 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
     --gate); if it is not, the previous one comes back and up exits 1 naming the failing check.
     """
     from stackctl.cli.common import load_checked
-    from stackctl.doctor.registry import parse_scopes
     from stackctl.lifecycle.up import up as run_up
 
+    gate_check = None
     if gate:
-        parse_scopes(gate, "--gate")
+        from stackctl.doctor.gate import gate_for
+
+        gate_check = gate_for(gate)  # up runs doctor through it: the lifecycle does not import doctor
     ctx.exit(run_up(load_checked(recipe, "up", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                    dry_run=dry_run, timeout=timeout, say=say, rollback=not no_rollback, gate=gate))
+                    dry_run=dry_run, timeout=timeout, say=say, rollback=not no_rollback, gate=gate_check))
 
 
 @click.command()
@@ -105,7 +107,7 @@ def status(recipe, output_format, history):
     stopped server, why it stopped."""
     from stackctl.cli.common import load
     from stackctl.errors import StackctlError
-    from stackctl.lifecycle.state import read_history
+    from stackctl.state.store import read_history
     from stackctl.lifecycle.status import status_rows
 
     if history and not recipe:

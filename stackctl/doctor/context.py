@@ -19,14 +19,16 @@ MARK = "----stackctl-probe-boundary----"
 
 
 class DoctorContext:
-    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True, host_root=None):
+    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True, host_root=None,
+                 files: dict[str, bytes] | None = None):
+        """files: the bundle as the caller rendered it already (`up --gate`), so it is not rendered again."""
         self.recipe = recipe
         self.host_root = host_root  # a captured host tree to judge instead of this machine (doctor --host-root)
         self.deep = deep
         self.use_cache = use_cache
         self.say = say or (lambda message: None)
         self.engine_error = ""
-        self._cache: dict = {}
+        self._cache: dict = {} if files is None else {"files": files}
 
     # -- host -----------------------------------------------------------------------------------------------
 

@@ -59,7 +59,7 @@ def _isa(ctx):
 def cpu_dtype(ctx):
     """The dtype the stack serves in (the recipe's model.dtype, or stackctl up's decision for "auto") against this
     CPU: its features (/proc/cpuinfo, capped by ONEDNN_MAX_CPU_ISA in the stack's environment) and the GFLOP/s of a
-    prefill-sized matmul in each dtype, measured in the stack's image on this host's CPUs (checks/matmul/peak.py).
+    prefill-sized matmul in each dtype, measured in the stack's image on this host's CPUs (probes/matmul/peak.py).
     A 16-bit dtype under half of float32's speed is emulated: without AVX512-BF16 or AMX bf16 ran 0.4 GFLOP/s
     against float32's 124 on an AMD EPYC host, and a prompt took 33 s instead of under one."""
     from stackctl.host.dtype import decide_dtype

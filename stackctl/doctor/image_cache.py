@@ -23,7 +23,7 @@ def cache_key(parts) -> str:
 
 def cache_file(stack: str, folder: str, parts) -> Path:
     """Where the result for these inputs is kept: STATE/STACK/FOLDER/KEY.json."""
-    from stackctl.lifecycle.state import stack_dir
+    from stackctl.state.store import stack_dir
 
     return stack_dir(stack) / folder / f"{cache_key(parts)}.json"
 
@@ -37,7 +37,7 @@ def cached(path: Path, compute: Callable[[], dict], use_cache: bool = True) -> d
         except (OSError, ValueError):
             pass
     result = compute()
-    from stackctl.lifecycle.state import write_atomically  # the state dir's one writer
+    from stackctl.state.store import write_atomically  # the state dir's one writer
 
     write_atomically(path, json.dumps(result))
     return result

@@ -228,7 +228,7 @@ def _seed_sources(ctx) -> str:
 def own_parsers(ctx):
     """stackctl's rules judge flags and keys from facts read out of the packages' sources; this asks the packages
     in the image itself, which also covers a custom base image or a release newer than the facts. In one container
-    run (checks/parsers/parse_config.py): vLLM's `make_arg_parser(FlexibleArgumentParser())` (vLLM 0.32.0
+    run (probes/parsers/parse_config.py): vLLM's `make_arg_parser(FlexibleArgumentParser())` (vLLM 0.32.0
     vllm/entrypoints/launchers/cli_args.py:421, the parser `vllm serve` builds) parses the model and the serve
     arguments serve.sh passes, and LMCache's `LMCacheEngineConfig.from_file` (LMCache 0.5.6
     lmcache/v1/config.py:1057, `_from_file` at config_base.py:318-348) loads the rendered lmcache.yaml. A parser

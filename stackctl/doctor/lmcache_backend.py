@@ -1,7 +1,7 @@
 """Judge which backend LMCache's native GPU module was built for, and whether its CPU extension is there, from the
 image probe's ELF facts.
 
-The image probe (checks/probe_image.py) reads the ELF files without importing anything; this module
+The image probe (probes/probe_image.py) reads the ELF files without importing anything; this module
 only interprets its JSON. The native modules' names depend on the LMCache version: those tables are data
 in stackctl/knowledge/compat.toml ([[lmcache_native_module]], [[lmcache_cpu_extension]]).
 """

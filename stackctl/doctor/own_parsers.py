@@ -1,5 +1,5 @@
 """image.parsers: the stack's serve arguments and lmcache.yaml read by the image's own vLLM and LMCache, in one
-container run of the stack's image (checks/parsers/parse_config.py, mounted read-only, so the image is not rebuilt
+container run of the stack's image (probes/parsers/parse_config.py, mounted read-only, so the image is not rebuilt
 for it)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def server_arguments(recipe) -> list[str]:
 
 
 def run(ctx) -> dict:
-    """{"vllm": {...}, "lmcache": {...}} as the probe reports it (see checks/parsers/parse_config.py), kept per image
+    """{"vllm": {...}, "lmcache": {...}} as the probe reports it (see probes/parsers/parse_config.py), kept per image
     and inputs: importing vLLM in a container takes seconds, and the same image reads the same inputs the same way."""
     recipe = ctx.recipe
     arguments = server_arguments(recipe)
@@ -51,7 +51,7 @@ def _digest(data: bytes) -> str:
 
 
 def _driver() -> Path:
-    return shipped("checks") / "parsers" / "parse_config.py"
+    return shipped("probes") / "parsers" / "parse_config.py"
 
 
 def _ask_image(ctx, arguments: list[str], lmcache_yaml: bytes | None, environment: dict) -> dict:

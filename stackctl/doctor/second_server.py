@@ -58,8 +58,8 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
     """Start a second server of `recipe` from `image` (the running stack's image id) with `env` added, on `port`
     (default: one the kernel picks), wait until it is healthy, yield it, and remove its container and bundle
     whatever happens."""
-    from stackctl.lifecycle.container import container_kwargs, read_secrets
-    from stackctl.lifecycle.health import wait_for_health
+    from stackctl.engine.container import container_kwargs, read_secrets
+    from stackctl.engine.health import wait_for_health
 
     port = port or free_port()
     second = derived_recipe(recipe, label, port, env)

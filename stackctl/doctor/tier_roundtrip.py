@@ -1,7 +1,7 @@
 """image.tiers: LMCache's storage round trip for every tier the recipe names, in the stack's image, with the stack's
 LMCache config, tier mounts, environment and secrets.
 
-One container run executes checks/tiers/roundtrip.py, which drives LMCache's own StorageManager once per tier with a
+One container run executes probes/tiers/roundtrip.py, which drives LMCache's own StorageManager once per tier with a
 config holding only that tier (a lower tier with `local_cpu: false`, so reads cannot be served from RAM) and a fresh
 model name (stale objects cannot fake a pass). Every tier moves the same object: one real KV chunk of the recipe's
 model (`chunk_size` tokens x the bytes a token costs one tensor-parallel rank, stackctl/knowledge/kv_math.py), enough
@@ -159,7 +159,7 @@ def run(ctx, chunk: KVChunk | None = None, keys: int | None = None) -> tuple[KVC
     with tempfile.TemporaryDirectory(prefix="stackctl-tiers-") as spec_dir:
         specs = tier_specs(recipe, chunk, keys, model, spec_dir)
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
-        volumes[str(shipped("checks") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
+        volumes[str(shipped("probes") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
         command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--timeout", str(TIER_TIMEOUT_S)]
         output = dk.run_to_end(engine, ctx.image_tag, command, environment=environment, volumes=volumes,
                                timeout=TIER_TIMEOUT_S * len(specs) + 60)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from stackctl.lifecycle import state
+from stackctl.state import store
 
 
 def rollout_record(outcome, artifacts: Path) -> dict:
@@ -24,4 +24,4 @@ def keep_host_records(outcomes, artifacts: Path) -> None:
     """Append each reached host's record to its list; hosts this rollout did not reach keep theirs as they are."""
     for outcome in outcomes:
         if outcome.reached:
-            state.append_fleet_host_record(outcome.host, rollout_record(outcome, artifacts))
+            store.append_fleet_host_record(outcome.host, rollout_record(outcome, artifacts))

@@ -1,4 +1,4 @@
-"""This host's matmul speed per dtype, measured inside the stack's image (checks/matmul/peak.py).
+"""This host's matmul speed per dtype, measured inside the stack's image (probes/matmul/peak.py).
 
 The figures are the physical floor a prefill can reach: bench and doctor print a server's prefill rate as a share
 of them, and the dtype decision (host/dtype.py) prefers them over the CPU flags. A measurement is kept under the
@@ -83,10 +83,10 @@ def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack:
     """Run the probe in `image` (a docker-py image) with the stack's environment and CPU set; reuse a measurement
     of the same key unless `fresh`. Raises ValueError when the probe cannot measure."""
     from stackctl.engine import docker_adapter
-    from stackctl.lifecycle.state import stack_dir, write_atomically
+    from stackctl.state.store import stack_dir, write_atomically
     from stackctl.resources import shipped
 
-    probe = shipped("checks") / "matmul" / "peak.py"
+    probe = shipped("probes") / "matmul" / "peak.py"
     key = cache_key(image.id, environment, cpuset, isa, probe.read_bytes())
     cache_file = stack_dir(stack) / "matmul" / f"{key}.json"
     if not fresh and cache_file.is_file():

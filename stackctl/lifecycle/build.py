@@ -16,7 +16,7 @@ from pathlib import Path
 from stackctl.bundle import render, stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
-from stackctl.lifecycle import state
+from stackctl.state import store
 from stackctl.recipe.model import Recipe
 
 
@@ -41,21 +41,22 @@ def rebuild_reason(image, base_id: str) -> str | None:
 
 
 def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
-          rebuild: bool = False, no_cache: bool = False, say=print, locked: bool = False) -> tuple[str, bool]:
+          rebuild: bool = False, no_cache: bool = False, say=print, locked: bool = False,
+          files: dict[str, bytes] | None = None) -> tuple[str, bool]:
     """Build the stack's image unless it is up to date. Returns (tag, built). Takes the stack's lock unless the
-    caller (`up`) holds it already."""
+    caller (`up`) holds it already; `files` is the bundle when the caller (`up`) rendered it already."""
     if locked:
-        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say)
-    from stackctl.lifecycle.lock import StackLock
+        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
+    from stackctl.state.lock import StackLock
 
-    directory = state.stack_dir(recipe.stack.name)
-    state.ensure_writable(directory)
+    directory = store.stack_dir(recipe.stack.name)
+    store.ensure_writable(directory)
     with StackLock(directory, recipe.stack.name, "build", say=say):
-        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say)
+        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
 
 
-def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say) -> tuple[str, bool]:
-    files = render.render_files(recipe)
+def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=None) -> tuple[str, bool]:
+    files = files if files is not None else render.render_files(recipe)
     engine = engine or dk.client()
     base_id = base_image_id(engine, recipe)
     tag = render.image_tag(recipe, files)

@@ -5,16 +5,16 @@ from __future__ import annotations
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode
-from stackctl.lifecycle import state
-from stackctl.lifecycle.lock import StackLock
-from stackctl.lifecycle.signals import shielded
+from stackctl.state import store
+from stackctl.state.lock import StackLock
+from stackctl.state.signals import shielded
 from stackctl.recipe.model import Recipe
 
 
 def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
     engine = dk.client()
-    directory = state.stack_dir(recipe.stack.name)
-    state.ensure_writable(directory)
+    directory = store.stack_dir(recipe.stack.name)
+    store.ensure_writable(directory)
     removed = 0
     with StackLock(directory, recipe.stack.name, "down", say=say):
         for container in dk.stack_containers(engine, recipe.stack.name):
@@ -27,7 +27,7 @@ def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
                 dk.remove_image(engine, image)
                 say(f"removed image {', '.join(image.tags) or image.short_id}")
         if removed:
-            state.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",
+            store.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",
                                                         "recipe_hash": stackspec.recipe_hash(recipe)})
     if not removed:
         say(f"{recipe.stack.name}: no container to remove")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
-from stackctl.lifecycle.health import health_url, served_address, stop_reason
+from stackctl.engine.health import health_url, served_address, stop_reason
 from stackctl.recipe.model import Recipe
 
 

@@ -7,24 +7,24 @@ One `up` runs as a transaction: the previous container is kept (stopped, renamed
 replacement is healthy and passes the gate; if the replacement fails, or Ctrl-C arrives, the replacement is removed
 (its log kept) and the previous container comes back under its own name.
 
-Steps that must happen together run shielded from Ctrl-C (lifecycle/signals.py); a Ctrl-C elsewhere lands in one
+Steps that must happen together run shielded from Ctrl-C (state/signals.py); a Ctrl-C elsewhere lands in one
 handler that cleans up and says what state the stack is in. Every outcome is a line in the stack's history.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable
 
 from stackctl.bundle import render as renderer
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
 from stackctl.knowledge.kinds import platform_of
-from stackctl.lifecycle import state
+from stackctl.state import store
 from stackctl.lifecycle.build import build
-from stackctl.lifecycle.container import container_kwargs, read_secrets, redacted
-from stackctl.lifecycle.health import (
+from stackctl.engine.container import container_kwargs, read_secrets, redacted
+from stackctl.engine.health import (
     health_url,
     save_failure_log,
     served_address,
@@ -32,18 +32,24 @@ from stackctl.lifecycle.health import (
     wait_for_health,
     wait_healthy,
 )
-from stackctl.lifecycle.lock import StackLock
+from stackctl.state.lock import StackLock
 from stackctl.lifecycle.preflight import (
     ensure_ports_free,
     ensure_tier_files_readable,
     ensure_tier_paths_writable,
 )
-from stackctl.lifecycle.signals import shielded
+from stackctl.state.signals import shielded
 from stackctl.recipe.model import Recipe
+
+# What `up --gate` runs once the new server is healthy: (recipe, bundle files, say) -> None, raising to refuse.
+Gate = Callable[[Recipe, dict, Any], None]
 
 
 def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
-       say=print, rollback: bool = True, gate: str | None = None, command: str = "up") -> int:
+       say=print, rollback: bool = True, gate: Gate | None = None, command: str = "up") -> int:
+    """gate: called with (recipe, the bundle files, say) once the new server is healthy; it raises StackctlError
+    to refuse the deployment (the CLI passes doctor's, stackctl/doctor/gate.py). The bundle is rendered once here
+    and handed to the build and the gate."""
     from stackctl.host import PinningError, discover, pinning_for
 
     files = renderer.render_files(recipe)
@@ -56,7 +62,7 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
         raise exc.located(recipe) from None
     groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
     secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
-    bundle_dir = state.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
+    bundle_dir = store.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
     kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
     _show_pinning(recipe, pinning, say)
     if dry_run:
@@ -65,15 +71,15 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
         return ExitCode.OK
 
     engine = dk.client()
-    directory = state.stack_dir(recipe.stack.name)
-    state.ensure_writable(directory)
+    directory = store.stack_dir(recipe.stack.name)
+    store.ensure_writable(directory)
     with StackLock(directory, recipe.stack.name, command, say=say):
         deployment = Deployment(recipe, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
                                 timeout=timeout or recipe.checks.startup_timeout_s,
                                 decide_dtype=lambda image: _apply_dtype(recipe, facts, kwargs, say, _cpuset(pinning),
                                                                         engine, image))
         return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                                            say=say, locked=True))
+                                            say=say, locked=True, files=files))
 
 
 def _show_pinning(recipe: Recipe, pinning, say) -> None:
@@ -140,7 +146,7 @@ PREVIOUS_SUFFIX = "-previous"
 
 
 class Deployment:
-    def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: str | None,
+    def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: Gate | None,
                  command: str, timeout: float, decide_dtype=None):
         self.recipe, self.files, self.kwargs, self.engine, self.say = recipe, files, kwargs, engine, say
         self.decide_dtype = decide_dtype or (lambda image: None)
@@ -190,7 +196,7 @@ class Deployment:
             current = None
         self.untouched = current
         try:
-            state.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
+            store.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
                                   renderer.write_bundle)
             self._switch(current, image)
         except (StackctlError, KeyboardInterrupt) as failure:
@@ -200,7 +206,7 @@ class Deployment:
             if self.previous is not None:
                 dk.remove_container(self.previous)
             self._record("deployed", image=image)
-            state.prune_deployments(self.stack, {self.recipe_hash})
+            store.prune_deployments(self.stack, {self.recipe_hash})
         self.say(f"{self.stack} is healthy on http://{self.recipe.serve.host}:{self.recipe.serve.port} "
                  f"(model {self.recipe.served_name})")
         return ExitCode.OK
@@ -222,24 +228,8 @@ class Deployment:
         self.say(f"started {self.name} ({self.container.short_id}); waiting for http://{self.recipe.serve.host}:"
                  f"{self.recipe.serve.port}/health")
         wait_healthy(self.recipe, self.container, self.timeout, self.say)
-        if self.gate:
-            self._run_gate()
-
-    def _run_gate(self) -> None:
-        from stackctl.doctor import run_doctor
-        from stackctl.doctor.context import DoctorContext
-        from stackctl.doctor.registry import parse_scopes
-
-        scopes = parse_scopes(self.gate or "", "--gate")
-        self.say(f"gate: stackctl doctor --scope {','.join(scopes)}")
-        results, broken = run_doctor(DoctorContext(self.recipe, say=self.say), scopes)
-        failing = [r for r in results if r.status == "fail"]
-        if failing:
-            raise StackctlError(f"{self.stack}: gate failed (doctor --scope {self.gate}): "
-                                + "; ".join(f"{r.check_id}: {r.message}" for r in failing))
-        if broken:
-            raise StackctlError(f"{self.stack}: gate could not run (doctor --scope {self.gate} crashed or found "
-                                "no engine)")
+        if self.gate is not None:
+            self.gate(self.recipe, self.files, self.say)
 
     # -- failure: remove the replacement, bring the previous container back -------------------------------------
 
@@ -349,7 +339,7 @@ class Deployment:
             entry["dtype"] = {key: self.dtype[key] for key in ("dtype", "served", "emulated", "reason")}
         if detail:
             entry["detail"] = detail
-        state.record_deployment(self.stack, entry)
+        store.record_deployment(self.stack, entry)
 
 
 def _remove_named(engine, name: str) -> None:
@@ -375,7 +365,7 @@ def rollback_recipe(recipe, running_hash: str | None) -> str:
 
     from stackctl.recipe import load_recipe
 
-    target = state.last_good(recipe.stack.name, exclude_hash=running_hash or stackspec.recipe_hash(recipe))
+    target = store.last_good(recipe.stack.name, exclude_hash=running_hash or stackspec.recipe_hash(recipe))
     if target is None:
         raise StackctlError(f"{recipe.stack.name}: no earlier deployment to return to (history: "
                             f"`stackctl status {recipe.source} --history`)")
@@ -386,7 +376,7 @@ def rollback_recipe(recipe, running_hash: str | None) -> str:
                 return original
         except StackctlError:
             pass  # the original file no longer loads: use the kept copy
-    kept = state.deployment_dir(recipe.stack.name, target["recipe_hash"]) / "recipe.toml"
+    kept = store.deployment_dir(recipe.stack.name, target["recipe_hash"]) / "recipe.toml"
     if not kept.is_file():
         raise StackctlError(f"{recipe.stack.name}: the recipe of deployment {target['recipe_hash']} is no longer "
                             f"kept ({kept} is missing)")

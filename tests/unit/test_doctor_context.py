@@ -8,7 +8,7 @@ import pytest
 from helpers import RECIPES
 
 from stackctl.doctor.context import DoctorContext
-from stackctl.lifecycle.state import write_atomically
+from stackctl.state.store import write_atomically
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe

@@ -155,7 +155,7 @@ def test_reporters_table_json_junit():
     ("line\n" * 100, "line"),
 ])
 def test_relevant_log_tail(log, expected):
-    from stackctl.lifecycle.health import relevant_log_tail
+    from stackctl.engine.health import relevant_log_tail
 
     tail = relevant_log_tail(log)
     assert tail.startswith(expected) and len(tail.splitlines()) <= 60

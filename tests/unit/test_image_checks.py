@@ -1,4 +1,4 @@
-"""The image checks judged on what the real image probe (checks/probe_image.py) prints for a Python environment
+"""The image checks judged on what the real image probe (probes/probe_image.py) prints for a Python environment
 built here: a site-packages folder holding torch, vLLM, LMCache (the ELF fixtures of tests/fixtures/elf: a HIP
 build, the PyPI-shaped CUDA build, or no native module), aiofile, ATOM's plugin entry point and, for the failing
 cases, CUDA-only distributions. The probe runs as in an image (a fresh interpreter, nothing imported), so each case

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 from helpers import FIXTURES, RECIPES
 
-from stackctl.lifecycle import build, container, health, up
+from stackctl.engine import container, health
+from stackctl.lifecycle import build, up
 from stackctl.bundle import render, stackspec
 from stackctl.errors import StackctlError
 from stackctl.host import discover

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from stackctl.lifecycle import state
+from stackctl.state import store
 from stackctl.errors import StackctlError
-from stackctl.lifecycle.lock import StackLock
+from stackctl.state.lock import StackLock
 from stackctl.lifecycle.preflight import client_host, ensure_port_free, port_holder
-from stackctl.lifecycle.health import stop_reason
+from stackctl.engine.health import stop_reason
 
 HOLD = """
 import sys, time
-from stackctl.lifecycle.lock import StackLock
+from stackctl.state.lock import StackLock
 with StackLock(sys.argv[1], "demo", "up"):
     print("held", flush=True)
     time.sleep(60)
@@ -48,24 +48,24 @@ def test_a_second_command_on_a_locked_stack_names_the_holder(tmp_path):
 
 def test_history_keeps_the_last_entries_and_last_good_skips_failures(tmp_path, monkeypatch):
     monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
-    for index in range(state.HISTORY_KEEP + 3):
-        state.record_deployment("s", {"outcome": "deployed", "recipe_hash": f"h{index}"})
-    state.record_deployment("s", {"outcome": "failed", "recipe_hash": "bad"})
-    entries = state.read_history("s")
-    assert len(entries) == state.HISTORY_KEEP and entries[-1]["recipe_hash"] == "bad" and "time" in entries[-1]
-    last = f"h{state.HISTORY_KEEP + 2}"
-    assert state.last_good("s")["recipe_hash"] == last
-    assert state.last_good("s", exclude_hash=last)["recipe_hash"] == f"h{state.HISTORY_KEEP + 1}"
+    for index in range(store.HISTORY_KEEP + 3):
+        store.record_deployment("s", {"outcome": "deployed", "recipe_hash": f"h{index}"})
+    store.record_deployment("s", {"outcome": "failed", "recipe_hash": "bad"})
+    entries = store.read_history("s")
+    assert len(entries) == store.HISTORY_KEEP and entries[-1]["recipe_hash"] == "bad" and "time" in entries[-1]
+    last = f"h{store.HISTORY_KEEP + 2}"
+    assert store.last_good("s")["recipe_hash"] == last
+    assert store.last_good("s", exclude_hash=last)["recipe_hash"] == f"h{store.HISTORY_KEEP + 1}"
     (tmp_path / "s" / "history.json").write_text("{not json")
-    assert state.read_history("s") == []  # a damaged file is not a crash
+    assert store.read_history("s") == []  # a damaged file is not a crash
 
 
 def test_prune_keeps_the_running_and_the_recent_deployments(tmp_path, monkeypatch):
     monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
     for name in ("a", "b", "c", "d"):
         (tmp_path / "s" / "deployments" / name).mkdir(parents=True)
-        state.record_deployment("s", {"outcome": "deployed", "recipe_hash": name})
-    state.prune_deployments("s", {"a"})
+        store.record_deployment("s", {"outcome": "deployed", "recipe_hash": name})
+    store.prune_deployments("s", {"a"})
     assert sorted(p.name for p in (tmp_path / "s" / "deployments").iterdir()) == ["a", "c", "d"]
 
 
@@ -73,7 +73,7 @@ def test_state_dir_that_cannot_be_written_is_refused_with_the_fix(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     with pytest.raises(StackctlError, match=r"state directory .*/file/s is not writable: .*fix: make it writable"):
-        state.ensure_writable(blocker / "s")
+        store.ensure_writable(blocker / "s")
 
 
 def test_port_preflight_names_the_listening_process():
@@ -126,7 +126,7 @@ def test_build_up_compose_and_manifest_name_one_image(tmp_path):
     from helpers import RECIPES
 
     from stackctl.bundle import render
-    from stackctl.lifecycle.container import container_kwargs
+    from stackctl.engine.container import container_kwargs
     from stackctl.recipe import load_recipe
 
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
@@ -152,12 +152,12 @@ def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, mon
     second = tmp_path / "second.toml"
     second.write_text(first.read_text().replace("port = 8000", "port = 8001"))
     one, two = recipe_hash(load_recipe(first)), recipe_hash(load_recipe(second))
-    kept = state.deployment_dir("cpu-smoke", one) / "recipe.toml"
+    kept = store.deployment_dir("cpu-smoke", one) / "recipe.toml"
     kept.parent.mkdir(parents=True)
     kept.write_text(first.read_text())
-    state.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": one, "recipe": str(first)})
-    state.record_deployment("cpu-smoke", {"outcome": "failed", "recipe_hash": "broken", "recipe": "/x.toml"})
-    state.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": two, "recipe": str(second)})
+    store.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": one, "recipe": str(first)})
+    store.record_deployment("cpu-smoke", {"outcome": "failed", "recipe_hash": "broken", "recipe": "/x.toml"})
+    store.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": two, "recipe": str(second)})
 
     assert rollback_recipe(load_recipe(second), two) == str(first)  # the original file, unchanged since
     first.write_text(first.read_text().replace("port = 8000", "port = 8002"))

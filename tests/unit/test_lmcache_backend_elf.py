@@ -1,4 +1,4 @@
-"""image.lmcache-backend on real ELF files: the image probe (checks/probe_image.py) reads small shared objects built
+"""image.lmcache-backend on real ELF files: the image probe (probes/probe_image.py) reads small shared objects built
 like LMCache's native modules (tests/fixtures/elf, made by scripts/make-elf-fixtures.py), and the check judges them.
 A correct HIP build of every LMCache generation must pass; the CUDA builds (the PyPI wheels' shapes) must fail."""
 
@@ -18,7 +18,7 @@ ELF = FIXTURES / "elf"
 
 
 def _probe_module():
-    spec = importlib.util.spec_from_file_location("probe_image", REPO / "checks" / "probe_image.py")
+    spec = importlib.util.spec_from_file_location("probe_image", REPO / "probes" / "probe_image.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -16,7 +16,7 @@ from helpers import FIXTURES, RECIPES
 
 from stackctl.bundle import render, stackspec
 from stackctl.host import discover, pinning_for
-from stackctl.lifecycle.container import container_kwargs
+from stackctl.engine.container import container_kwargs
 from stackctl.host.placement import FALLBACK_VAR, LAUNCHER_VAR, placement
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 

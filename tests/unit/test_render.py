@@ -39,7 +39,7 @@ def rendered(path: Path) -> dict[str, bytes]:
 
 
 def golden_view(files: dict[str, bytes]) -> dict[str, bytes]:
-    """What golden bundles keep: everything rendered, not the files copied verbatim from checks/ and templates/files/
+    """What golden bundles keep: everything rendered, not the files copied verbatim from probes/, templates/files/ and connector/
     (test_verbatim_files_are_exact_copies covers those)."""
     copied = render.copied_sources()
     return {name: content for name, content in files.items() if name not in copied}

@@ -63,7 +63,7 @@ def test_the_host_reader_finds_rocm_in_both_layouts():
 
 
 def _probe():
-    spec = importlib.util.spec_from_file_location("probe_image", REPO / "checks" / "probe_image.py")
+    spec = importlib.util.spec_from_file_location("probe_image", REPO / "probes" / "probe_image.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

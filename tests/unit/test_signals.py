@@ -11,7 +11,7 @@ from helpers import REPO
 
 SCRIPT = """
 import os, signal
-from stackctl.lifecycle.signals import shielded
+from stackctl.state.signals import shielded
 try:
     with shielded():
         os.kill(os.getpid(), signal.SIGINT)

@@ -17,7 +17,7 @@ from stackctl.resources import shipped
 
 
 def driver():
-    spec = importlib.util.spec_from_file_location("roundtrip", shipped("checks") / "tiers" / "roundtrip.py")
+    spec = importlib.util.spec_from_file_location("roundtrip", shipped("probes") / "tiers" / "roundtrip.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,4 +1,4 @@
-"""The plain-Python arithmetic of stackctl's CPU connector (templates/files/stackctl_lmcache_cpu/digits.py): strided
+"""The plain-Python arithmetic of stackctl's CPU connector (connector/stackctl_lmcache_cpu/digits.py): strided
 digits of learned offsets, word widths, and how slots split at block boundaries. The rest of the connector needs
 torch, vLLM and LMCache and is tested inside the image (tests/integration/test_cpu_connector.py)."""
 
@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import random
 import sys
+from pathlib import Path
 
-from helpers import REPO
 from hypothesis import given
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(REPO / "templates" / "files"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # connector/, the package's folder
 from stackctl_lmcache_cpu.digits import StridedPlan, cut_run, mixed_radix, word_width  # noqa: E402
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
-from stackctl.lifecycle.state import stack_dir, write_atomically
+from stackctl.state.store import stack_dir, write_atomically
 from stackctl.recipe.model import Recipe
 
 

