@@ -263,7 +263,7 @@ def verbatim_sources() -> dict[str, Path]:
     so the `COPY build/` layer, and every layer after it, stays shared in the build cache between stacks."""
     files_dir = shipped("templates") / "files"
     sources = {f"build/{name}": files_dir / name
-               for name in ("pip.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py")}
+               for name in ("pip.sh", "hip_env.sh", "filter_requirements.py", "purge_cuda.py", "make_tiny_model.py")}
     sources.update({f"probes/{probe.name}": probe for probe in sorted(shipped("checks").glob("*.py"))})
     return sources
 
