@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Run a HIP compile step with ROCM_PATH as the base image's layout needs it, decided here at build time:
+# Run a HIP compile step with ROCM_PATH as the base image's layout needs it, decided here at build time. (LMCache
+# 0.5.6 reads ROCM_PATH, default /opt/rocm, only for extra include/lib dirs: setup_extensions/build_profiles/rocm.py
+# :153-156; hipcc itself reads it to find its device libraries.)
 #  - ROCM_PATH already set by the base image: kept (the image knows where its ROCm lives);
 #  - ROCm's own layout (/opt/rocm/bin/hipcc): ROCM_PATH=/opt/rocm;
 #  - a hipcc that locates its own ROCm (Debian's /usr/bin/hipcc): left unset, because ROCM_PATH=/usr sends clang to
