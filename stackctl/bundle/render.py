@@ -287,15 +287,23 @@ def connector_sources() -> dict[str, Path]:
     return sources
 
 
+def hip_sources() -> dict[str, Path]:
+    """The HIP compile step's helper (build/hip_env.sh: ROCM_PATH from the base image's layout), copied only into
+    the images of platforms with GPUs, so the other images' build context stays as it was."""
+    return {"build/hip_env.sh": shipped("templates") / "files" / "hip_env.sh"}
+
+
 def copied_sources() -> dict[str, Path]:
     """Every bundle file that is a verbatim copy of one of stackctl's own files (golden bundles leave them out)."""
-    return {**verbatim_sources(), **connector_sources()}
+    return {**verbatim_sources(), **connector_sources(), **hip_sources()}
 
 
 def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
     sources = verbatim_sources()
     if stackspec.cpu_connector_shipped(recipe):
         sources.update(connector_sources())
+    if platform_of(recipe).has_gpus:
+        sources.update(hip_sources())
     files = {name: source.read_bytes() for name, source in sources.items()}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
     return files

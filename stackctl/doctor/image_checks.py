@@ -50,16 +50,34 @@ def lmcache_backend(ctx):
     details = {"kind": verdict.kind, "module": verdict.module, "targets": verdict.targets,
                "evidence": verdict.evidence}
     if verdict.kind == "hip":
-        if verdict.missing_archs:
-            return failed(f"HIP build of {verdict.module} lacks {', '.join(verdict.missing_archs)} "
-                          f"(has {', '.join(verdict.targets)})", **details)
-        targets = ", ".join(verdict.targets) if verdict.targets_known else "targets compressed, not listed"
-        return passed(f"HIP build of {verdict.module} ({targets})", **details)
+        return _hip_build(verdict, list(ctx.recipe.versions.gpu_arch), details)
     if verdict.kind == "cuda":
         return failed(f"CUDA build of {verdict.module} (the PyPI wheel): {evidence}", **details)
     if verdict.kind == "fallback":
         return failed(f"no native {verdict.module or 'GPU'} module: LMCache falls back to slow torch ops", **details)
     raise Unavailable(f"native module not classified: {evidence or 'no evidence'}")
+
+
+def _hip_build(verdict, gpu_arch: list[str], details: dict):
+    """image.lmcache-backend for a HIP build: code objects for exactly the recipe's gpu_arch, and the HIP runtime
+    linked (without DT_NEEDED libamdhip64 the module cannot register its kernels: a build that did not go through
+    hipcc's link)."""
+    details["hip_runtime"] = verdict.hip_runtime
+    has = ", ".join(verdict.targets) or "none"
+    if verdict.missing_archs:
+        return failed(f"HIP build of {verdict.module} lacks {', '.join(verdict.missing_archs)} (has {has}; "
+                      f"versions.gpu_arch: {', '.join(gpu_arch)})", **details)
+    if not verdict.hip_runtime:
+        return failed(f"HIP build of {verdict.module} ({has}) does not link the HIP runtime (no DT_NEEDED "
+                      "libamdhip64.so.N)", **details)
+    if not verdict.targets_known:
+        raise Unavailable(f"HIP build of {verdict.module} links {verdict.hip_runtime}, but its offload bundles are "
+                          f"compressed: the code-object targets cannot be listed (seen: {has})")
+    if verdict.extra_archs:
+        return warned(f"HIP build of {verdict.module} also carries {', '.join(verdict.extra_archs)}, which "
+                      f"versions.gpu_arch does not name (has {has}): not built from this recipe", **details)
+    return passed(f"HIP build of {verdict.module}: code objects for {has} (exactly versions.gpu_arch), "
+                  f"links {verdict.hip_runtime}", **details)
 
 
 def _cpu_lmcache_build(probe: dict, version: str | None):

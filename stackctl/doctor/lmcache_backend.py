@@ -54,6 +54,8 @@ class BackendVerdict:
     targets_known: bool = False  # False when bundles are compressed or unreadable
     missing_archs: list[str] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
+    extra_archs: list[str] = field(default_factory=list)  # targets in the module that the recipe does not name
+    hip_runtime: str | None = None  # the HIP runtime the module links (DT_NEEDED libamdhip64.so.N)
 
 
 def expected_modules(lmcache_version: str | None) -> tuple[str, ...]:
@@ -91,6 +93,17 @@ def _find_module(modules: list[dict[str, Any]], names: tuple[str, ...]) -> dict[
             if module.get("module") == name and name not in FALLBACK_MODULES:
                 return module
     return None
+
+
+def hip_runtime(elf: dict[str, Any]) -> str | None:
+    """The HIP runtime library the module links (hipcc adds libamdhip64.so.N at link time), None when it links none."""
+    return next((lib for lib in elf.get("needed") or [] if any(p.match(lib) for p in HIP_NEEDED)), None)
+
+
+def extra_archs(targets: list[str], expected_archs: list[str]) -> list[str]:
+    """Targets the module carries beyond the recipe's gpu_arch (none judged when the recipe names none)."""
+    wanted = {base_arch(a) for a in expected_archs}
+    return [t for t in targets if t not in wanted] if wanted else []
 
 
 def _hip_targets(elf: dict[str, Any], expected_archs: list[str]) -> tuple[list[str], bool, list[str], list[str]]:
@@ -143,7 +156,9 @@ def classify_backend(probe: dict[str, Any], lmcache_version: str | None,
         return BackendVerdict("cuda", name, evidence=evidence)
     if hip and not cuda:
         targets, known, missing, target_evidence = _hip_targets(elf, expected_archs)
-        return BackendVerdict("hip", name, targets, known, missing, evidence + target_evidence)
+        extra = extra_archs(targets, expected_archs) if known else []
+        return BackendVerdict("hip", name, targets, known, missing, evidence + target_evidence, extra,
+                              hip_runtime(elf))
     evidence.append("both CUDA and HIP markers" if cuda else "no CUDA or HIP markers")
     return BackendVerdict("unknown", name, evidence=evidence)
 

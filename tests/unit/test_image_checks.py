@@ -46,7 +46,8 @@ def good_image(tmp_path_factory):
 def test_a_correct_rocm_image_passes_every_image_check(good_image):
     recipe = atom_recipe()
     expected = {
-        "image.lmcache-backend": "HIP build of cuda_ops (gfx942)",
+        "image.lmcache-backend": "HIP build of cuda_ops: code objects for gfx942 (exactly versions.gpu_arch), "
+                                 "links libamdhip64.so.7",
         "image.cuda-only-packages": f"none among {len(good_image['distributions'])} distributions",
         "image.aiofile": "aiofile importable",
         "image.atom-plugin": "atom -> atom.plugin.vllm.register:register_platform",

@@ -85,6 +85,7 @@ def test_hip_build_with_all_archs():
         evidence=["LMCache 0.5.6 loads lmcache.cuda_ops", "DT_NEEDED libamdhip64.so.6", "section .hip_fatbin",
                   "section .hipFatBinSegment", "symbol __hipRegisterFatBinary (referenced)",
                   "offload targets gfx942, gfx950"],
+        extra_archs=["gfx950"], hip_runtime="libamdhip64.so.6",
     )
 
 
@@ -160,3 +161,15 @@ def test_missing_lmcache_package_is_unknown():
 
 def test_probe_without_lmcache_section_is_unknown():
     assert classify_backend({"lmcache": None, "errors": ["lmcache: boom"]}, None, []).kind == "unknown"
+
+
+def test_hip_build_names_its_runtime_and_no_extra_targets_when_exact():
+    verdict = classify_backend(probe("0.5.6", {"cuda_ops": hip_elf(["gfx942", "gfx950:xnack-"])}), None,
+                               ["gfx950", "gfx942"])
+    assert (verdict.hip_runtime, verdict.extra_archs, verdict.missing_archs) == ("libamdhip64.so.6", [], [])
+
+
+def test_hip_build_without_the_runtime_names_none():
+    elf = dict(hip_elf(), needed=["libc.so.6"])
+    verdict = classify_backend(probe("0.5.6", {"cuda_ops": elf}), None, ["gfx942"])
+    assert verdict.kind == "hip" and verdict.hip_runtime is None  # still HIP by its section and symbol

@@ -50,16 +50,17 @@ def judge(case: str, version: str, archs=("gfx942",)):
     return CHECKS["image.lmcache-backend"].run(ProbeContext(rocm_recipe(version, archs), {"lmcache": facts}))
 
 
-@pytest.mark.parametrize(("case", "version", "module"), [
-    ("lmcache-0.4.4-hip", "0.4.4", "c_ops"),
-    ("lmcache-0.5.3-hip", "0.5.3", "c_ops"),
-    ("lmcache-0.5.4-hip", "0.5.4", "cuda_ops"),
-    ("lmcache-0.5.6-hip", "0.5.6", "cuda_ops"),
+@pytest.mark.parametrize(("case", "version", "module", "archs", "runtime"), [
+    ("lmcache-0.4.4-hip", "0.4.4", "c_ops", ("gfx942",), "libamdhip64.so.6"),
+    ("lmcache-0.5.3-hip", "0.5.3", "c_ops", ("gfx942",), "libamdhip64.so.6"),
+    ("lmcache-0.5.4-hip", "0.5.4", "cuda_ops", ("gfx942", "gfx950"), "libamdhip64.so.7"),
+    ("lmcache-0.5.6-hip", "0.5.6", "cuda_ops", ("gfx942",), "libamdhip64.so.7"),
 ])
-def test_a_correct_hip_build_of_every_generation_passes(case, version, module):
-    result = judge(case, version)
+def test_a_correct_hip_build_of_every_generation_passes(case, version, module, archs, runtime):
+    result = judge(case, version, archs)
     assert result.status == "pass", result.message
-    assert f"HIP build of {module}" in result.message and "gfx942" in result.message
+    assert result.message == (f"HIP build of {module}: code objects for {', '.join(archs)} (exactly "
+                              f"versions.gpu_arch), links {runtime}")
 
 
 @pytest.mark.parametrize(("case", "version", "cudart"), [
@@ -76,3 +77,31 @@ def test_a_hip_build_without_the_recipe_arch_fails():
     result = judge("lmcache-0.5.6-hip", "0.5.6", archs=("gfx950",))
     assert result.status == "fail" and "lacks gfx950" in result.message
     assert judge("lmcache-0.5.4-hip", "0.5.4", archs=("gfx942", "gfx950")).status == "pass"
+
+
+def test_a_hip_build_with_a_target_the_recipe_does_not_name_warns():
+    result = judge("lmcache-0.5.4-hip", "0.5.4", archs=("gfx942",))
+    assert result.status == "warn" and "also carries gfx950" in result.message, result.message
+
+
+def _judge_facts(facts: dict, archs=("gfx942",)):
+    return CHECKS["image.lmcache-backend"].run(ProbeContext(rocm_recipe("0.5.6", archs), {"lmcache": facts}))
+
+
+def _with_elf(**changes) -> dict:
+    """The real 0.5.6 HIP fixture's probe facts, its module's ELF facts changed."""
+    facts = PROBE.lmcache_facts(str(ELF / "lmcache-0.5.6-hip" / "lmcache"))
+    module = next(m for m in facts["native_modules"] if m["module"] == "cuda_ops")
+    module["elf"].update(changes)
+    return facts
+
+
+def test_a_hip_build_that_does_not_link_the_hip_runtime_fails():
+    result = _judge_facts(_with_elf(needed=["libc.so.6"]))
+    assert result.status == "fail" and "does not link the HIP runtime" in result.message, result.message
+
+
+def test_compressed_offload_bundles_skip_with_the_reason():
+    result = _judge_facts(_with_elf(hip_offload={"bundles": 0, "compressed_bundles": 1, "targets": [],
+                                                 "targets_complete": False}))
+    assert result.status == "skip" and "compressed" in result.message and "libamdhip64.so.7" in result.message
