@@ -8,7 +8,7 @@ into docker-py arguments; tests assert on them directly.
 from __future__ import annotations
 
 from stackctl.knowledge import compat
-from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
+from stackctl.knowledge.kinds import TIER_KIND_RECORDS, engine_of, kind_of, platform_of
 from stackctl.recipe.model import Recipe
 
 # Where things live inside the image / container.
@@ -212,19 +212,26 @@ SERVE_FLAG_KEYS = {
     "--reasoning-parser": "model.reasoning_parser",
 }
 
+def _tier_key_sources(extra_config: bool) -> dict[str, str]:
+    """The LMCache keys (or extra_config keys) the tier kinds are written as, each with the recipe key that sets it
+    (the records' lmcache_from); a key two kinds share names both."""
+    sources: dict[str, str] = {}
+    for kind in TIER_KIND_RECORDS:
+        for key in kind.lmcache_extra_keys if extra_config else kind.lmcache_keys:
+            field = kind.lmcache_from[key]
+            said = f"the {kind.name} tier's {field}" if field else f'a [[cache.tiers]] with kind = "{kind.name}"'
+            sources[key] = f"{sources[key]} or {said}" if key in sources else said
+    return sources
+
+
 # Every key lmcache_config writes, with the recipe key that sets it (a test keeps this in step with lmcache_config).
 # remote_serde is left out: stackctl writes "naive" for its remote tiers, and another serde is a legitimate choice.
 LMCACHE_KEYS = {
-    "chunk_size": "cache.chunk_size", "local_cpu": 'a [[cache.tiers]] with kind = "cpu"',
-    "max_local_cpu_size": "the cpu tier's size_gb", "local_disk": 'a [[cache.tiers]] with kind = "disk" and path',
-    "max_local_disk_size": "the disk tier's size_gb", "remote_url": 'a [[cache.tiers]] with kind = "s3" and url',
-    "remote_storage_plugins": 'a [[cache.tiers]] with kind = "fs"', "save_decode_cache": "cache.save_decode_cache",
-    "use_layerwise": "cache.use_layerwise", "enable_async_loading": "cache.async_loading",
+    "chunk_size": "cache.chunk_size", **_tier_key_sources(extra_config=False),
+    "save_decode_cache": "cache.save_decode_cache", "use_layerwise": "cache.use_layerwise",
+    "enable_async_loading": "cache.async_loading",
 }
-LMCACHE_EXTRA_CONFIG_KEYS = {
-    "s3_region": "the s3 tier's region", "disable_tls": "the s3 tier's disable_tls",
-    "remote_storage_plugin.fs.base_path": "the fs tier's path",
-}
+LMCACHE_EXTRA_CONFIG_KEYS = _tier_key_sources(extra_config=True)
 
 
 def server_command(recipe: Recipe) -> list[str]:

@@ -72,6 +72,49 @@ def fs_tier(ctx):
     return passed(f"{tier.path}: writable, {stat.f_bavail * stat.f_frsize / GiB:.1f} GiB free")
 
 
+# The host check a tier kind names (TierKind.host_check) when it is a URL alone and needs no check of its own.
+ENDPOINT_CHECK = "host.tier-endpoint"
+
+
+@check(ENDPOINT_CHECK, "host", "error",
+       "each tier that is a URL alone (its kind has no host check of its own) resolves and accepts a TCP connection",
+       "start the tier's server, or fix the host and port in the tier's url")
+def tier_endpoint(ctx):
+    """A tier of a kind whose record names this check is only a URL to LMCache: a server that is down, or a wrong
+    host or port, shows only as silent recomputation. From this host: the URL has the host and port LMCache's
+    parser requires, the host resolves and the port accepts a TCP connection."""
+    import socket
+    from urllib.parse import urlsplit
+
+    from stackctl.knowledge.kinds import kind_of
+
+    tiers = [tier for tier in (ctx.recipe.cache.tiers if ctx.recipe.cache.enabled else [])
+             if kind_of(tier).host_check == ENDPOINT_CHECK]
+    if not tiers:
+        raise Unavailable("no tier in the recipe is checked by its endpoint alone")
+    require_this_machine(ctx, "the tier's endpoint as this machine reaches it")
+    problems, reached = [], []
+    for tier in tiers:
+        try:
+            parts = urlsplit(tier.url)
+            host, port = parts.hostname, parts.port
+        except ValueError as exc:
+            problems.append(f"{tier.kind} tier {tier.url}: {exc}")
+            continue
+        if not host or port is None:
+            problems.append(f"{tier.kind} tier {tier.url}: no host and port (LMCache's parser requires both)")
+            continue
+        try:
+            socket.create_connection((host, port), timeout=5).close()
+        except OSError as exc:
+            problems.append(f"{tier.kind} tier {tier.url}: {host}:{port}: {exc.strerror or exc}")
+            continue
+        reached.append(f"{tier.kind} tier {host}:{port} accepts TCP")
+    if problems:
+        return failed("; ".join(problems))
+    return passed("; ".join(reached))
+
+
 def _stack_runs(ctx) -> bool:
     try:
         ctx.container()

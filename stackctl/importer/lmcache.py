@@ -15,7 +15,7 @@ from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
 from stackctl.importer.launch import Launch
 from stackctl.importer.yaml_input import load_yaml
-from stackctl.knowledge.kinds import offload_engine
+from stackctl.knowledge.kinds import kind_of_url, offload_engine, tier_kind
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -189,6 +189,16 @@ def _fs_tier(draft: Draft, launch: Launch, url: str) -> dict | None:
     return tier
 
 
+def _url_tier(draft: Draft, kind: str, url: str) -> dict | None:
+    """A remote tier that is its URL alone (the kind LMCache reads the URL's scheme as); None if the URL does not
+    fit the recipe's url field."""
+    if not fits(model.Tier, "url", url):
+        return None
+    tier = {"kind": kind, "url": url}
+    draft.tiers.append((tier, []))
+    return tier
+
+
 def _todo(path: str) -> list[str]:
     """A comment for a tier path the old launch's documentation left for the reader (`/path/to/nvme`)."""
     reference = runtime_reference(path)
@@ -213,7 +223,8 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
             if config.get("remote_serde") == "naive" and not str(remote).startswith("s3://"):
                 config.pop("remote_serde")
     tier: dict[str, Any] | None = None
-    if isinstance(remote, str) and remote.startswith("s3://") and isinstance(extra_config, (dict, type(None))):
+    url_kind = kind_of_url(remote) if isinstance(remote, str) else None
+    if url_kind is not None and url_kind.s3_bucket and isinstance(extra_config, (dict, type(None))):
         extra_config = extra_config or {}
         tier = {"kind": "s3", "url": remote}
         notes = []
@@ -246,8 +257,10 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
             tier = None
         else:
             draft.tiers.append((tier, notes))
-    elif isinstance(remote, str) and remote.startswith("fs://"):
+    elif url_kind is not None and url_kind.host_directory:
         tier = _fs_tier(draft, launch, remote)
+    elif url_kind is not None and not url_kind.s3_bucket:
+        tier = _url_tier(draft, url_kind.name, remote)
     if tier is not None:
         if config.get("remote_serde") == "naive":
             config.pop("remote_serde")  # stackctl writes it for every remote tier
@@ -255,7 +268,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
         extra["remote_url"] = remote
     if extra_config:
         extra["extra_config"] = extra_config
-    if tier is None or tier["kind"] != "s3":
+    if tier is None or not tier_kind(tier["kind"]).s3_bucket:
         for key, variable in (("credentials_file", "AWS_SHARED_CREDENTIALS_FILE"), ("ca_file", stackspec.S3_CA_ENV)):
             if files[key]:
                 draft.notes.append(f"{variable} is set but there is no S3 tier; not imported")

@@ -76,13 +76,15 @@ def _fs_lmcache(tier, per_rank: Callable[[float], float]) -> tuple[dict, dict]:
 class TierKind(_Record):
     """One kind of [[cache.tiers]]."""
 
-    _fields = ("name", "allowed", "required", "lmcache_keys", "lmcache_extra_keys", "backend", "lmcache",
-               "config_order", "host_directory", "s3_bucket", "lower", "remote", "survives_restart", "host_check",
-               "round_trip")
-    _defaults = {"lmcache": _no_lmcache, "config_order": 0, "host_directory": False, "s3_bucket": False,
-                 "lower": True, "remote": False, "survives_restart": False, "host_check": "", "round_trip": ""}
+    _fields = ("name", "summary", "allowed", "required", "lmcache_keys", "lmcache_extra_keys", "lmcache_from", "url_schemes",
+               "backend", "lmcache", "config_order", "host_directory", "s3_bucket", "lower", "remote",
+               "survives_restart", "host_check", "round_trip")
+    _defaults = {"lmcache": _no_lmcache, "url_schemes": (), "config_order": 0, "host_directory": False,
+                 "s3_bucket": False, "lower": True, "remote": False, "survives_restart": False, "host_check": "",
+                 "round_trip": ""}
 
     name: str
+    summary: str  # what it is, for the recipe reference
     # The optional tier fields the recipe accepts for this kind, and those it needs.
     allowed: frozenset[str]
     required: frozenset[str]
@@ -91,6 +93,12 @@ class TierKind(_Record):
     # lmcache(tier, per_rank size) -> (config keys, extra_config keys).
     lmcache_keys: tuple[str, ...]
     lmcache_extra_keys: tuple[str, ...]
+    # Each of those keys -> the tier field it is written from ("": the tier itself): what the guard rule
+    # cache-extra-shadows-key tells a user to set instead (stackspec.LMCACHE_KEYS is built from it).
+    lmcache_from: dict
+    # The remote_url schemes LMCache reads as this kind (a tier's url must use one; the importer reads such a
+    # remote_url back as this kind). Empty: the kind is not written as a remote_url.
+    url_schemes: tuple[str, ...]
     backend: str
     lmcache: Callable
     # Where its config keys go in lmcache.yaml: cpu, then disk, then the remote backends in recipe order.
@@ -115,23 +123,32 @@ class TierKind(_Record):
 
 
 TIER_KIND_RECORDS: tuple[TierKind, ...] = (
-    TierKind(name="cpu", allowed=frozenset({"size_gb"}), required=frozenset({"size_gb"}),
-             lmcache_keys=("local_cpu", "max_local_cpu_size"), lmcache_extra_keys=(), backend="LocalCPUBackend",
+    TierKind(name="cpu", summary="DRAM", allowed=frozenset({"size_gb"}), required=frozenset({"size_gb"}),
+             lmcache_keys=("local_cpu", "max_local_cpu_size"), lmcache_extra_keys=(),
+             lmcache_from={"local_cpu": "", "max_local_cpu_size": "size_gb"}, backend="LocalCPUBackend",
              lmcache=_cpu_lmcache, config_order=0, lower=False, host_check="host.cpu-tier-ram",
              round_trip="put and get by reference in LMCache's CPU backend"),
-    TierKind(name="disk", allowed=frozenset({"size_gb", "path"}), required=frozenset({"size_gb", "path"}),
-             lmcache_keys=("local_disk", "max_local_disk_size"), lmcache_extra_keys=(), backend="LocalDiskBackend",
-             lmcache=_disk_lmcache, config_order=1, host_directory=True, host_check="host.disk-tier",
+    TierKind(name="disk", summary="local NVMe", allowed=frozenset({"size_gb", "path"}),
+             required=frozenset({"size_gb", "path"}), lmcache_keys=("local_disk", "max_local_disk_size"),
+             lmcache_extra_keys=(), lmcache_from={"local_disk": "path", "max_local_disk_size": "size_gb"},
+             backend="LocalDiskBackend", lmcache=_disk_lmcache, config_order=1, host_directory=True,
+             host_check="host.disk-tier", round_trip="put, get and the files seen under the path"),
+    TierKind(name="s3", summary="S3/Ceph RGW", allowed=frozenset({"url", "region", "disable_tls", "access_key_env",
+                                                                  "secret_key_env", "credentials_file", "ca_file"}),
+             required=frozenset({"url", "region"}), lmcache_keys=("remote_url",),
+             lmcache_extra_keys=("s3_region", "disable_tls"),
+             lmcache_from={"remote_url": "url", "s3_region": "region", "disable_tls": "disable_tls"},
+             url_schemes=("s3",), backend="RemoteBackend", lmcache=_s3_lmcache, config_order=2, s3_bucket=True,
+             remote=True, survives_restart=True, host_check="host.s3-tier",
+             round_trip="put, get and the objects seen in the bucket, removed"),
+    # stackctl writes the plugin form; LMCache's legacy fs://HOST/PATH remote_url is read back as an fs tier too.
+    TierKind(name="fs", summary="shared filesystem", allowed=frozenset({"path", "size_gb"}),
+             required=frozenset({"path"}), lmcache_keys=("remote_storage_plugins",),
+             lmcache_extra_keys=("remote_storage_plugin.fs.base_path",),
+             lmcache_from={"remote_storage_plugins": "", "remote_storage_plugin.fs.base_path": "path"},
+             url_schemes=("fs",), backend="RemoteBackend-fs", lmcache=_fs_lmcache, config_order=2,
+             host_directory=True, remote=True, survives_restart=True, host_check="host.fs-tier",
              round_trip="put, get and the files seen under the path"),
-    TierKind(name="s3", allowed=frozenset({"url", "region", "disable_tls", "access_key_env", "secret_key_env",
-                                           "credentials_file", "ca_file"}), required=frozenset({"url", "region"}),
-             lmcache_keys=("remote_url",), lmcache_extra_keys=("s3_region", "disable_tls"), backend="RemoteBackend",
-             lmcache=_s3_lmcache, config_order=2, s3_bucket=True, remote=True, survives_restart=True,
-             host_check="host.s3-tier", round_trip="put, get and the objects seen in the bucket, removed"),
-    TierKind(name="fs", allowed=frozenset({"path", "size_gb"}), required=frozenset({"path"}),
-             lmcache_keys=("remote_storage_plugins",), lmcache_extra_keys=("remote_storage_plugin.fs.base_path",),
-             backend="RemoteBackend-fs", lmcache=_fs_lmcache, config_order=2, host_directory=True, remote=True,
-             survives_restart=True, host_check="host.fs-tier", round_trip="put, get and the files seen under the path"),
 )
 TIER_KINDS_BY_NAME = {kind.name: kind for kind in TIER_KIND_RECORDS}
 TIER_KINDS: tuple[str, ...] = tuple(TIER_KINDS_BY_NAME)
@@ -145,6 +162,18 @@ def tier_kind(name: str) -> TierKind:
 def kind_of(tier) -> TierKind:
     """The record of a recipe tier's kind."""
     return tier_kind(tier.kind)
+
+
+def url_scheme(url: str) -> str:
+    """The scheme of a URL ('' when it has none)."""
+    scheme, sep, _ = url.partition("://")
+    return scheme if sep else ""
+
+
+def kind_of_url(url: str) -> TierKind | None:
+    """The kind LMCache reads a remote_url as (by its scheme), if any kind is."""
+    scheme = url_scheme(url)
+    return next((kind for kind in TIER_KIND_RECORDS if scheme and scheme in kind.url_schemes), None)
 
 
 def kinds_where(predicate: Callable[[TierKind], bool]) -> tuple[str, ...]:

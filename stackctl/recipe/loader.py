@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
-from stackctl.knowledge.kinds import TIER_KINDS, TIER_KINDS_BY_NAME
+from stackctl.knowledge.kinds import TIER_KINDS, TIER_KINDS_BY_NAME, url_scheme
 from stackctl.recipe.model import Recipe, Tier, recipe_fields
 from stackctl.recipe.positions import index_positions, lookup
 from stackctl.secrets import is_secret_name, redact
@@ -229,6 +229,15 @@ class _Loader:
             if kinds.count(kind) > 1:
                 self.problem(path + (_last_index(kinds, kind),), f"only one {kind} tier is supported",
                              "merge them into one tier")
+        # Two kinds written as the same LMCache key (two remote_url kinds) cannot coexist: the later would silently
+        # replace the earlier in lmcache.yaml.
+        records = [TIER_KINDS_BY_NAME[kind] for kind in kinds]
+        for index, record in enumerate(records):
+            for earlier in records[:index]:
+                shared = sorted(set(record.lmcache_keys) & set(earlier.lmcache_keys))
+                if earlier is not record and shared:
+                    self.problem(path + (index,), f"a {record.name} tier and a {earlier.name} tier are both "
+                                 f"LMCache's {', '.join(shared)}: LMCache takes one", "keep one of them")
         return tiers
 
     def _convert_numa(self, spec, value, path):
@@ -306,6 +315,10 @@ class _Loader:
         for key in sorted(record.required):
             if key not in data:
                 self.problem(path, f"a {tier.kind} tier needs {key}", f"add `{key} = ...` to this [[cache.tiers]]")
+        if tier.url is not None and record.url_schemes and url_scheme(tier.url) not in record.url_schemes:
+            schemes = " or ".join(f"{scheme}://" for scheme in record.url_schemes)
+            self.problem(path + ("url",), f"{tier.url!r}: a {tier.kind} tier's url starts with {schemes}",
+                         f"write the {tier.kind} endpoint as {record.url_schemes[0]}://HOST[:PORT]")
         return tier
 
 

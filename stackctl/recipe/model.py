@@ -9,7 +9,7 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 
 from __future__ import annotations
 
-from stackctl.knowledge.kinds import OFFLOAD_ENGINES, PLATFORMS, TIER_KINDS, tier_kind
+from stackctl.knowledge.kinds import OFFLOAD_ENGINES, PLATFORMS, TIER_KIND_RECORDS, TIER_KINDS, tier_kind
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
@@ -167,15 +167,15 @@ class Serve(Section):
 
 
 class Tier(Section):
-    kind: str = option(REQUIRED, "cpu (DRAM), disk (local NVMe), s3 (S3/Ceph RGW), fs (shared filesystem).",
-                  "str", choices=TIER_KINDS)
+    kind: str = option(REQUIRED, ", ".join(f"{k.name} ({k.summary})" for k in TIER_KIND_RECORDS) + ".", "str",
+                       choices=TIER_KINDS)
     size_gb: float | None = option(None, "Capacity in GiB, all tensor-parallel ranks together (cpu, disk); free "
                                    "space the fs tier's path must have (fs).", "float", exclusive_minimum=0.0,
                                    maximum=1048576)
     path: str | None = option(None, "Directory on the host (disk, fs).", "str")
     url: str | None = option(None, "LMCache S3 URL: s3:// + the bucket's virtual-host endpoint, e.g. "
                  "s3://kv.s3.us-east-1.amazonaws.com or a Ceph RGW host:port (s3).", "str",
-                 pattern=r"^s3://[^/\s]+$", example="s3://kvcache.rgw.example.com:7480")
+                 pattern=r"^[A-Za-z][A-Za-z0-9+.-]*://[^/\s]+$", example="s3://kvcache.rgw.example.com:7480")
     region: str | None = option(None, "S3 region; LMCache requires it, also for Ceph (s3).", "str")
     disable_tls: bool = option(False, "Plain HTTP to the S3 endpoint (lab Ceph clusters) (s3).", "bool")
     access_key_env: str | None = option(None, "Host variable holding the access key id (s3).", "str",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from stackctl import secrets
-from stackctl.knowledge.kinds import kind_of
+from stackctl.knowledge.kinds import kind_of, kind_of_url
 from stackctl.recipe.model import Recipe
 from stackctl.recipe.safety import host_path_problem, unresolved_values
 from stackctl.rules.registry import rule
@@ -98,7 +98,7 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
 def _recipe_expresses(recipe: Recipe, key: str, value) -> bool:
     """Whether the recipe has a key for this value (a remote URL of a kind the tiers cannot describe has none)."""
     if key == "remote_url":
-        return str(value).startswith(("s3://", "fs://")) or any(kind_of(t).remote for t in recipe.cache.tiers)
+        return kind_of_url(str(value)) is not None or any(kind_of(t).remote for t in recipe.cache.tiers)
     if key == "remote_storage_plugins":
         return "fs" in (value if isinstance(value, list) else [value]) or bool(recipe.tiers_of("fs"))
     extra, cpu_tier = recipe.cache.extra, bool(recipe.tiers_of("cpu"))
