@@ -3,9 +3,8 @@ BUILD_WITH_HIP on Debian's HIP toolchain (scripts/make-hip-toolchain.sh, with th
 tests/hip/), and `stackctl doctor --scope image` judges the artifact by its ELF: HIP code objects for exactly the
 recipe's gpu_arch, linked to the HIP runtime. No GPU is needed to compile or to read the module.
 
-CI compiles one target (tests/hip/rocm-build-check-gfx942.toml, the shipped recipe with one arch); it may start
-that build early in the background (.ci/run), under the same lock this module takes, so the tests here wait for it
-and then find the images built. Both targets (the shipped recipe): benchmarks/hip_build.py.
+CI compiles one target (tests/hip/rocm-build-check-gfx942.toml, the shipped recipe with one arch) as a phase of
+its own before the tests (.ci/run), under the same lock this module takes, so the tests here find the images built. Both targets (the shipped recipe): benchmarks/hip_build.py.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from helpers import RECIPES, REPO, run_cli
 
 HIP = REPO / "tests" / "hip"
 RECIPE = HIP / "rocm-build-check-gfx942.toml"
-LOCK = "/tmp/stackctl-hip-build.lock"  # shared with .ci/run's background build of the same images
+LOCK = "/tmp/stackctl-hip-build.lock"  # shared with .ci/run's build phase of the same images
 BUILD_TIMEOUT = 3 * 3600  # the compile alone takes 10-20 min on 2 cores; a cold toolchain adds its downloads
 
 
