@@ -110,11 +110,18 @@ def test_up_makes_sure_the_lmcache_servers_ports_are_free():
     from stackctl.errors import StackctlError
     from stackctl.lifecycle.preflight import ensure_ports_free
 
+    def free_port() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         taken = sock.getsockname()[1]
         r = recipe("lmcache-mp", platform="cpu")
+        # The other ports free (a stack of the test run may serve on the recipe's 8000), the server's HTTP port taken.
+        r.serve.port, r.cache.server_port = free_port(), free_port()
         r.cache.server_http_port = taken
         assert (stackspec.LMCACHE_SERVER_HOST, taken, "cache.server_http_port") in stackspec.listening_ports(r)
         with pytest.raises(StackctlError, match=f"port {taken} .* set cache.server_http_port to a free port"):
