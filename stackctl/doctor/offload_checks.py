@@ -19,13 +19,10 @@ from stackctl import metrics
 from stackctl.doctor.lmcache_live import (
     EXTERNAL_HITS,
     LOGPROB_TOLERANCE,
-    aligned_length,
     ask,
-    block_size,
-    has_finished_a_request,
+    hit_test_prompt,
     new_salt,
     settle,
-    token_prompt,
 )
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 
@@ -109,12 +106,7 @@ def served_offload(ctx) -> dict:
                               "so a repeat would be an HBM hit")
         engine = _offload_engine(ctx)
         url, model = ctx.base_url, ctx.recipe.served_name
-        served_before = ctx.metrics()
-        blocks = block_size(served_before) or 16
-        prompt = token_prompt(url, model, aligned_length(ctx.recipe.checks.hit_test_tokens, blocks,
-                                                         ctx.recipe.cache.chunk_size))
-        if not has_finished_a_request(served_before):  # a new server's one-time first-request cost
-            ask(url, model, "stackctl warm-up")
+        prompt, _ = hit_test_prompt(ctx)
         objects_before = _stored_objects(lmcache_server_status(ctx)) if engine.lmcache_server else None
         salt = new_salt()
         cold = ask(url, model, prompt, salt)

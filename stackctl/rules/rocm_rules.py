@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from stackctl.bundle.stackspec import ATOM_DISABLE_ENV, disables_atom_plugin
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
@@ -81,9 +82,8 @@ def _atom_plugin_disabled(recipe: Recipe) -> Iterator[Hit]:
     """
     if recipe.stack.engine != "atom-vllm":
         return
-    value = recipe.serve.env.get("ATOM_DISABLE_VLLM_PLUGIN")
-    if value is not None and str(value).strip().lower() == "1":
-        yield (("serve", "env", "ATOM_DISABLE_VLLM_PLUGIN"), "ATOM_DISABLE_VLLM_PLUGIN=1 on an ATOM stack (stackctl "
+    if disables_atom_plugin(recipe.serve.env):
+        yield (("serve", "env", ATOM_DISABLE_ENV), "ATOM_DISABLE_VLLM_PLUGIN=1 on an ATOM stack (stackctl "
                                                              "leaves it out of the bundle)")
 
 
