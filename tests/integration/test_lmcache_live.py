@@ -30,18 +30,20 @@ def doctor(stack, *args):
     return result.returncode, {r["id"]: r for r in json.loads(result.stdout)["results"]}
 
 
-def test_the_first_cold_figure_on_a_new_stack_is_a_prefill_like_any_later_one(lmcache_stack, smoke_job):
+def test_the_first_cold_figure_on_a_new_stack_is_a_prefill_not_a_first_request_cost(lmcache_stack, smoke_job):
     """The main job's doctor is the first to ask its new LMCache stack. Its cold TTFT (taken after a warm-up
     request) must be the prompt's prefill, not a new server's one-time first-request cost (14 s where the prefill
-    took 0.3 s, before the warm-up existed): it lies within 20% of the range of three later cold runs of the same
-    prompt length, each from a fresh doctor run on the same stack. The later runs' own spread is the noise margin."""
+    took 0.3 s, before the warm-up existed, a factor of 40). It is held to at most twice the slowest of three later
+    cold runs of the same prompt length, each from a fresh doctor run on the same stack: a margin that 2-core noise
+    cannot flip and the defect cannot pass. Only the upper side is a defect: the first run is often the fastest (444
+    ms against 652-723 ms in one CI run)."""
     first = re.search(r"server\.lmcache-hit .*?TTFT (\d+) ms cold", smoke_job.output)
     assert first, "the main job's doctor printed no LMCache cold figure"
     later = []
     for _ in range(3):
         _, results = doctor(lmcache_stack, "--scope", "server")
         later.append(results["server.lmcache-hit"]["details"]["cold_ttft_s"] * 1000)
-    assert 0.8 * min(later) <= int(first.group(1)) <= 1.2 * max(later), (first.group(1), later)
+    assert int(first.group(1)) <= 2 * max(later), (first.group(1), later)
 
 
 def test_doctor_deep_proves_lmcache_serves_from_every_tier_and_across_processes(lmcache_stack, docker_engine):
