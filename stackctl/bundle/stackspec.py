@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import TIER_KIND_RECORDS, engine_of, kind_of, platform_of
+from stackctl.knowledge.rocm import published_base_image
 from stackctl.recipe.model import Recipe
 
 # Where things live inside the image / container.
@@ -104,8 +105,13 @@ def kv_transfer_says_only_recipe_keys(config) -> bool:
 
 
 def base_image(recipe: Recipe) -> str:
+    """stack.base_image; else the image AMD publishes for versions.rocm and the serving engine; else the platform's
+    default (no release named; or none published, which rule rocm-release-base-image refuses)."""
     if recipe.stack.base_image:
         return recipe.stack.base_image
+    published = published_base_image(recipe)
+    if published:
+        return published
     defaults = compat.table()["defaults"]
     return defaults[platform_of(recipe).base_image_keys[recipe.stack.engine]]
 

@@ -3,8 +3,9 @@ targets it can build for, said once.
 
 `versions.rocm` in a recipe (and the ROCm a host has installed) names a release; callers ask its record
 (`rocm_release("7.0").supports("gfx950")`) instead of comparing version numbers. A new release is one row in
-`ROCM_RELEASE_RECORDS`, with its sources in knowledge/sources.toml under the `rocm-gpu-arch` rule. Plain data: no
-imports above the base layer (the recipe loader and validate import this).
+`ROCM_RELEASE_RECORDS`, with its sources in knowledge/sources.toml under the `rocm-gpu-arch` rule (its default base
+images under `rocm-release-base-image`). Plain data: no imports above the base layer (the recipe loader and validate
+import this).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from __future__ import annotations
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import _Record
 
-# The datacenter and workstation targets ROCm 6.2-6.3's compatibility matrix lists; 7.0 adds MI350X/MI355X (gfx950).
+# The datacenter and workstation targets ROCm 6.2-6.3's compatibility matrix lists; 7.0 adds MI350X/MI355X (gfx950):
+# TheRock added the gfx950 target while its version.json read 7.0.0.
 _ROCM6_TARGETS = frozenset({"gfx908", "gfx90a", "gfx942", "gfx1030", "gfx1100"})
 _ROCM7_TARGETS = _ROCM6_TARGETS | {"gfx950"}
 # TheRock's build matrix (SUPPORTED_GPUS.md): Instinct and Radeon targets it builds packages for.
@@ -24,13 +26,22 @@ _THEROCK_TARGETS = frozenset({
 # TheRock publishes its Python wheels per GPU family; a target's family names the index.
 _THEROCK_FAMILIES = {"gfx942": "gfx94X-dcgpu", "gfx950": "gfx950-dcgpu"}
 
+# The images AMD publishes per ROCm release, by serving engine and then by the release's MAJOR.MINOR. rocm/vllm: the
+# tags of ROCm's vLLM inference docs (one per release, the newest listed); ATOM: `rocm/atom-dev:vllm-latest`, which
+# ATOM's nightly release builds on rocm/pytorch with ROCm 7.2.4. A release missing here has no published image.
+_ROCM6_IMAGES = {"vllm": {"6.2": "rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4",
+                          "6.3": "rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521",
+                          "6.4": "rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"}}
+_ROCM7_IMAGES = {"vllm": {"7.0": "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"},
+                 "atom-vllm": {"7.2": "rocm/atom-dev:vllm-latest"}}
+
 
 class RocmRelease(_Record):
     """One ROCm release series (a range of versions that install and behave alike)."""
 
     _fields = ("name", "first", "last", "builder", "install_dir", "rocm_path", "packages", "hip_runtime",
-               "smi_tools", "gpu_targets", "wheel_families")
-    _defaults = {"wheel_families": {}}
+               "smi_tools", "gpu_targets", "wheel_families", "base_images")
+    _defaults = {"wheel_families": {}, "base_images": {}}
 
     name: str
     first: tuple[int, int]  # the first major.minor of the series
@@ -45,6 +56,7 @@ class RocmRelease(_Record):
     smi_tools: tuple[str, ...]  # the SMI command-line tools it ships, preferred first
     gpu_targets: frozenset[str]  # the gfx targets it builds code for
     wheel_families: dict  # gfx target -> the Python wheel index (GPU family) TheRock publishes it under
+    base_images: dict  # serving engine -> {"MAJOR.MINOR": the image AMD publishes for that release}
 
     def covers(self, version: tuple[int, int]) -> bool:
         return self.first <= version <= self.last
@@ -64,15 +76,25 @@ class RocmRelease(_Record):
         """The per-family Python wheel index a target's packages come from (TheRock), None where there is none."""
         return self.wheel_families.get(gpu_arch)
 
+    def base_image(self, engine: str, version: str) -> str | None:
+        """The image AMD publishes for this release and serving engine; None where it publishes none."""
+        return self.base_images.get(engine, {}).get(".".join(map(str, parse_version(version))))
+
+    def published_releases(self, engine: str) -> tuple[str, ...]:
+        """The MAJOR.MINOR releases of this series with a published image for the engine."""
+        return tuple(self.base_images.get(engine, {}))
+
 
 ROCM_RELEASE_RECORDS: tuple[RocmRelease, ...] = (
     RocmRelease(name="6", first=(6, 0), last=(6, 4), builder="classic", install_dir="/opt/rocm-{version}",
                 rocm_path="/opt/rocm", packages="rocm-", hip_runtime="libamdhip64.so.6",
-                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_ROCM6_TARGETS),
+                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_ROCM6_TARGETS, base_images=_ROCM6_IMAGES),
     RocmRelease(name="7.0-7.2", first=(7, 0), last=(7, 2), builder="classic", install_dir="/opt/rocm-{version}",
                 rocm_path="/opt/rocm", packages="rocm-", hip_runtime="libamdhip64.so.7",
-                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_ROCM7_TARGETS),
-    RocmRelease(name="therock-7", first=(7, 14), last=(7, 99), builder="therock",
+                smi_tools=("amd-smi", "rocm-smi"), gpu_targets=_ROCM7_TARGETS, base_images=_ROCM7_IMAGES),
+    # TheRock's native packages install under /opt/rocm/core-X.Y as amdrocm-* since its packaging change of Dec 2025,
+    # when it was versioned 7.11; 7.12 and 7.13 were its first releases (previews) with that layout.
+    RocmRelease(name="therock-7", first=(7, 12), last=(7, 99), builder="therock",
                 install_dir="/opt/rocm/core-{major_minor}", rocm_path="/opt/rocm/core-{major_minor}",
                 packages="amdrocm-", hip_runtime="libamdhip64.so.7", smi_tools=("amd-smi", "rocm-smi"),
                 gpu_targets=_THEROCK_TARGETS, wheel_families=_THEROCK_FAMILIES),
@@ -121,6 +143,26 @@ def release_of(recipe) -> RocmRelease | None:
     key = platform_of(recipe).gpu_runtime_key
     version = getattr(recipe.versions, key) if key else None
     return rocm_release(version) if version else None
+
+
+def published_base_image(recipe) -> str | None:
+    """The base image AMD publishes for the recipe's ROCm release and serving engine; None when the recipe names no
+    release (or one stackctl does not know: rule rocm-gpu-arch) or AMD publishes no image for it (rule
+    rocm-release-base-image)."""
+    try:
+        release = release_of(recipe)
+    except StackctlError:
+        return None
+    if release is None:
+        return None
+    from stackctl.knowledge.kinds import platform_of
+
+    return release.base_image(recipe.stack.engine, getattr(recipe.versions, str(platform_of(recipe).gpu_runtime_key)))
+
+
+def releases_with_image(engine: str) -> tuple[str, ...]:
+    """Every MAJOR.MINOR release AMD publishes a base image for, for a serving engine, oldest first."""
+    return tuple(version for record in ROCM_RELEASE_RECORDS for version in record.published_releases(engine))
 
 
 def rocm_path(recipe) -> str:

@@ -99,7 +99,8 @@ class Stack(Section):
                       choices=PLATFORMS)
     engine: str = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
                     choices=("vllm", "atom-vllm"))
-    base_image: str | None = option(None, "Base image; default depends on platform and engine.", "str",
+    base_image: str | None = option(None, "Base image; default: the image AMD publishes for versions.rocm and the "
+                        "engine, else the platform's and engine's default.", "str",
                         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", example="rocm/atom-dev:vllm-latest")
     description: str = option("", "Free text shown by `stackctl status`.", "str")
 
@@ -116,7 +117,7 @@ class Versions(Section):
                    pattern=VERSION_PATTERN, example="2.13.0")
     gpu_arch: list[str] = option(["gfx942"], "GPU architectures the HIP build targets (PYTORCH_ROCM_ARCH).",
                       "str_list", pattern=r"^gfx[0-9a-f]{3,4}$")
-    rocm: str | None = option(None, "ROCm release the stack is built with (6.x, 7.0-7.2, TheRock 7.14+, Core SDK "
+    rocm: str | None = option(None, "ROCm release the stack is built with (6.x, 7.0-7.2, TheRock 7.12+, Core SDK "
                   "10.x): decides the install layout, the HIP runtime and the GPU targets it can build for; unset: "
                   "the base image decides.", "str", pattern=r"^[0-9]+\.[0-9]+(\.[0-9]+)?$", example="7.0")
 

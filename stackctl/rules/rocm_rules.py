@@ -9,7 +9,13 @@ from stackctl.bundle.stackspec import ATOM_DISABLE_ENV, disables_atom_plugin
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
-from stackctl.knowledge.rocm import parse_version, release_of, release_span, rocm_version_in_image
+from stackctl.knowledge.rocm import (
+    parse_version,
+    release_of,
+    release_span,
+    releases_with_image,
+    rocm_version_in_image,
+)
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
@@ -29,7 +35,7 @@ def _rocm_gpu_arch(recipe: Recipe) -> Iterator[Hit]:
     request).
 
     Each release series is one record in stackctl/knowledge/rocm.py: its version range, install layout
-    (/opt/rocm-X.Y for ROCm's own packages; /opt/rocm/core-X.Y and `amdrocm-*` packages for TheRock builds, 7.14 and
+    (/opt/rocm-X.Y for ROCm's own packages; /opt/rocm/core-X.Y and `amdrocm-*` packages for TheRock builds, 7.12 and
     later, and the ROCm Core SDK 10.x), its HIP runtime (libamdhip64.so.6 for 6.x, .so.7 from 7.0), its SMI tools and
     its GPU targets. A version no record covers is refused too: stackctl cannot say what it can build.
     """
@@ -94,6 +100,11 @@ def _rocm_base_image_release(recipe: Recipe) -> Iterator[Hit]:
     """AMD's images name the ROCm release they carry in their tag (`rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210`,
     `rocm/dev-ubuntu-24.04:7.0`). The image's ROCm is what the stack runs on: when `versions.rocm` names another
     release, stackctl judges GPU targets, ROCM_PATH and the HIP runtime for a release the image does not have.
+
+    ROCm's vLLM inference docs list each rocm/vllm tag beside the ROCm release it carries
+    (docs/how-to/rocm-for-ai/inference/benchmark-docker/previous-versions/vllm-history.rst: `rocm7.0.0_vllm_...` is
+    ROCm 7.0.0, `rocm6.4.1_vllm_...` ROCm 6.4.1). A tag that names no release (`rocm/vllm:latest`,
+    `rocm/atom-dev:vllm-latest`) is not judged.
     """
     key = platform_of(recipe).gpu_runtime_key
     wanted = getattr(recipe.versions, key) if key else None
@@ -106,3 +117,32 @@ def _rocm_base_image_release(recipe: Recipe) -> Iterator[Hit]:
                                             f"says {wanted}")
     except StackctlError:
         return  # an unreadable version is rocm-gpu-arch's finding
+
+
+@rule("rocm-release-base-image", "error",
+      "versions.rocm names a ROCm release AMD publishes no base image for (for the stack's engine), and "
+      "stack.base_image is unset",
+      "set stack.base_image to an image built on that ROCm release, or set versions.rocm to a release with a "
+      "published image")
+def _rocm_release_base_image(recipe: Recipe) -> Iterator[Hit]:
+    """With `stack.base_image` unset, the ROCm release decides the base image: the image AMD publishes for that
+    release and the stack's engine (each record in stackctl/knowledge/rocm.py names them). For plain vLLM those are
+    the rocm/vllm tags ROCm's vLLM inference docs list, one per release: 6.2, 6.3, 6.4 and 7.0
+    (docs/how-to/rocm-for-ai/inference/benchmark-docker/previous-versions/vllm-history.rst). For ATOM it is
+    `rocm/atom-dev:vllm-latest`, which ATOM's nightly release builds on ROCm 7.2.4
+    (.github/workflows/docker-release.yaml). Any other release has no published image: without this rule the stack
+    would be built on the platform's default image, whose ROCm is not the one versions.rocm names.
+    """
+    key = platform_of(recipe).gpu_runtime_key
+    version = getattr(recipe.versions, key) if key else None
+    if not version or recipe.stack.base_image:
+        return
+    try:
+        release = release_of(recipe)
+    except StackctlError:
+        return  # an unknown or unreadable release is rocm-gpu-arch's finding
+    if release is None or release.base_image(recipe.stack.engine, version):
+        return
+    published = ", ".join(releases_with_image(recipe.stack.engine)) or "none"
+    yield (("versions", key), f"AMD publishes no {recipe.stack.engine} base image for ROCm {version} (it does for "
+                              f"ROCm {published}) and stack.base_image is unset")

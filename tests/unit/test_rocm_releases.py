@@ -13,6 +13,7 @@ from stackctl.errors import StackctlError
 from stackctl.host.facts import discover
 from stackctl.host.rocm_install import read_rocm_install
 from stackctl.knowledge.rocm import ROCM_LIBRARY_GLOBS, ROCM_RELEASE_RECORDS, rocm_release
+from stackctl.rules.ruleset import run_rules
 
 SYSFS = FIXTURES / "sysfs"
 
@@ -40,7 +41,7 @@ def test_gfx950_needs_rocm_7_and_therock_names_its_wheel_index():
 
 @pytest.mark.parametrize("version", ["5.7", "7.5", "11.0"])
 def test_a_release_no_row_covers_is_refused_naming_the_known_ones(version):
-    with pytest.raises(StackctlError, match=r"is not a release stackctl knows \(known: 6.0-6.4, 7.0-7.2, 7.14\+, "
+    with pytest.raises(StackctlError, match=r"is not a release stackctl knows \(known: 6.0-6.4, 7.0-7.2, 7.12\+, "
                                             r"10.0\+\)"):
         rocm_release(version)
 
@@ -143,3 +144,86 @@ def test_an_imported_launch_takes_its_rocm_release_from_amds_image_tag():
                                        "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210 vllm serve /models/m\n", None, "t")
     recipe = load_recipe_text(text)
     assert (recipe.versions.rocm, recipe.versions.vllm) == ("7.0.0", "0.11.2")
+
+
+def _engine_recipe(versions: str, engine: str, base_image: str | None = None):
+    from stackctl.recipe.loader import load_recipe_text
+
+    image = f'base_image = "{base_image}"\n' if base_image else ""
+    return load_recipe_text(f'[stack]\nname = "r"\nplatform = "rocm"\nengine = "{engine}"\n{image}[versions]\n'
+                            f'{versions}\n[model]\npath = "/models/m"\n')
+
+
+@pytest.mark.parametrize("rocm, engine, image", [
+    ("6.2", "vllm", "rocm/vllm:rocm6.2_mi300_ubuntu20.04_py3.9_vllm_0.6.4"),
+    ("6.3.1", "vllm", "rocm/vllm:rocm6.3.1_vllm_0.8.5_20250521"),
+    ("6.4", "vllm", "rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"),
+    ("7.0.2", "vllm", "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"),
+    ("7.2", "atom-vllm", "rocm/atom-dev:vllm-latest"),
+])
+def test_the_rocm_release_picks_the_base_image_amd_publishes_for_it(rocm, engine, image):
+    from stackctl.bundle.stackspec import base_image
+    from stackctl.knowledge.rocm import rocm_version_in_image
+
+    recipe = _engine_recipe(f'rocm = "{rocm}"', engine)
+    assert base_image(recipe) == image
+    carried = rocm_version_in_image(image)  # a tag that names its ROCm names the recipe's release
+    assert carried is None or carried.split(".")[:2] == rocm.split(".")[:2]
+    assert not [f for f in run_rules(recipe) if f.rule_id.startswith("rocm-")]
+
+
+def test_without_a_release_or_with_an_explicit_image_the_release_decides_nothing():
+    from stackctl.bundle.stackspec import base_image
+    from stackctl.knowledge import compat
+
+    defaults = compat.table()["defaults"]
+    assert base_image(_engine_recipe('gpu_arch = ["gfx942"]', "vllm")) == defaults["rocm_vllm_base_image"]
+    assert base_image(_engine_recipe('gpu_arch = ["gfx942"]', "atom-vllm")) == defaults["rocm_atom_base_image"]
+    assert base_image(_engine_recipe('rocm = "6.4"', "vllm", "my/own:image")) == "my/own:image"
+    # an unknown release is rocm-gpu-arch's finding; the image falls back to the platform's default
+    assert base_image(_engine_recipe('rocm = "7.5"', "vllm")) == defaults["rocm_vllm_base_image"]
+
+
+@pytest.mark.parametrize("rocm, engine, published", [
+    ("7.1", "vllm", "6.2, 6.3, 6.4, 7.0"), ("6.1", "vllm", "6.2, 6.3, 6.4, 7.0"), ("7.14", "vllm", "6.2, 6.3, 6.4, 7.0"),
+    ("10.0", "vllm", "6.2, 6.3, 6.4, 7.0"), ("7.0", "atom-vllm", "7.2"), ("6.4", "atom-vllm", "7.2"),
+])
+def test_a_release_without_a_published_image_asks_for_stack_base_image(rocm, engine, published):
+    recipe = _engine_recipe(f'rocm = "{rocm}"\ngpu_arch = ["gfx942"]', engine)
+    findings = [f for f in run_rules(recipe) if f.rule_id == "rocm-release-base-image"]
+    assert [(f.key, f.severity) for f in findings] == [("versions.rocm", "error")]
+    assert findings[0].message == (f"AMD publishes no {engine} base image for ROCm {rocm} (it does for ROCm "
+                                   f"{published}) and stack.base_image is unset")
+    assert "set stack.base_image" in findings[0].fix
+    # naming the image by hand settles it
+    with_image = _engine_recipe(f'rocm = "{rocm}"\ngpu_arch = ["gfx942"]', engine, "my/own:image")
+    assert not [f for f in run_rules(with_image) if f.rule_id == "rocm-release-base-image"]
+
+
+def test_the_error_names_file_line_key_and_fix():
+    from stackctl.recipe.loader import load_recipe
+
+    path = FIXTURES / "rules" / "rocm-release-base-image" / "fail.toml"
+    (finding,) = [f for f in run_rules(load_recipe(path)) if f.rule_id == "rocm-release-base-image"]
+    line = finding.format()
+    assert line.startswith(f"{path}:5:") and "versions.rocm" in line and "(fix: set stack.base_image" in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize("image, rocm, hits", [
+    ("rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909", "7.0", 1), ("rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909", "6.4", 0),
+    ("rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210", "7.0.2", 0), ("rocm/atom-dev:vllm-latest", "6.4", 0),
+])
+def test_an_explicit_image_of_another_release_is_a_finding(image, rocm, hits):
+    recipe = _engine_recipe(f'rocm = "{rocm}"\ngpu_arch = ["gfx942"]', "vllm", image)
+    findings = [f for f in run_rules(recipe) if f.rule_id == "rocm-base-image-release"]
+    assert [(f.key, f.severity) for f in findings] == [("stack.base_image", "warning")] * hits
+
+
+def test_therock_previews_from_7_12_install_like_its_later_releases():
+    for version in ("7.12", "7.13.0"):
+        release = rocm_release(version)
+        assert (release.name, release.packages) == ("therock-7", "amdrocm-")
+        assert release.install_root(version) == f"/opt/rocm/core-{'.'.join(version.split('.')[:2])}"
+    with pytest.raises(StackctlError, match="ROCm 7.11 is not a release"):
+        rocm_release("7.11")
