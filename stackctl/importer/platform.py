@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 
 from stackctl.bundle import stackspec
+from stackctl.errors import StackctlError
 from stackctl.importer.container import is_cuda_image, repository
 from stackctl.importer.draft import Draft, fits
 from stackctl.importer.launch import Launch
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_named
-from stackctl.knowledge.rocm import rocm_version_in_image
+from stackctl.knowledge.rocm import rocm_release, rocm_version_in_image
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -218,8 +219,8 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
         return
     ref = runtime_reference(image)
     repo = repository(image)
-    default = compat.table()["defaults"]["rocm_atom_base_image" if engine == "atom-vllm" else "rocm_vllm_base_image"]
     _versions_from_tag(draft, image)
+    default = _default_image(draft, engine)
     if ref:
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "
                            f"default ({default}): set it")
@@ -239,6 +240,19 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
         draft.stack.set("base_image", image, why.get(launch.image_source, "the image the old launch ran"))
     else:
         draft.notes.append(f"image {image!r} is not a valid stack.base_image: set it by hand")
+
+
+def _default_image(draft: Draft, engine: str) -> str:
+    """What stack.base_image left unset becomes, for the notes: the image AMD publishes for the ROCm release the
+    launch's image names (none: validate asks for one), else the platform's default."""
+    rocm = draft.versions.get("rocm")
+    try:
+        release = rocm_release(rocm) if rocm else None
+    except StackctlError:
+        release = None
+    if release is not None:
+        return release.base_image(engine, rocm) or f"none AMD publishes for ROCm {rocm}: set stack.base_image"
+    return compat.table()["defaults"]["rocm_atom_base_image" if engine == "atom-vllm" else "rocm_vllm_base_image"]
 
 
 def _versions_from_tag(draft: Draft, image: str) -> None:

@@ -227,3 +227,16 @@ def test_therock_previews_from_7_12_install_like_its_later_releases():
         assert release.install_root(version) == f"/opt/rocm/core-{'.'.join(version.split('.')[:2])}"
     with pytest.raises(StackctlError, match="ROCm 7.11 is not a release"):
         rocm_release("7.11")
+
+
+@pytest.mark.parametrize("tag, default", [
+    ("rocm7.0.0_${SUFFIX}", "default (rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210)"),
+    ("rocm7.1.0_${SUFFIX}", "default (none AMD publishes for ROCm 7.1.0: set stack.base_image)"),
+])
+def test_an_import_names_the_base_image_its_rocm_release_gets(tag, default):
+    from stackctl import importer
+
+    text = importer.import_launch_text(f"docker run --device /dev/kfd --device /dev/dri rocm/vllm:{tag} vllm serve "
+                                       "/models/m\n", None, "t")
+    notes = " ".join(line.lstrip("# ").strip() for line in text.splitlines() if line.startswith("#"))
+    assert f"stack.base_image left to stackctl's {default}" in notes
