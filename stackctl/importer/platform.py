@@ -220,7 +220,7 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
     ref = runtime_reference(image)
     repo = repository(image)
     default = compat.table()["defaults"][platform_named(platform).base_image_keys[engine]]
-    prefix = serving_engine(engine).image_prefix  # ATOM's images: stackctl keeps only those
+    prefix = serving_engine(engine).image_prefix  # ATOM's: an image from elsewhere cannot carry it as stackctl runs it
     _versions_from_tag(draft, image)
     if ref:
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "

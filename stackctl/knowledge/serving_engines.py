@@ -26,14 +26,14 @@ class ServingEngine(_Record):
     # (server.atom-activated); the rules atom-vllm-pin and atom-plugin-disabled apply; the bundle never renders
     # ATOM_DISABLE_VLLM_PLUGIN for it; the importer notes ATOM's development-fork switch.
     atom_plugin: bool
-    # Graph capture is what keeps its throughput: cudagraph_mode NONE (or enforce_eager) is an error, in the rule
-    # atom-cuda-graphs and in doctor's server.engine-config, on a platform whose vLLM captures graphs.
+    # Graph capture is what keeps its throughput: cudagraph_mode NONE (or enforce_eager) is an error in the rule
+    # atom-cuda-graphs, and in doctor's server.engine-config on a platform whose vLLM captures graphs.
     needs_cuda_graphs: bool
     # Variables the bundle sets for it on a platform with GPUs (a serve.env value wins); the importer drops a launch's
     # variable of the same value as one stackctl sets itself.
     gpu_env: dict
     # The image repository its own images come from ("": any image): the importer keeps a launch's image only when
-    # it comes from there, else leaves stack.base_image to stackctl's default.
+    # it is one of those that serves through vLLM, else leaves stack.base_image to stackctl's default.
     image_prefix: str
 
 
