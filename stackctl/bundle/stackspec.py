@@ -10,6 +10,7 @@ from __future__ import annotations
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import TIER_KIND_RECORDS, engine_of, kind_of, platform_of
 from stackctl.knowledge.rocm import published_base_image
+from stackctl.knowledge.serving_engines import ATOM_DISABLE_ENV, serving_engine_of
 from stackctl.recipe.model import Recipe
 
 # Where things live inside the image / container.
@@ -292,9 +293,6 @@ def serve_args(recipe: Recipe) -> list[str]:
     return args + list(serve.extra_args)
 
 
-ATOM_DISABLE_ENV = "ATOM_DISABLE_VLLM_PLUGIN"
-
-
 def disables_atom_plugin(env: dict) -> bool:
     """Whether an environment switches ATOM's vLLM plugin off (ATOM reads "1", any case, as true)."""
     return str(env.get(ATOM_DISABLE_ENV, "0")).strip().lower() == "1"
@@ -312,15 +310,17 @@ def environment(recipe: Recipe) -> dict[str, str]:
         env[CPU_CONNECTOR_ENV] = "1" if cpu_connector_enabled(recipe) else "0"
     if recipe.serve.dev_endpoints:
         env["VLLM_SERVER_DEV_MODE"] = "1"
-    if recipe.stack.engine == "vllm" and platform_of(recipe).has_gpus:
-        env.setdefault(ATOM_DISABLE_ENV, "1")  # plain vLLM arm on an image that may carry ATOM
+    serving = serving_engine_of(recipe)
+    if platform_of(recipe).has_gpus:
+        for key, value in serving.gpu_env.items():  # plain vLLM: ATOM off, on an image that may carry it
+            env.setdefault(key, value)
     for tier in recipe.cache.tiers:
         if kind_of(tier).s3_bucket and tier.credentials_file:
             env["AWS_SHARED_CREDENTIALS_FILE"] = S3_CREDENTIALS_PATH
         if kind_of(tier).s3_bucket and tier.ca_file:
             env[S3_CA_ENV] = S3_CA_PATH
     env.update(recipe.serve.env)
-    if recipe.stack.engine == "atom-vllm" and disables_atom_plugin(env):
+    if serving.atom_plugin and disables_atom_plugin(env):
         del env[ATOM_DISABLE_ENV]  # an ATOM stack never runs without its plugin (rule atom-plugin-disabled)
     return dict(sorted(env.items()))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed, warned
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
+from stackctl.knowledge.serving_engines import serving_engine_of
 
 
 def _distributions(ctx) -> dict[str, str]:
@@ -141,7 +142,7 @@ def aiofile(ctx):
 def atom_plugin(ctx):
     """ATOM registers through the `vllm.platform_plugins` entry point `atom`; without it vLLM runs its stock ROCm
     platform and the recipe's ATOM tuning does nothing."""
-    if ctx.recipe.stack.engine != "atom-vllm":
+    if not serving_engine_of(ctx.recipe).atom_plugin:
         raise Unavailable("engine is not atom-vllm")
     plugins = (ctx.probe().get("entry_points") or {}).get("vllm.platform_plugins") or []
     atom = [p for p in plugins if p.get("name") == "atom"]

@@ -10,6 +10,7 @@ from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed
 from stackctl.engine import docker_adapter as dk
 from stackctl.host.cpulist import parse_cpulist
 from stackctl.knowledge.kinds import platform_of
+from stackctl.knowledge.serving_engines import serving_engine_of
 
 ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v([^)]*)\) with config: (.*)")
 DEGRADED = "degraded mode (recompute)"
@@ -90,7 +91,7 @@ def engine_settings(ctx):
         wanted = (recipe.serve.cudagraph_mode or "").upper()
         if wanted and mode and mode != wanted:
             wrong.append(f"cudagraph_mode={mode} (recipe: {wanted})")
-        elif recipe.stack.engine == "atom-vllm" and mode == "NONE":
+        elif serving_engine_of(recipe).needs_cuda_graphs and mode == "NONE":
             wrong.append("cudagraph_mode=NONE on ATOM (3-5x throughput loss)")
     if wrong:
         return failed("; ".join(wrong), config=config)
@@ -103,7 +104,7 @@ def engine_settings(ctx):
        "unset ATOM_DISABLE_VLLM_PLUGIN; use the ATOM image")
 def atom_activated(ctx):
     """vLLM logs `Platform plugin atom is activated` when ATOM took over the platform."""
-    if ctx.recipe.stack.engine != "atom-vllm":
+    if not serving_engine_of(ctx.recipe).atom_plugin:
         raise Unavailable("engine is not atom-vllm")
     if "Platform plugin atom is activated" in ctx.server_log():
         return passed("Platform plugin atom is activated")

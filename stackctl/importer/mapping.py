@@ -19,6 +19,7 @@ from stackctl.importer.lmcache import import_cache
 from stackctl.importer.offload import import_offload
 from stackctl.importer.platform import ATOM_FORK_SWITCH, gds_note, import_image, platform_and_engine
 from stackctl.knowledge.kinds import offload_engine, platform_named
+from stackctl.knowledge.serving_engines import serving_engine
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -107,9 +108,9 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
             draft.cache.set("hash_seed", int(value), "from PYTHONHASHSEED")
         elif key == "VLLM_SERVER_DEV_MODE" and value == "1":
             draft.serve.set("dev_endpoints", True, "from VLLM_SERVER_DEV_MODE=1")
-        elif key == "ATOM_DISABLE_VLLM_PLUGIN" and value == "1" and engine == "vllm" and platform_named(platform).has_gpus:
-            pass  # stackctl sets it for every plain-vLLM stack on rocm
-        elif key == ATOM_FORK_SWITCH and engine == "atom-vllm":
+        elif serving_engine(engine).gpu_env.get(key) == value and platform_named(platform).has_gpus:
+            pass  # stackctl sets it itself (ATOM_DISABLE_VLLM_PLUGIN=1 for every plain-vLLM stack on rocm)
+        elif key == ATOM_FORK_SWITCH and serving_engine(engine).atom_plugin:
             draft.notes.append(f"{key}={value}: the switch of the ATOM plugin's development fork of vLLM; stackctl's "
                                "ATOM image loads the released plugin through vLLM's plugin entry points instead")
         elif key == stackspec.CPU_CONNECTOR_ENV and value in ("0", "1") and platform_named(platform).ships_cpu_connector:

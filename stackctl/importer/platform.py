@@ -21,6 +21,7 @@ from stackctl.importer.launch import Launch
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_named
 from stackctl.knowledge.rocm import rocm_release, rocm_version_in_image
+from stackctl.knowledge.serving_engines import serving_engine
 from stackctl.recipe import model
 from stackctl.unresolved import runtime_reference
 
@@ -219,8 +220,9 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
         return
     ref = runtime_reference(image)
     repo = repository(image)
+    prefix = serving_engine(engine).image_prefix  # ATOM's: an image from elsewhere cannot carry it as stackctl runs it
     _versions_from_tag(draft, image)
-    default = _default_image(draft, engine)
+    default = _default_image(draft, platform, engine)
     if ref:
         draft.notes.append(f"image {image}: {ref} is known only at run time; stack.base_image left to stackctl's "
                            f"default ({default}): set it")
@@ -228,10 +230,10 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
                                                 nvidia_evidence(launch) and not _strong(rocm_evidence(launch))):
         draft.notes.append(f"the launch ran {image}, a CUDA build: stack.base_image left to stackctl's ROCm default "
                            f"({default}); choose the ROCm image of the same vLLM release")
-    elif engine == "atom-vllm" and repo.startswith("rocm/atom") and "vllm" not in image.split(":")[-1]:
+    elif prefix and repo.startswith(prefix) and "vllm" not in image.split(":")[-1]:
         draft.notes.append(f"{image} is ATOM's own-server image; stackctl runs ATOM as vLLM's plugin, from "
                            f"{default} (stack.base_image left to that default)")
-    elif engine == "atom-vllm" and not repo.startswith("rocm/atom"):
+    elif prefix and not repo.startswith(prefix):
         draft.notes.append(f"ATOM was installed by hand into {image}; stackctl's ATOM stacks start from an image that "
                            f"carries it ({default}, stack.base_image left to that default)")
     elif fits(model.Stack, "base_image", image):
@@ -242,7 +244,7 @@ def import_image(draft: Draft, launch: Launch, platform: str, engine: str) -> No
         draft.notes.append(f"image {image!r} is not a valid stack.base_image: set it by hand")
 
 
-def _default_image(draft: Draft, engine: str) -> str:
+def _default_image(draft: Draft, platform: str, engine: str) -> str:
     """What stack.base_image left unset becomes, for the notes: the image AMD publishes for the ROCm release the
     launch's image names (none: validate asks for one), else the platform's default."""
     rocm = draft.versions.get("rocm")
@@ -252,7 +254,7 @@ def _default_image(draft: Draft, engine: str) -> str:
         release = None
     if release is not None:
         return release.base_image(engine, rocm) or f"none AMD publishes for ROCm {rocm}: set stack.base_image"
-    return compat.table()["defaults"]["rocm_atom_base_image" if engine == "atom-vllm" else "rocm_vllm_base_image"]
+    return compat.table()["defaults"][platform_named(platform).base_image_keys[engine]]
 
 
 def _versions_from_tag(draft: Draft, image: str) -> None:

@@ -10,6 +10,7 @@ alone costs more than the whole `stackctl validate` start-up budget.)
 from __future__ import annotations
 
 from stackctl.knowledge.kinds import OFFLOAD_ENGINES, PLATFORMS, TIER_KIND_RECORDS, TIER_KINDS, tier_kind
+from stackctl.knowledge.serving_engines import SERVING_ENGINES, engine_help
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
@@ -97,8 +98,7 @@ class Stack(Section):
                   pattern=NAME_PATTERN, example="minimax-m25-lmcache")
     platform: str = option("rocm", "Where it runs: AMD Instinct GPUs (rocm) or any x86 host (cpu).", "str",
                       choices=PLATFORMS)
-    engine: str = option("vllm", "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin.", "str",
-                    choices=("vllm", "atom-vllm"))
+    engine: str = option("vllm", engine_help(), "str", choices=SERVING_ENGINES)
     base_image: str | None = option(None, "Base image; default: the image AMD publishes for versions.rocm and the "
                         "engine, else the platform's and engine's default.", "str",
                         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$", example="rocm/atom-dev:vllm-latest")

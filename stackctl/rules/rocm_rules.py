@@ -16,6 +16,7 @@ from stackctl.knowledge.rocm import (
     releases_with_image,
     rocm_version_in_image,
 )
+from stackctl.knowledge.serving_engines import serving_engine_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
@@ -68,7 +69,7 @@ def _atom_vllm_pin(recipe: Recipe) -> Iterator[Hit]:
 
     stackctl keeps ATOM's pin in knowledge/compat.toml (`defaults.atom_vllm`, the vLLM of the default ATOM image).
     """
-    if recipe.stack.engine != "atom-vllm" or not recipe.versions.vllm:
+    if not serving_engine_of(recipe).atom_plugin or not recipe.versions.vllm:
         return
     pin = atom_vllm_pin()
     wanted = compat.parse_version(recipe.versions.vllm)
@@ -86,7 +87,7 @@ def _atom_plugin_disabled(recipe: Recipe) -> Iterator[Hit]:
     stackctl sets it itself for plain-vLLM stacks on ROCm (their image may carry ATOM) and never renders it for an
     ATOM stack: serve.env's value is dropped from the bundle, and this rule says so.
     """
-    if recipe.stack.engine != "atom-vllm":
+    if not serving_engine_of(recipe).atom_plugin:
         return
     if disables_atom_plugin(recipe.serve.env):
         yield (("serve", "env", ATOM_DISABLE_ENV), "ATOM_DISABLE_VLLM_PLUGIN=1 on an ATOM stack (stackctl "

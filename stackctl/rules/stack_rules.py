@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from stackctl.bundle.stackspec import hash_seed, lmcache_in_image, lmcache_in_server, lmcache_install, vllm_version
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
+from stackctl.knowledge.serving_engines import serving_engine_of
 from stackctl.recipe.model import Recipe, Tier
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 from stackctl.rules.seed import lmcache_connections, seed_need
@@ -135,7 +136,7 @@ def _atom_cuda_graphs(recipe: Recipe) -> Iterator[Hit]:
     reports an error. `--enforce-eager` forces cudagraph_mode NONE. With LMCache layer-wise transfer on, vLLM runs
     PIECEWISE whatever the recipe asks (`layerwise-needs-piecewise`).
     """
-    if recipe.stack.engine != "atom-vllm":
+    if not serving_engine_of(recipe).needs_cuda_graphs:
         return
     if recipe.serve.enforce_eager:
         yield (("serve", "enforce_eager"), "ATOM run with --enforce-eager (graphs off)")

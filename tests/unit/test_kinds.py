@@ -1,5 +1,6 @@
-"""Tier kinds, platforms and offload engines are records (stackctl/knowledge/kinds.py): callers ask the record, and
-no module outside it compares a tier-kind, platform or offload-engine name."""
+"""Tier kinds, platforms, offload engines (stackctl/knowledge/kinds.py) and serving engines
+(stackctl/knowledge/serving_engines.py) are records: callers ask the record, and no module outside them compares a
+tier-kind, platform, offload-engine or serving-engine name."""
 
 from __future__ import annotations
 
@@ -24,9 +25,17 @@ from stackctl.knowledge.kinds import (
     platform_named,
     tier_kind,
 )
+from stackctl.knowledge.serving_engines import (
+    SERVING_ENGINE_RECORDS,
+    SERVING_ENGINES,
+    engine_help,
+    serving_engine,
+)
 
 RECORDS = "stackctl/knowledge/kinds.py"
-NAMES = set(TIER_KINDS) | set(PLATFORMS) | set(OFFLOAD_ENGINES)
+RECORD_MODULES = {RECORDS, "stackctl/knowledge/serving_engines.py"}
+NAMES = set(TIER_KINDS) | set(PLATFORMS) | set(OFFLOAD_ENGINES) | set(SERVING_ENGINES)
+SUBJECTS = ("kind", "platform", "offload", "engine")
 
 # Comparisons not converted yet, as (module, line text stripped). Shrink it; never grow it: ask the record instead.
 ALLOWED: set[tuple[str, str]] = set()
@@ -44,11 +53,11 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def _subject(node: ast.AST) -> str | None:
-    """`kind`, `platform` or `offload` when the operand is x.kind, x.platform, x.offload, or a variable of that
-    name."""
-    if isinstance(node, ast.Attribute) and node.attr in ("kind", "platform", "offload"):
+    """`kind`, `platform`, `offload` or `engine` when the operand is x.kind, x.platform, x.offload, x.engine, or a
+    variable of that name."""
+    if isinstance(node, ast.Attribute) and node.attr in SUBJECTS:
         return node.attr
-    if isinstance(node, ast.Name) and node.id in ("kind", "platform", "offload"):
+    if isinstance(node, ast.Name) and node.id in SUBJECTS:
         return node.id
     return None
 
@@ -75,7 +84,7 @@ def test_no_module_outside_the_records_compares_kind_or_platform_names():
     seen, offenders = set(), []
     for path in sorted((REPO / "stackctl").rglob("*.py")):
         name = path.relative_to(REPO).as_posix()
-        if name == RECORDS:
+        if name in RECORD_MODULES:
             continue
         source = path.read_text()
         lines = source.splitlines()
@@ -84,7 +93,7 @@ def test_no_module_outside_the_records_compares_kind_or_platform_names():
             if key in ALLOWED:
                 seen.add(key)
             else:
-                offenders.append(f"{name}:{line}: {reason}: ask the record (stackctl/knowledge/kinds.py) instead")
+                offenders.append(f"{name}:{line}: {reason}: ask the record (stackctl/knowledge/) instead")
     assert not offenders, "\n".join(offenders)
     assert seen == ALLOWED, f"converted: drop from ALLOWED: {sorted(ALLOWED - seen)}"
 
@@ -98,6 +107,10 @@ def test_no_module_outside_the_records_compares_kind_or_platform_names():
     ('if spec.kind in ("section", "tiers"): pass', 0),
     ('if tier.kind == kind: pass', 0),
     ('if recipe.cache.offload == "lmcache-mp": pass', 1),
+    ('if recipe.stack.engine != "atom-vllm": pass', 1),
+    ('if engine == "vllm" and ok: pass', 1),
+    ('if ctx.recipe.stack.engine in ("vllm", "atom-vllm"): pass', 1),
+    ('if engine.name == "atom-vllm": pass', 0),  # the record's own name: not a comparison the scan can tell
 ])
 def test_the_scan_sees_comparisons(source, hits):
     assert len(comparisons(source)) == hits
@@ -140,6 +153,28 @@ def test_the_records_module_stays_in_the_knowledge_layer():
     tree = ast.parse(Path(REPO, RECORDS).read_text())
     imports = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imports <= {"__future__", "stackctl.errors", "collections.abc"}
+    serving = ast.parse(Path(REPO, "stackctl/knowledge/serving_engines.py").read_text())
+    assert {n.module for n in ast.walk(serving) if isinstance(n, ast.ImportFrom)} <= {"__future__",
+                                                                                    "stackctl.knowledge.kinds"}
+
+
+def test_serving_engines_are_records_the_schema_and_platforms_read():
+    with pytest.raises(StackctlError, match=r"unknown serving engine 'sglang' \(known: vllm, atom-vllm\)"):
+        serving_engine("sglang")
+    with pytest.raises(AttributeError):
+        serving_engine("vllm").atom_plugin = True  # type: ignore[misc]
+    from stackctl.recipe.model import Stack
+
+    field = Stack._fields["engine"]
+    assert field.meta["choices"] == SERVING_ENGINES and field.doc == engine_help()
+    assert engine_help() == "Serving engine: plain vLLM, or vLLM with AMD's ATOM platform plugin."
+    for platform in PLATFORM_RECORDS:  # every engine has a base image and a vLLM default on every platform
+        assert set(platform.base_image_keys) == set(platform.vllm_keys) == set(SERVING_ENGINES), platform
+    atom, plain = serving_engine("atom-vllm"), serving_engine("vllm")
+    assert atom.atom_plugin and atom.needs_cuda_graphs and not atom.gpu_env and atom.image_prefix == "rocm/atom"
+    assert not plain.atom_plugin and not plain.needs_cuda_graphs and not plain.image_prefix
+    assert plain.gpu_env == {"ATOM_DISABLE_VLLM_PLUGIN": "1"}
+    assert [e.name for e in SERVING_ENGINE_RECORDS] == list(SERVING_ENGINES)
 
 
 def test_offload_engines_say_what_they_serve_and_how_they_are_selected():
