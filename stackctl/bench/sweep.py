@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from stackctl.bench import crossover as math
 from stackctl.bench.server import cache_counters, kv_capacity
+from stackctl.bench.sweep_lock import sweep_lock
 from stackctl.bench.workload import conversations, run_workload, words
 from stackctl.errors import StackctlError
 from stackctl.httpclient import get_text, stream_completion
@@ -171,12 +172,15 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
         raise StackctlError(f"bench --kv-tokens {kv_tokens}: vLLM needs room for one request of {longest} tokens "
                             f"(fix: --kv-tokens {longest} or more, or a shorter --sweep-context)")
     kv_bytes = kv_tokens * per_token
-    image, dtype_env = stack_image(recipe, say)
     result: dict = {"stack": recipe.stack.name, "model": recipe.served_name, "users": users, "contexts": contexts,
                     "turns": spec.turns, "output_tokens": spec.output_tokens, "think_s": spec.think_s,
                     "kv_tokens": kv_tokens, "kv_cache_bytes": kv_bytes, "bytes_per_token_planned": per_token,
                     "arms": [], "points": []}
     with ExitStack() as running:
+        # Held from before the first arm's setup to the last point: another sweep of this stack would replace its
+        # arms (same names) and empty their caches.
+        running.enter_context(sweep_lock(recipe.stack.name, say))
+        image, dtype_env = stack_image(recipe, say)
         servers = []
         for index, arm in enumerate(arms):
             served = arm_recipe(recipe, arm, kv_bytes, longest)
