@@ -92,7 +92,7 @@ def _lmcache_server(draft: Draft, launch: Launch, flags: ServerFlags) -> None:
     if port is not None and fits(model.Cache, "server_port", _int(port)):
         draft.cache.set("server_port", _int(port))
     others = sorted(key for key in extra if key != "lmcache.mp.port") if isinstance(extra, dict) else []
-    if others:
+    if others and transfer is not None:
         draft.notes.append(f"{transfer[0].get('kv_connector')} settings stackctl writes its own way or has no recipe "
                            f"key for: {', '.join(f'{key}={extra[key]}' for key in others)}: not imported (stackctl's "
                            "LMCache server runs beside vLLM, reached at its own address)")
