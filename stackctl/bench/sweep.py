@@ -186,9 +186,11 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
                     "kv_tokens": kv_tokens, "kv_cache_bytes": kv_bytes, "bytes_per_token_planned": per_token,
                     "arms": [], "points": []}
     if spec.trace is not None:
+        fits = {c: fit(spec.trace, c, spec.max_seconds * TRACE_TIME_SHARE) for c in contexts}
         result["trace"] = {"name": spec.trace.name, "requests": len(spec.trace.requests),
-                           "block_size": spec.trace.block_size, "fits": {
-                               str(c): vars(fit(spec.trace, c, spec.max_seconds * TRACE_TIME_SHARE)) for c in contexts}}
+                           "block_size": spec.trace.block_size,
+                           "fits": {str(c): vars(used) for c, used in fits.items()},
+                           "replay": [describe(spec.trace, used, c) for c, used in fits.items()]}
     with ExitStack() as running:
         # Held from before the first arm's setup to the last point: another sweep of this stack would replace its
         # arms (same names) and empty their caches.

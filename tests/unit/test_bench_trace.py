@@ -115,3 +115,17 @@ def test_the_cli_refuses_a_bad_trace_in_one_line_before_any_arm_starts(tmp_path)
                          str(tmp_path / "out"))
         assert result.returncode == 1, result.stderr
         assert result.stderr.strip() == f"stackctl: {bad}: requests[0].hash_ids: not a list of whole numbers"
+
+
+def test_the_sweep_report_says_the_trace_and_how_it_was_fitted():
+    from test_bench_sweep_logic import result_of_a_sweep
+
+    from stackctl.bench import sweep_report
+
+    result = result_of_a_sweep()
+    trace = traces.read_trace(EXCERPT)
+    result["trace"] = {"name": trace.name, "replay": [traces.describe(trace, traces.fit(trace, 1024, 30.0), 1024)]}
+    first = sweep_report.markdown(result).splitlines()[0]
+    assert first.startswith("Sweep of cpu-lmcache (bench): each user a replay of kv-cache-tester trace_0003 (trace "
+                            "trace_0003: 7 requests in 2 conversation(s), the longest 23,015 tokens, lengths scaled x")
+    assert "its 298 s replayed in 30 s" in first and "turns per user" not in first
