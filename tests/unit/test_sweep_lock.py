@@ -77,3 +77,25 @@ def test_up_and_down_keep_their_own_message(state):
                                                 r"`stackctl up`"):
             with StackLock(store.stack_dir("s"), "s", "down"):
                 pass
+
+
+def test_a_sweep_of_a_stack_another_sweep_holds_stops_before_it_touches_any_arm(state, monkeypatch):
+    """run_sweep takes the lock before it looks for the stack's image or starts an arm: the refusal comes first."""
+    from helpers import RECIPES
+
+    from stackctl.bench import sweep
+    from stackctl.recipe.loader import load_recipe
+
+    recipe = load_recipe(RECIPES / "cpu-lmcache.toml")
+    touched: list[str] = []
+    monkeypatch.setattr(sweep, "stack_image", lambda recipe, say: touched.append("image") or ("img", {}))
+    spec = sweep.SweepSpec(users=[1, 2], contexts=[1024], turns=2, output_tokens=8, think_s=0.0, kv_tokens=None,
+                           max_seconds=10.0)
+    first = holder(recipe.stack.name, state)
+    try:
+        with pytest.raises(StackctlError, match=rf"^another bench sweep of {recipe.stack.name} is running \(pid "
+                                                rf"{first.pid}\); wait or stop it$"):
+            sweep.run_sweep(recipe, ["hbm", "lmcache"], spec, say=lambda message: None)
+    finally:
+        first.communicate("")
+    assert touched == []
