@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from stackctl.bench import crossover as math
 from stackctl.bench.server import cache_counters, kv_capacity
+from stackctl.bench.sweep_lock import sweep_lock
+from stackctl.bench.trace import Trace, describe, fit, replay_sessions
 from stackctl.bench.workload import conversations, run_workload, words
 from stackctl.errors import StackctlError
 from stackctl.httpclient import get_text, stream_completion
@@ -153,6 +155,11 @@ class SweepSpec:
     kv_tokens: int | None  # None: default_kv_tokens
     max_seconds: float  # per point and arm
     port_base: int | None = None  # arms on port_base, port_base + 1, ...; None: ports the kernel picks
+    trace: Trace | None = None  # a kv-cache-tester trace replayed instead of the built-in conversations
+
+
+# A trace's timeline is compressed into this share of a point's time, so its last requests are sent in time.
+TRACE_TIME_SHARE = 0.5
 
 
 def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
@@ -171,12 +178,24 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
         raise StackctlError(f"bench --kv-tokens {kv_tokens}: vLLM needs room for one request of {longest} tokens "
                             f"(fix: --kv-tokens {longest} or more, or a shorter --sweep-context)")
     kv_bytes = kv_tokens * per_token
-    image, dtype_env = stack_image(recipe, say)
+    if spec.trace is not None:
+        for context in contexts:  # refused before any arm starts when the trace cannot fit a context
+            say(f"bench: {describe(spec.trace, fit(spec.trace, context, spec.max_seconds * TRACE_TIME_SHARE), context)}")
     result: dict = {"stack": recipe.stack.name, "model": recipe.served_name, "users": users, "contexts": contexts,
                     "turns": spec.turns, "output_tokens": spec.output_tokens, "think_s": spec.think_s,
                     "kv_tokens": kv_tokens, "kv_cache_bytes": kv_bytes, "bytes_per_token_planned": per_token,
                     "arms": [], "points": []}
+    if spec.trace is not None:
+        fits = {c: fit(spec.trace, c, spec.max_seconds * TRACE_TIME_SHARE) for c in contexts}
+        result["trace"] = {"name": spec.trace.name, "requests": len(spec.trace.requests),
+                           "block_size": spec.trace.block_size,
+                           "fits": {str(c): vars(used) for c, used in fits.items()},
+                           "replay": [describe(spec.trace, used, c) for c, used in fits.items()]}
     with ExitStack() as running:
+        # Held from before the first arm's setup to the last point: another sweep of this stack would replace its
+        # arms (same names) and empty their caches.
+        running.enter_context(sweep_lock(recipe.stack.name, say))
+        image, dtype_env = stack_image(recipe, say)
         servers = []
         for index, arm in enumerate(arms):
             served = arm_recipe(recipe, arm, kv_bytes, longest)
@@ -207,13 +226,22 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
     return result
 
 
+def point_sessions(load: int, context: int, spec: SweepSpec) -> list:
+    """A load point's requests, prompts of its own: `load` agentic users of the built-in shape, or `load` replays
+    of the trace fitted to `context` tokens and the point's time."""
+    seed = context * 1000 + load
+    if spec.trace is not None:
+        used = fit(spec.trace, context, spec.max_seconds * TRACE_TIME_SHARE)
+        return replay_sessions(spec.trace, load, used, seed)
+    return conversations(load, spec.turns, context, spec.output_tokens, spec.think_s, seed=seed)
+
+
 def _point(url: str, model: str, load: int, context: int, spec: SweepSpec) -> dict:
     """One load point on one arm's server: the counters read around the workload."""
-    sessions = conversations(load, spec.turns, context, spec.output_tokens, spec.think_s,
-                             seed=context * 1000 + load)
+    sessions = point_sessions(load, context, spec)
     before = cache_counters(url)
     started = time.perf_counter()
-    run = run_workload(url, model, sessions, f"{load}x{context}", max_requests=load * spec.turns,
+    run = run_workload(url, model, sessions, f"{load}x{context}", max_requests=sum(map(len, sessions)),
                        max_seconds=spec.max_seconds)
     wall = time.perf_counter() - started
     if run.server_lost:

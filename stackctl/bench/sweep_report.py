@@ -9,8 +9,11 @@ from pathlib import Path
 
 def markdown(result: dict) -> str:
     titles = {arm["name"]: arm["title"] for arm in result["arms"]}
-    lines = [f"Sweep of {result['stack']} ({result['model']}): {result['turns']} turns per user, think time "
-             f"{result['think_s']:g} s, {result['output_tokens']} generated tokens per turn; every arm's KV cache "
+    trace = result.get("trace")
+    workload = (f"each user a replay of kv-cache-tester {trace['name']} ({'; '.join(trace['replay'])})" if trace else
+                f"{result['turns']} turns per user, think time {result['think_s']:g} s, {result['output_tokens']} "
+                "generated tokens per turn")
+    lines = [f"Sweep of {result['stack']} ({result['model']}): {workload}; every arm's KV cache "
              f"{result['kv_cache_bytes']:,} bytes (~{result['kv_tokens']:,} tokens planned).", ""]
     for arm in result["arms"]:
         held = arm["server_kv"]

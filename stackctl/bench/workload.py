@@ -1,18 +1,16 @@
 """Workloads: prompts made of the smoke model's "wN" words, agentic sessions (a conversation growing turn by turn),
-kv-cache-tester style traces, and the driver that sends them to a server, bounded in request count and time.
+and the driver that sends them to a server, bounded in request count and time.
 Talks only to the stack's own address.
 """
 
 from __future__ import annotations
 
 import http.client
-import json
 import random
 import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from stackctl.bench.server import cache_counters, hit_rate
 from stackctl.httpclient import get_status, stream_completion
@@ -69,23 +67,6 @@ def conversations(users: int, turns: int, context_tokens: int, output_tokens: in
                                  max_tokens=output_tokens, think_s=think_s if turn else 0.0)
                          for turn in range(turns)])
     return sessions
-
-
-def trace_sessions(path: Path, block_tokens: int = 64) -> list[list[Request]]:
-    """A kv-cache-tester style trace: {"requests": [{"t", "type", "in", "out", "hash_ids"}...]} (64-token blocks).
-    Each hash id becomes a fixed 64-word block, so requests sharing hash ids share prompt prefixes."""
-    data = json.loads(Path(path).read_text())
-    requests = data["requests"] if isinstance(data, dict) else data
-    out = []
-    for index, item in enumerate(requests):
-        blocks = [words(block_tokens, (int(h) * 7919) % VOCAB_WORDS) for h in item.get("hash_ids", [])]
-        prompt = " ".join(blocks)
-        extra = int(item.get("in", 0)) - len(blocks) * block_tokens
-        if extra > 0:
-            prompt += " " + words(extra, index * 31)
-        out.append([Request(at=float(item.get("t", 0.0)), session=index, prompt=prompt.strip() or "w0",
-                            max_tokens=max(1, int(item.get("out", 1))))])
-    return out
 
 
 @dataclass

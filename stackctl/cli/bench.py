@@ -23,7 +23,9 @@ import click
 @click.option("--connector", "connector_only", is_flag=True,
               help="Only the CPU connector's own copy throughput inside RECIPE's running container (store and load "
                    "GB/s for the recipe's model shape) beside one core's memcpy, measured in the same run.")
-@click.option("--trace", type=click.Path(exists=True, dir_okay=False), help="kv-cache-tester style trace JSON.")
+@click.option("--trace", type=click.Path(exists=True, dir_okay=False),
+              help="A kv-cache-tester trace (one conversation's JSON) replayed by --users users (with --sweep: by each "
+                   "load point's users, fitted to each --sweep-context), its hash_ids as shared prompt blocks.")
 @click.option("--users", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--turns", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--system-tokens", type=click.IntRange(min=0), default=512, show_default=True)
@@ -71,14 +73,20 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
         return
     if sweep_load:
         _sweep(main, sweep_users, sweep_context, sweep_arms, turns, output_tokens, think_s, kv_tokens,
-               max_seconds, port_base, Path(out_dir))
+               max_seconds, port_base, Path(out_dir), trace)
         return
     report.require_plotting()
     arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
     for arm in arm_recipes:  # arms are brought up: as `up` does, no stack with rule errors
         check_rules(arm, arm.source, "bench")
     if trace:
-        sessions = workloads.trace_sessions(Path(trace))
+        from stackctl.bench import trace as traces
+
+        replayed = traces.read_trace(Path(trace))
+        context = main.model.max_model_len or replayed.longest  # scaled only when the recipe caps the context
+        used = traces.fit(replayed, context, max_seconds * 0.5)
+        _err(f"bench: {traces.describe(replayed, used, context)}")
+        sessions = traces.replay_sessions(replayed, users, used, seed=0)
     else:
         sessions = workloads.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
     results = []
@@ -131,17 +139,21 @@ def _connector(recipe, out_dir) -> None:
 
 
 def _sweep(recipe, users, contexts, arm_names, turns, output_tokens, think_s, kv_tokens, max_seconds, port_base,
-           out_dir) -> None:
+           out_dir, trace=None) -> None:
     """The sweep's table and crossover printed; sweep.json, sweep.md and sweep.png written."""
+    from pathlib import Path
+
     from stackctl.bench import sweep, sweep_report
     from stackctl.bench.report import require_plotting
+    from stackctl.bench.trace import read_trace
     from stackctl.cli.common import check_rules
 
     require_plotting()
     check_rules(recipe, recipe.source, "bench")
     spec = sweep.SweepSpec(users=_counts("--sweep-users", users), contexts=_counts("--sweep-context", contexts),
                            turns=turns, output_tokens=output_tokens, think_s=think_s, kv_tokens=kv_tokens,
-                           max_seconds=max_seconds, port_base=port_base)
+                           max_seconds=max_seconds, port_base=port_base,
+                           trace=read_trace(Path(trace)) if trace else None)
     names = [name.strip() for name in arm_names.split(",") if name.strip()]
     result = sweep.run_sweep(recipe, names, spec, say=_err)
     paths = sweep_report.write(result, out_dir)

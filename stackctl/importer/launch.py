@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stackctl.errors import StackctlError
 from stackctl.importer.container import DockerRun, read_docker_run, runs_server
+from stackctl.importer.lmcache_server import container_note, form_notes, server_args_at
 from stackctl.importer.packages import read_installs
 from stackctl.importer.shell import (
     ASSIGNMENT,
@@ -174,10 +175,14 @@ def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: 
         else:
             argv = [part for word in words for part in expand(word, variables)]
             read_installs(argv, scan.pins, scan.installs)
-            server_at = _lmcache_server_at(argv)
+            server_at = server_args_at(argv)
             if server_at is not None:
                 if scan.lmcache_server is None:
                     scan.lmcache_server = argv[server_at:]
+                    scan.notes += form_notes(argv, server_at)
+                    container = container_note(argv[:server_at])
+                    if container:
+                        scan.notes.append(container)
                 else:
                     scan.notes.append("the script starts a second `lmcache server`; imported the first one")
                 continue
@@ -185,17 +190,6 @@ def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: 
             if launch is not None:
                 launches.append(launch)
     return launches
-
-
-def _lmcache_server_at(argv: list[str]) -> int | None:
-    """Where the arguments of `lmcache server` start in a command (LMCache's console script, or `python -m
-    lmcache.cli.main server`), if it is one."""
-    for i, word in enumerate(argv[:-1]):
-        if posixpath.basename(word) == "lmcache" and argv[i + 1] == "server":
-            return i + 2
-        if word == "-m" and argv[i + 1] == "lmcache.cli.main" and argv[i + 2:i + 3] == ["server"]:
-            return i + 3
-    return None
 
 
 def _keeps_literal(key: str, value: str, variables: dict, scan: _Scan) -> bool:

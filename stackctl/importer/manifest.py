@@ -17,6 +17,7 @@ from stackctl.errors import StackctlError
 from stackctl.importer.container import DockerRun, env_file
 from stackctl.importer.k8s_shapes import NOTES, kustomize_patch_args, shape_pods
 from stackctl.importer.launch import Launch, launch_from_container
+from stackctl.importer.lmcache_server import form_notes, run_note, server_args_at
 from stackctl.importer.yaml_input import load_yaml_documents
 
 # Top-level keys (column 0) of a compose file or a manifest; a shell script has none of them.
@@ -59,6 +60,8 @@ def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> La
         launch.notes.append(f"the file describes {len(launches)} servers; imported the first one ({run.name})")
     servers = {id(r) for r, _ in launches}
     for other in runs:
+        if other is not None and id(other) not in servers and _lmcache_server(other, launch, shape):
+            continue
         if other is not None and id(other) not in servers:
             command = " ".join(other.command) or "its image's default command"
             env = f" (environment: {', '.join(sorted(other.env) + other.passthrough)})" if other.env or \
@@ -67,6 +70,22 @@ def parse_manifest(text: str, source: str, script_dir: Path | None = None) -> La
                                 f"{command}{env}")
     launch.image_source = "compose" if shape == "compose service" else "kubernetes"
     return launch
+
+
+def _lmcache_server(run: DockerRun, launch: Launch, shape: str) -> bool:
+    """A service or container that runs LMCache's own server beside vLLM (a compose service, a sidecar in vLLM's
+    pod, a DaemonSet on its node): its flags become the launch's `lmcache server`; whether vLLM reaches it is
+    judged with the connector (importer/offload.py)."""
+    start = server_args_at(run.command)
+    if start is None:
+        return False
+    if launch.lmcache_server is not None:
+        launch.notes.append(f"{shape} {run.name} starts a second LMCache server; imported the first one")
+        return True
+    launch.lmcache_server = run.command[start:]
+    launch.notes += form_notes(run.command, start)
+    launch.notes.append(run_note(run, f"{shape} {run.name}"))
+    return True
 
 
 # -- compose ---------------------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import json
 from stackctl.importer.draft import Draft, fits
 from stackctl.importer.flags import ServerFlags
 from stackctl.importer.launch import Launch
+from stackctl.importer.lmcache_server import RENAMED_FLAGS
 from stackctl.knowledge.kinds import engine_selected_by, engine_with_connector
 from stackctl.recipe import model
 
@@ -90,7 +91,17 @@ def _lmcache_server(draft: Draft, launch: Launch, flags: ServerFlags) -> None:
     port = extra.get("lmcache.mp.port")
     if port is not None and fits(model.Cache, "server_port", _int(port)):
         draft.cache.set("server_port", _int(port))
+    others = sorted(key for key in extra if key != "lmcache.mp.port") if isinstance(extra, dict) else []
+    if others and transfer is not None:
+        draft.notes.append(f"{transfer[0].get('kv_connector')} settings stackctl writes its own way or has no recipe "
+                           f"key for: {', '.join(f'{key}={extra[key]}' for key in others)}: not imported (stackctl's "
+                           "LMCache server runs beside vLLM, reached at its own address)")
     values = _server_flags(launch.lmcache_server or [])  # flags.py kept an engine whose server is not started
+    for old, new in RENAMED_FLAGS.items():
+        if old in values and new not in values:
+            values[new] = values.pop(old)
+            draft.notes.append(f"lmcache server {old} {values[new]}: an older LMCache's name of {new} (LMCache 0.5.6 "
+                               f"reads only {new}); imported as the L1 size")
     for flag, key in SERVER_KEYS.items():
         value = values.get(flag)
         if value is not None and fits(model.Cache, key, _int(value)):

@@ -11,16 +11,23 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from stackctl.errors import StackctlError
 
 
 class StackLock:
-    def __init__(self, directory: Path, stack: str, command: str, wait_s: float = 0.0, say=None):
-        self.path = Path(directory) / "lock"
+    """The lock of one stack's changes (file `lock`), or of another job on the stack that must run alone (its own
+    file, e.g. bench's sweep): `busy` turns the holder's record into the one-line refusal."""
+
+    def __init__(self, directory: Path, stack: str, command: str, wait_s: float = 0.0, say=None,
+                 file: str = "lock", busy: Callable[[dict], str] | None = None):
+        self.path = Path(directory) / file
         self.stack, self.command, self.wait_s = stack, command, wait_s
         self.say = say or (lambda message: None)
+        self.busy = busy or (lambda holder: f"{stack}: another stackctl is changing this stack: {describe(holder)} "
+                                            "(fix: wait for it to finish, or stop that process)")
         self._fd: int | None = None
 
     def __enter__(self) -> StackLock:
@@ -35,8 +42,7 @@ class StackLock:
                 if time.monotonic() >= deadline:
                     holder = _read_holder(fd)
                     os.close(fd)
-                    raise StackctlError(f"{self.stack}: another stackctl is changing this stack: "
-                                        f"{describe(holder)} (fix: wait for it to finish, or stop that process)") from None
+                    raise StackctlError(self.busy(holder)) from None
                 time.sleep(0.5)
         previous = _read_holder(fd)
         if previous.get("pid") and not _alive(int(previous["pid"])):

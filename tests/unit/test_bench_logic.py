@@ -1,4 +1,4 @@
-"""bench's pure parts: the workload shapes (agentic sessions, kv-cache-tester traces), the hit rate from the server's
+"""bench's pure parts: the workload shapes (agentic sessions; kv-cache-tester traces: test_bench_trace.py), the hit rate from the server's
 counters (captured /metrics), the summary and the reports (JSON, markdown, and the PNG drawn by the real matplotlib).
 Runs against a live server are in tests/integration."""
 
@@ -35,22 +35,6 @@ def test_agentic_sessions_grow_a_shared_prefix_turn_by_turn():
             assert len(later.prompt.split()) == len(earlier.prompt.split()) + 10
         assert requests[0].prompt.startswith(system + " ")
     assert sessions == workload.agentic_sessions(3, 4, 50, 10, 8, 2.0, seed=7)  # the same seed, the same prompts
-
-
-def test_trace_requests_sharing_hash_ids_share_prompt_prefixes(tmp_path):
-    trace = tmp_path / "trace.json"
-    trace.write_text(json.dumps({"requests": [
-        {"t": 0.0, "type": "n", "in": 200, "out": 5, "hash_ids": [1, 2]},
-        {"t": 1.5, "type": "n", "in": 128, "out": 0, "hash_ids": [1, 2]},
-        {"t": 2.0, "in": 10},
-    ]}))
-    (first,), (second,), (third,) = workload.trace_sessions(trace)
-    assert second.prompt == " ".join([workload.words(64, 7919 % 4088), workload.words(64, 2 * 7919 % 4088)])
-    assert first.prompt.startswith(second.prompt + " ") and len(first.prompt.split()) == 200
-    assert (first.at, first.max_tokens, second.at, second.max_tokens) == (0.0, 5, 1.5, 1)
-    assert third.prompt == workload.words(10, 2 * 31) and third.session == 2
-    trace.write_text(json.dumps([{"in": 0}]))  # a bare list of requests, and an empty prompt
-    assert workload.trace_sessions(trace)[0][0].prompt == "w0"
 
 
 def test_hit_rate_counts_hbm_and_lmcache_hits_from_the_server():
