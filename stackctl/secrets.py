@@ -116,8 +116,8 @@ def find_in_recipe(recipe) -> list[tuple[tuple, str]]:
     """Every secret in a loaded recipe as (key path, message without the value): free-form tables (cache.extra,
     serve.compilation_config) by key name and value shape at any depth, serve.env values, serve.extra_args (secret
     flags and value shapes), and every other string by shape (model.path, tier urls, build.pip_index, ...)."""
-    serve, hits = recipe.serve, []
-    context = " ".join(strings_in(recipe.to_dict()))
+    serve, hits, data = recipe.serve, [], recipe.to_dict()
+    context = " ".join(strings_in(data))
     hits += find_in_table(recipe.cache.extra, ("cache", "extra"), context)
     hits += find_in_table(serve.compilation_config, ("serve", "compilation_config"), context)
     for key, value in serve.env.items():
@@ -128,7 +128,7 @@ def find_in_recipe(recipe) -> list[tuple[tuple, str]]:
     # Every other string of the recipe, by shape: model.path, tier urls, build.pip_index, and also the names in
     # serve.secret_env and *_key_env, where a pasted key would be taken for a variable name.
     done = {("cache", "extra"), ("serve", "compilation_config"), ("serve", "env"), ("serve", "extra_args")}
-    for path, value in _leaf_strings(recipe.to_dict(), ()):
+    for path, value in _leaf_strings(data, ()):
         if path[:2] in done:
             continue
         label = secret_shape(value, context)
