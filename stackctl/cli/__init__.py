@@ -85,10 +85,21 @@ def _build_cli():
 
 
 def main(argv=None) -> None:
+    """The program: argv None reads the process's command line (and the process ends with this call)."""
+    ends_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
         _run(argv)
+    except SystemExit:
+        if ends_process and argv[:1] == ["validate"]:
+            # Every object moves to the collector's permanent generation, so the interpreter's collections at
+            # shutdown skip them: ~4 ms, a tenth of validate's run. Memory is freed all the same, and validate holds
+            # no file open for writing that a collection would have to close.
+            import gc
+
+            gc.freeze()
+        raise
     except StackctlError as exc:
         print(f"stackctl: {exc}" if "\n" not in str(exc) else str(exc), file=sys.stderr)
         sys.exit(exc.exit_code)
