@@ -82,14 +82,14 @@ def test_validate_compiles_no_pattern_a_clean_recipe_does_not_need(recipe):
 
 @pytest.mark.parametrize(("call", "frozen"), [("main()", True), ("main(['validate', RECIPE])", False)])
 def test_validate_as_the_program_spares_the_shutdown_collections(call, frozen):
-    """Run as the program (main() reading the command line), validate moves its objects to the collector's permanent
-    generation before it exits, so the interpreter's collections at shutdown skip them; called with an argument
-    list, as a library caller does, it leaves the collector alone."""
+    """Run as the program (main() reading the command line), validate runs without the cyclic collector and moves its
+    objects to the collector's permanent generation before it exits, so the interpreter's collections at shutdown
+    skip them; called with an argument list, as a library caller does, it leaves the collector alone."""
     recipe = str(RECIPES / "cpu-smoke.toml")
     code = (f"import atexit, gc, sys; RECIPE = {recipe!r}; sys.argv = ['stackctl', 'validate', RECIPE]; "
-            "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0)); "
+            "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, 'collecting', gc.isenabled())); "
             f"from stackctl.cli import main; {call}")
     env = {k: v for k, v in os.environ.items() if k != "COVERAGE_PROCESS_START"}
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.splitlines() == [f"{recipe}: ok", f"frozen {frozen}"]
+    assert result.stdout.splitlines() == [f"{recipe}: ok", f"frozen {frozen} collecting {not frozen}"]
