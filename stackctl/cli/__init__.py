@@ -7,6 +7,7 @@ and prints a traceback only with --debug.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 from stackctl.errors import ExitCode, StackctlError
@@ -85,10 +86,22 @@ def _build_cli():
 
 
 def main(argv=None) -> None:
+    """The program: argv None reads the process's command line (and the process ends with this call)."""
+    short_run = argv is None and sys.argv[1:2] == ["validate"]
     argv = list(sys.argv[1:] if argv is None else argv)
+    if short_run:
+        # `validate` as the program is a process of a few tens of milliseconds whose garbage is freed at exit: the
+        # cyclic collector stays off (its passes over the objects the imports and facts files make cost ~2 ms), and
+        # before exit every object moves to its permanent generation, which the shutdown collections skip (~4 ms).
+        # Memory is freed all the same; validate holds no file open for writing that a collection would close.
+        gc.disable()
     debug = "--debug" in argv
     try:
         _run(argv)
+    except SystemExit:
+        if short_run:
+            gc.freeze()
+        raise
     except StackctlError as exc:
         print(f"stackctl: {exc}" if "\n" not in str(exc) else str(exc), file=sys.stderr)
         sys.exit(exc.exit_code)

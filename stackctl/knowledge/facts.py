@@ -78,11 +78,13 @@ def nearest(package: str, version: str) -> str | None:
     from stackctl.knowledge.compat import parse_version, version_key
 
     wanted = parse_version(version)
-    known = versions(package)
-    if wanted is None or not known:
+    if wanted is None:
         return None
-    if str(wanted) in known:
-        return str(wanted)
+    if os.path.isfile(os.path.join(FACTS_DIR, f"{package}-{wanted}.json")):
+        return str(wanted)  # the release itself (the usual case): no need to list and order the others
+    known = versions(package)
+    if not known:
+        return None
     parsed = [(version_key(v), v) for v in known]
     same_minor = [(p, v) for p, v in parsed if p.release[:2] == wanted.release[:2]]
     if same_minor:

@@ -9,6 +9,7 @@ the server with "unrecognized arguments".
 
 from __future__ import annotations
 
+import functools
 import json
 
 from stackctl.knowledge import facts as factdb
@@ -24,8 +25,13 @@ class Problem:
 
 def flag_table(release: factdb.Release) -> dict[str, tuple[str, dict]]:
     """Every option string the release accepts -> (primary flag, its facts); `--no-x` for --x/--no-x flags."""
+    return _flag_table(release.package, release.version)
+
+
+@functools.lru_cache(maxsize=None)  # four rules judge the same flags against the same release (facts.load is cached)
+def _flag_table(package: str, version: str) -> dict[str, tuple[str, dict]]:
     table: dict[str, tuple[str, dict]] = {}
-    for flag, entry in release.section("flags").items():
+    for flag, entry in (factdb.load(package, version).get("flags") or {}).items():
         table[flag] = (flag, entry)
         for alias in entry.get("aliases", []):
             table[alias] = (flag, entry)

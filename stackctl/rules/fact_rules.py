@@ -22,7 +22,7 @@ from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import package_version, rule
 
 if TYPE_CHECKING:  # annotations only
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from stackctl.rules.registry import Hit
 
@@ -32,20 +32,26 @@ COMPILATION_FLAGS = ("--compilation-config", "-cc")
 OLDEST_SUPPORTED = {"vllm": "0.19.0", "lmcache": "0.4.1"}
 
 
-def fact_rule(rule_id: str, severity: str, summary: str, fix: str, package: str):
+def fact_rule(rule_id: str, severity: str, summary: str, fix: str, package: str,
+              judged: Callable[[Recipe], bool] | None = None):
     """Register JUDGE(recipe, release) as a rule on the facts of the recipe's PACKAGE release. With that version
     unknown, what every supported release reports is still reported (a flag no release has needs no version to be
-    judged), and `version-unknown` names the rule only when the releases disagree."""
+    judged), and `version-unknown` names the rule only when the releases disagree. JUDGED(recipe), when given, says
+    whether the recipe holds anything the rule judges: when it does not, no release's facts are read (with the
+    version unknown, that would be every release's) and the rule reports nothing, as JUDGE would."""
 
     def register(judge):
+        def has_input(recipe: Recipe) -> bool:
+            return judged is None or judged(recipe)
+
         def check(recipe: Recipe):
-            release = factdb.release(package, package_version(recipe, package))
+            release = factdb.release(package, package_version(recipe, package)) if has_input(recipe) else None
             return judge(recipe, release) if release is not None else iter(())
 
         check.__doc__ = judge.__doc__
         rule(rule_id, severity, summary, fix, needs_version=package,
-             applies=lambda recipe: _verdicts(recipe, package, judge)[1],
-             unknown_check=lambda recipe: _verdicts(recipe, package, judge)[0])(check)
+             applies=lambda recipe: has_input(recipe) and _verdicts(recipe, package, judge)[1],
+             unknown_check=lambda recipe: _verdicts(recipe, package, judge)[0] if has_input(recipe) else [])(check)
         return judge
 
     return register
@@ -378,7 +384,8 @@ def _offload_engine_release(recipe: Recipe, release: factdb.Release) -> Iterator
       "cache.offload = \"lmcache-mp\" with an LMCache release that has no `lmcache server`, or lacks a flag or L2 "
       "adapter stackctl starts it with",
       "pin an LMCache release that has them (versions.lmcache; the message names the first), or choose another "
-      "engine", "lmcache")
+      "engine", "lmcache",
+      judged=lambda recipe: bool(_lmcache_server_argv(recipe)))
 def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache's multiprocess mode runs as its own server, started by the `lmcache server` command
     (lmcache/cli/commands/server.py), which vLLM's LMCacheMPConnector reaches over ZMQ. stackctl starts it with
@@ -389,9 +396,7 @@ def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator
     `--l2-adapter` of type fs. Each release's command, flags and L2 adapter types are in
     stackctl/knowledge/facts/lmcache-VERSION.json (read by scripts/factgen/lmcache_facts.py).
     """
-    from stackctl.bundle.stackspec import lmcache_server_command
-
-    argv = lmcache_server_command(recipe)
+    argv = _lmcache_server_argv(recipe)
     if not argv:
         return
     if not release.section("mp_server"):
@@ -411,6 +416,12 @@ def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator
                                        f"{_first_with('lmcache', 'l2_adapter_types', kind)}")
 
 
+def _lmcache_server_argv(recipe: Recipe) -> list[str] | None:
+    from stackctl.bundle.stackspec import lmcache_server_command
+
+    return lmcache_server_command(recipe)
+
+
 def _first_with(package: str, section: str, name: str) -> str:
     """" (first in PACKAGE X)" when a release stackctl has facts for has NAME in SECTION, else ""."""
     seen = factdb.history(package, section, name)
@@ -425,7 +436,8 @@ def _lmcache_keys_present(recipe: Recipe) -> bool:
 
 @fact_rule("lmcache-key-unknown", "warning",
       "a cache.extra key LMCache does not know: LMCache logs \"Unknown configuration key\" and ignores it",
-      "remove the key, or use the name the message gives", "lmcache")
+      "remove the key, or use the name the message gives", "lmcache",
+      judged=lambda recipe: bool(recipe.cache.extra))
 def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache reads its YAML through `_resolve_config_aliases` (LMCache 0.5.6 lmcache/v1/config_base.py:184-215):
     a key that is neither in `_CONFIG_DEFINITIONS` (lmcache/v1/config.py:88) nor a deprecated name is logged as
@@ -469,7 +481,8 @@ def _lmcache_last_with(key: str, release: factdb.Release) -> str:
 
 @fact_rule("lmcache-key-renamed", "warning",
       "a cache.extra key LMCache has deprecated: it still works, under a new name",
-      "use the new name the message gives", "lmcache")
+      "use the new name the message gives", "lmcache",
+      judged=lambda recipe: bool(recipe.cache.extra))
 def _lmcache_key_renamed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """`_DEPRECATED_CONFIGS` (LMCache 0.5.6 lmcache/v1/config.py:73) lists names LMCache still reads with a warning
     (e.g. `external_backends` -> `storage_plugins`); `_CONFIG_ALIASES` (config.py:57) says which new key receives
@@ -487,7 +500,8 @@ def _lmcache_key_renamed(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
 
 @fact_rule("lmcache-key-value", "error",
       "a cache.extra value of the wrong type: LMCache's converter turns it into None or False without an error",
-      "give the key a value of the type the message names", "lmcache")
+      "give the key a value of the type the message names", "lmcache",
+      judged=lambda recipe: bool(recipe.cache.extra))
 def _lmcache_key_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache converts every YAML value with the key's converter (LMCache 0.5.6 lmcache/v1/config_base.py:28-47
     `_apply_env_converter_safely`): a value that does not convert is logged and replaced by None, and a bool
@@ -535,7 +549,8 @@ def _lmcache_value_problem(value, type_text: str) -> str | None:
 
 @fact_rule("lmcache-env-unknown", "warning",
       "an LMCACHE_* variable the pinned LMCache does not read: it is ignored",
-      "remove it, or use the variable of the key the message names", "lmcache")
+      "remove it, or use the variable of the key the message names", "lmcache",
+      judged=lambda recipe: bool(_env_names(recipe, "LMCACHE_")))
 def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache takes a config key from the variable `LMCACHE_<KEY>` (LMCache 0.5.6 lmcache/v1/config.py:1003,
     upper case of the key, for every key of `_CONFIG_DEFINITIONS`), the deprecated names from their own
@@ -570,7 +585,8 @@ def unprefixed_lmcache_keys(env: dict, release: factdb.Release, upper: bool = Fa
 @fact_rule("lmcache-env-unprefixed", "warning",
       "a variable named like an LMCache config key without the LMCACHE_ prefix (chunk_size=256): LMCache never reads "
       "it",
-      "rename it to LMCACHE_<KEY> (the message names it), or set the recipe key (cache.chunk_size, ...)", "lmcache")
+      "rename it to LMCACHE_<KEY> (the message names it), or set the recipe key (cache.chunk_size, ...)", "lmcache",
+      judged=lambda recipe: bool(recipe.serve.env or recipe.serve.secret_env))
 def _lmcache_env_unprefixed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache reads a config key from the environment only as `LMCACHE_<KEY>`: `_update_config_from_env` asks
     `os.getenv(f"LMCACHE_{name.upper()}")` for each key of `_CONFIG_DEFINITIONS` (LMCache 0.5.6
@@ -600,7 +616,8 @@ def _remote_urls(recipe: Recipe) -> list[tuple[tuple, str]]:
 
 @fact_rule("lmcache-remote-url-scheme", "error",
       "a remote_url whose scheme no LMCache connector adapter accepts: LMCache fails to create the remote backend",
-      "use a scheme the message lists (s3://, fs://, redis://, lm://, ...)", "lmcache")
+      "use a scheme the message lists (s3://, fs://, redis://, lm://, ...)", "lmcache",
+      judged=lambda recipe: bool(_remote_urls(recipe)))
 def _remote_url_scheme(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache finds the remote connector by asking each adapter of lmcache/v1/storage_backend/connector/
     (`*_adapter.py`, discovered at start) whether it can parse the URL; none raises `No adapter found for URL`

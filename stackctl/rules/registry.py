@@ -26,11 +26,16 @@ class Rule:  # a plain class, not a dataclass: importing dataclasses costs `vali
     the package whose version it needs plus a predicate saying whether the recipe has anything for it to judge, and
     optionally the check that still holds with that version unknown (what every release says)."""
 
-    def __init__(self, id: str, severity: str, summary: str, fix: str, doc: str, check: Callable,
+    def __init__(self, id: str, severity: str, summary: str, fix: str, check: Callable,
                  needs_version: str | None = None, applies: Callable | None = None,
                  unknown_check: Callable | None = None):
-        self.id, self.severity, self.summary, self.fix, self.doc, self.check = id, severity, summary, fix, doc, check
+        self.id, self.severity, self.summary, self.fix, self.check = id, severity, summary, fix, check
         self.needs_version, self.applies, self.unknown_check = needs_version, applies, unknown_check
+
+    @property
+    def doc(self) -> str:
+        """The doc page, from the check's docstring: cleaned when asked for (`explain`), not on `validate`'s path."""
+        return clean_doc(self.check.__doc__ or self.summary)
 
 
 RULES: dict[str, Rule] = {}
@@ -45,9 +50,8 @@ def rule(rule_id: str, severity: str, summary: str, fix: str, needs_version: str
     when given, reports what holds whatever the version."""
 
     def register(check: Callable[[Recipe], Iterable[Hit]]):
-        doc = clean_doc(check.__doc__ or summary)
         ids.register(rule_id, ids.RULE)
-        RULES[rule_id] = Rule(rule_id, severity, summary, fix, doc, check, needs_version, applies, unknown_check)
+        RULES[rule_id] = Rule(rule_id, severity, summary, fix, check, needs_version, applies, unknown_check)
         return check
 
     return register

@@ -5,7 +5,7 @@ version is unknown, and that every new rule's page cites the package, release an
 import re
 
 import pytest
-from helpers import FIXTURES
+from helpers import FIXTURES, RECIPES
 
 from stackctl.knowledge import facts, serve_flags
 from stackctl.recipe import load_recipe
@@ -153,3 +153,24 @@ def test_new_rule_pages_cite_the_package_release_and_file_line(rule_id):
 def test_generated_findings_cite_the_facts_they_used(rule_id):
     finding = run_rules(_fixture(rule_id))[0]
     assert re.search(r"(vLLM|LMCache|vllm|lmcache) [0-9.]+", finding.message), finding.message
+
+
+def test_lmcache_rules_read_no_release_when_the_recipe_gives_them_nothing(monkeypatch):
+    """With versions.lmcache unknown each LMCache rule judges the recipe against every release's facts; a recipe
+    with nothing they judge (no cache.extra, no serve.env, no lmcache server, no remote_url) reads none of them and
+    gets no finding from them, as judging would have found."""
+    from stackctl.rules.registry import package_version
+
+    read = []
+    real_load = facts.load
+    monkeypatch.setattr(facts, "load", lambda package, version: read.append(package) or real_load(package, version))
+    recipe = load_recipe(RECIPES / "cpu-smoke.toml")
+    assert package_version(recipe, "lmcache") is None and not recipe.cache.extra and not recipe.serve.env
+    findings = run_rules(recipe)
+    assert "vllm" in read  # the log was read: the vLLM flags were judged against their release
+    assert "lmcache" not in read
+    assert [f for f in findings if f.rule_id.startswith("lmcache-") or f.rule_id == "version-unknown"] == []
+    # the same recipe with one LMCache variable: the rules read the releases again and judge it
+    recipe.serve.env["LMCACHE_NOT_A_KEY"] = "1"
+    assert "lmcache-env-unknown" in {f.rule_id for f in run_rules(recipe)}
+    assert "lmcache" in read
