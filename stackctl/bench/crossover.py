@@ -1,7 +1,7 @@
 """The sweep's arithmetic, pure: one load point's figures from its requests and the server's counters, the crossover
-load (the smallest load at which an offload arm's p50 TTFT beats the HBM-only arm's, interpolated between the
-points around it), `stackctl plan`'s prediction for the same loads, and the sentence that explains a difference
-from the figures themselves."""
+load (the smallest load at which an offload arm's p50 TTFT beats the HBM-only arm's by more than TIE, interpolated
+between the points around it), `stackctl plan`'s prediction for the same loads, and the sentence that explains a
+difference from the figures themselves."""
 
 from __future__ import annotations
 
@@ -32,15 +32,21 @@ def point_figures(requests: list[dict], errors: int, wall_s: float, before: dict
     }
 
 
-def crossover(loads: Sequence[float], baseline: Sequence[float | None], arm: Sequence[float | None]) -> dict:
-    """The smallest load at which `arm`'s p50 TTFT is below `baseline`'s, over loads in ascending order.
+# A p50 within this share of HBM-only's is a tie, not a win: a sweep point holds 3-24 requests, and two arms with no
+# offload hit at all (one user, nothing overflowing) differed by up to 4% between runs on an idle 2-core host.
+TIE = 0.10
 
-    Between the last point where the arm is not faster and the first where it is, the load is interpolated
-    linearly on the difference of the two p50s (where the difference crosses zero); `between` is that pair of
-    loads, as far as the points can tell. `kind` says what was found: "interpolated", "below-range" (faster already
-    at the smallest load: the crossover is at or below it) or "none" (never faster in the range). Points missing
+
+def crossover(loads: Sequence[float], baseline: Sequence[float | None], arm: Sequence[float | None]) -> dict:
+    """The smallest load at which `arm`'s p50 TTFT is below `baseline`'s by more than TIE, over loads in ascending
+    order.
+
+    Between the last point where the arm does not win and the first where it does, the load is interpolated
+    linearly on the arm's p50 less (1 - TIE) x the baseline's (where that crosses zero); `between` is that pair of
+    loads, as far as the points can tell. `kind` says what was found: "interpolated", "below-range" (winning already
+    at the smallest load: the crossover is at or below it) or "none" (never winning in the range). Points missing
     either figure are left out."""
-    pairs = [(x, a - b) for x, b, a in zip(loads, baseline, arm) if a is not None and b is not None]
+    pairs = [(x, a - b * (1 - TIE)) for x, b, a in zip(loads, baseline, arm) if a is not None and b is not None]
     previous = None
     for load, gap in pairs:
         if gap < 0:

@@ -37,8 +37,8 @@ import click
               help="Sweep load on RECIPE's image: agentic users (--sweep-users) x contexts (--sweep-context), each arm "
                    "(--sweep-arms) a server of its own with a KV cache the upper half of the loads overflows; p50/p95 "
                    "TTFT, tokens/s and the server's hit rates per point, the load where the offload arm's p50 TTFT "
-                   "beats HBM-only (the crossover) beside `stackctl plan`'s prediction; sweep.json, sweep.md and "
-                   "sweep.png. Figures only, never a gate.")
+                   "beats HBM-only by more than 10% (the crossover) beside `stackctl plan`'s prediction; sweep.json, "
+                   "sweep.md and sweep.png. Figures only, never a gate.")
 @click.option("--sweep-users", default="1,2,4,8", show_default=True, help="Concurrent users per load point.")
 @click.option("--sweep-context", default="1536", show_default=True,
               help="Context tokens each user's conversation reaches by its last turn (comma-separated for several).")

@@ -39,9 +39,16 @@ def test_the_crossover_is_interpolated_where_the_p50_gap_changes_sign():
     hbm = [0.10, 0.12, 0.60, 2.00]
     lmcache = [0.12, 0.14, 0.40, 0.80]
     found = crossover.crossover(loads, hbm, lmcache)
-    # gap +0.02 at 2 users, -0.20 at 4: zero at 2 + 2 * 0.02 / 0.22
-    assert found["kind"] == "interpolated" and found["load"] == pytest.approx(2 + 2 * 0.02 / 0.22)
-    assert crossover.crossover_text(found) == "2.2 users"
+    # A win is a p50 more than 10% below HBM-only's: 0.14 - 0.9 x 0.12 = +0.032 at 2 users, 0.40 - 0.9 x 0.60 =
+    # -0.14 at 4: zero at 2 + 2 * 0.032 / 0.172
+    assert found["kind"] == "interpolated" and found["load"] == pytest.approx(2 + 2 * 0.032 / 0.172)
+    assert crossover.crossover_text(found) == "2.4 users"
+
+
+def test_a_p50_within_ten_percent_of_hbm_only_is_a_tie_not_a_win():
+    # One user, nothing overflowing, no offload hit: LMCache 1.054 s against HBM-only 1.095 s (measured) is noise.
+    assert crossover.crossover([1, 2], [1.095, 2.341], [1.054, 1.658])["kind"] == "interpolated"
+    assert crossover.crossover([1, 2], [1.095, 2.341], [0.90, 1.658])["kind"] == "below-range"
 
 
 def test_a_crossover_below_the_range_none_in_range_and_missing_points():
@@ -51,7 +58,7 @@ def test_a_crossover_below_the_range_none_in_range_and_missing_points():
     assert crossover.crossover_text({"kind": "none", "load": None}) == "none in range"
     # A point without a figure (every request failed) is left out: the gap is taken between the points around it.
     assert crossover.crossover([1, 2, 4], [0.2, None, 1.0], [0.3, 0.1, 0.5]) == {
-        "kind": "interpolated", "load": pytest.approx(1 + 3 * 0.1 / 0.6), "between": [1, 4]}
+        "kind": "interpolated", "load": pytest.approx(1 + 3 * 0.12 / 0.52), "between": [1, 4]}
     assert crossover.crossover([], [], []) == {"kind": "none", "load": None, "between": None}
 
 
@@ -62,7 +69,7 @@ def test_plan_and_measurement_agree_or_the_sentence_says_why_from_the_figures():
     agree = crossover.explain(found, 3072, 3072, 1024, loads, hbm, lmcache)
     assert agree.startswith("plan assumes HBM holds 3,072 tokens, so the working set (1,024 tokens per user) "
                             "overflows HBM above 3.0 users") and agree.endswith(
-        "measured crossover: 2.2 users; they agree (the overflow falls between the points at 2 and 4 users, where the "
+        "measured crossover: 2.4 users; they agree (the overflow falls between the points at 2 and 4 users, where the "
         "measured order changes).")
     # The server held half of what plan assumed (e.g. KV in float32 where plan counted bf16): the overflow moves.
     half = crossover.explain(found, 6144, 3072, 1024, loads, hbm, lmcache)
