@@ -118,7 +118,7 @@ def prefill_floor(ctx):
     def read():
         from stackctl.host.prefill import model_floor
 
-        floor = model_floor(ctx.container(), ctx.recipe.model.path)
+        floor = model_floor(ctx.container(), ctx.recipe.model.path, ctx.server_log())
         if not platform_of(ctx.recipe).cpu_computes:
             return floor
         peak, why = matmul_peak(ctx)
