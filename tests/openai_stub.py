@@ -36,6 +36,7 @@ class Server:
         self.queries = self.hits = self.external_hits = 0.0
         self.completions = 0
         self.received: list = []
+        self.gets: list[str] = []  # the paths GET asked, in order
         self.lock = threading.Lock()
         handler = type("Handler", (_Handler,), {"server_state": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -69,6 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         state = self.server_state
+        with state.lock:
+            state.gets.append(self.path)
         if self.path == "/health":
             self._reply(503 if state.dead else 200)
         elif self.path == "/v1/models":

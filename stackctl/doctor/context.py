@@ -205,7 +205,10 @@ class DoctorContext:
 
         if not self._cache.get("healthy"):
             self.require_healthy()
-        return get_text(f"{self.base_url}/metrics")
+        try:
+            return get_text(f"{self.base_url}/metrics")
+        except OSError as exc:  # it answered /health a moment ago: a server that went away since
+            raise Unavailable(f"server at {self.base_url} stopped answering /metrics: {exc}") from None
 
     def remember(self, key: str, compute):
         """Cache a computed value for checks that share it (e.g. the hit test result)."""
