@@ -52,7 +52,7 @@ class DoctorContext:
             from stackctl.errors import StackctlError
 
             try:
-                self._cache["engine"] = docker_adapter.client()
+                self._cache["engine"] = docker_adapter.reader()
             except StackctlError as exc:
                 self.engine_error = str(exc)
                 self._cache["engine"] = None
