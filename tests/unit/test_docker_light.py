@@ -79,6 +79,12 @@ class _Handler(BaseHTTPRequestHandler):
                   "/containers/stackctl-x/json": (200, json.dumps(CONTAINER).encode()),
                   "/containers/c1d2/json": (200, json.dumps(CONTAINER).encode()),
                   "/containers/c1d2/logs": (200, frame(1, b"line 1\n") + frame(2, b"\x1b[32mline 2\x1b[0m\n"))}
+        if url.path == "/containers/tty/json":
+            return self._send(200, json.dumps({**CONTAINER, "Id": "tty", "Config": {"Tty": True}}).encode())
+        if url.path == "/containers/tty/logs":
+            return self._send(200, b"raw terminal text\n", "application/vnd.docker.raw-stream")
+        if url.path in ("/images/broken/json", "/containers/tty/archive"):
+            return self._send(500, b'{"message": "engine trouble"}')
         if url.path == "/containers/c1d2/archive" and query.get("path") == "/m/config.json":
             return self._send(200, tar_of("config.json", b'{"hidden_size": 8}'), "application/x-tar")
         status, body = routes.get(url.path, (404, b'{"message": "No such object"}'))
@@ -150,3 +156,16 @@ def test_an_engine_that_does_not_answer_is_one_line_and_another_address_gets_doc
 def test_a_log_that_is_not_framed_is_kept_as_it_is():
     assert dk.demultiplex(b"plain text\n") == b"plain text\n"
     assert dk.demultiplex(frame(1, b"a") + frame(2, b"b")) == b"ab"
+
+
+def test_a_terminal_containers_log_is_raw_and_engine_errors_are_one_line(engine):
+    client = dk.reader()
+    tty = dk.find_container(client, "tty")
+    assert dk.logs_text(tty) == "raw terminal text\n"
+    with pytest.raises(StackctlError, match="answered 500 to GET /images/broken/json: .*engine trouble"):
+        dk.find_image(client, "broken")
+    with pytest.raises(StackctlError, match="answered 500 for /m/x in stackctl-x"):
+        dk.read_file(tty, "/m/x")
+    gone = dk.LightContainer(client, {**CONTAINER, "Id": "gone"})
+    with pytest.raises(StackctlError, match="is gone"):
+        dk.refresh(gone)
