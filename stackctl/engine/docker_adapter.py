@@ -65,16 +65,16 @@ class LightEngine:
     its own. Any attribute it does not have (containers, images, api, ...) is docker-py's client's, made on first
     use, so a caller that needs more gets the whole client."""
 
-    def __init__(self, socket_path: str, timeout: float = PING_TIMEOUT_S):
+    def __init__(self, socket_path: str, timeout: float = 120.0):
         self.socket_path, self.timeout, self._client = socket_path, timeout, None
 
-    def get(self, path: str) -> tuple[int, bytes]:
+    def get(self, path: str, timeout: float | None = None) -> tuple[int, bytes]:
         import http.client
         import socket
 
-        connection = http.client.HTTPConnection("localhost", timeout=self.timeout)
+        connection = http.client.HTTPConnection("localhost", timeout=timeout or self.timeout)
         raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        raw.settimeout(self.timeout)
+        raw.settimeout(timeout or self.timeout)
         try:
             raw.connect(self.socket_path)
         except OSError:
@@ -101,7 +101,7 @@ class LightEngine:
         return json.loads(body)
 
     def ping(self) -> bool:
-        status, body = self.get("/_ping")
+        status, body = self.get("/_ping", PING_TIMEOUT_S)  # an engine that does not answer, reported in seconds
         if status != 200:
             raise OSError(f"/_ping answered {status}: {body[:100]!r}")
         return True
