@@ -130,23 +130,37 @@ def served_hit(ctx) -> dict:
     misses and LMCache must load it (warm)."""
 
     def run():
+        phases: dict[str, float] = {}  # where the proof's time goes, in seconds (the check's details)
+        clock = [time.perf_counter()]
+
+        def lap(name: str) -> None:
+            now = time.perf_counter()
+            phases[name] = round(now - clock[0], 3)
+            clock[0] = now
+
         ctx.require_healthy()
         url, model, tokens = ctx.base_url, ctx.recipe.served_name, decoded_tokens(ctx)
         prompt, blocks = hit_test_prompt(ctx)
         salt = new_salt()
+        lap("prompt")
         since = ctx.log_mark()
         cold = ask(url, model, prompt, salt, tokens)
+        lap("cold")
         stored = activity(settle(lambda: ctx.log_since(since), 0))
+        lap("stored")
         hbm = ask(url, model, prompt, salt, tokens)
+        lap("hbm")
         since = ctx.log_mark()
         before = ctx.metrics()
         warm = ask(url, model, prompt, None, tokens)
         after = ctx.metrics()
+        lap("warm")
         loaded = activity(settle(lambda: ctx.log_since(since), 0, marker="Retrieved", timeout=5.0))
+        lap("loaded")
         hits = metrics.total(after, EXTERNAL_HITS)
         earlier = metrics.total(before, EXTERNAL_HITS)
         return {"prompt": prompt, "prompt_tokens": len(prompt), "block_size": blocks, "cold": cold, "hbm": hbm,
-                "warm": warm, "stored": stored, "loaded": loaded,
+                "warm": warm, "stored": stored, "loaded": loaded, "phases_s": phases,
                 "external_hits": None if hits is None or earlier is None else hits - earlier}
 
     return ctx.remember("lmcache_served", run)
@@ -180,7 +194,7 @@ def lmcache_hit(ctx):
                f"{result['warm']['ttft_s'] * 1000:.0f} ms from LMCache")
     details = {"prompt_tokens": tokens, "external_hits": result["external_hits"], "stored": stored.to_dict(),
                "loaded": loaded.to_dict(), "cold_ttft_s": result["cold"]["ttft_s"],
-               "warm_ttft_s": result["warm"]["ttft_s"]}
+               "warm_ttft_s": result["warm"]["ttft_s"], "phases_s": result.get("phases_s", {})}
     if result["external_hits"] is None:
         raise Unavailable(f"{EXTERNAL_HITS} is not in /metrics")
     if stored.stored_tokens <= 0:

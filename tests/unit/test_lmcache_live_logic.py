@@ -147,6 +147,7 @@ def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
     # Each request decodes one token (its TTFT, the load and the first token's distribution are the proof) and
     # asks for the five most likely tokens' log-probabilities, which come back parsed.
     assert {(body["max_tokens"], body["logprobs"]) for body in asked[1:]} == {(1, 5)}
+    assert list(result["phases_s"]) == ["prompt", "cold", "stored", "hbm", "warm", "loaded"]  # where time went
     assert result["warm"]["tokens"] == [" w5"] and len(result["warm"]["top_logprobs"][0]) == 6
 
 
