@@ -5,7 +5,7 @@ the container mounts read-only), ``history.json`` (the last deployments and thei
 changing the stack right now) and ``last-failure.log``. Fleet runs (``STATE/_fleet/``): ``runs/`` (one folder per
 `stackctl fleet` run: ansible-runner's artifacts, the wheelhouse) and ``hosts/HOST.json`` (each host's rollout
 records). ``_fleet`` is a name no stack can have (stack names start with a letter or digit), so a stack named
-``fleet`` keeps its folder to itself; ``_cache/`` (compiled templates) likewise. Every file is written to a temporary sibling and renamed into place, so an
+``fleet`` keeps its folder to itself. Every file is written to a temporary sibling and renamed into place, so an
 interrupted stackctl never leaves half a file.
 """
 
@@ -31,14 +31,6 @@ LEGACY_FLEET_DIR = "fleet"  # where stackctl kept fleet runs before, shared with
 def base_dir() -> Path:
     return Path(os.environ.get("STACKCTL_STATE_DIR") or os.path.join(
         os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state"), "stackctl"))
-
-
-def cache_dir(name: str) -> Path:
-    """STATE/_cache/NAME, made (owner only) if missing: what stackctl keeps to skip recomputing (compiled
-    templates), keyed so that a kept file is never stale. Raises OSError when it cannot be made."""
-    directory = base_dir() / "_cache" / name
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return directory
 
 
 def stack_dir(name: str) -> Path:
