@@ -40,7 +40,7 @@ def stream_completion(base_url: str, model: str, prompt: str | list[int], max_to
                       extra: dict | None = None) -> dict:
     """POST a streaming /v1/completions request; time to first token and end to end, in seconds. `extra` adds
     request fields (e.g. cache_salt, logprobs); with logprobs the generated tokens and their log-probabilities
-    come back too."""
+    come back too (and, with logprobs=N, the N most likely tokens at each step with theirs: `top_logprobs`)."""
     payload = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
                "stream_options": {"include_usage": True}, **(extra or {})}
     request = urllib.request.Request(f"{base_url}/v1/completions", data=json.dumps(payload).encode(),
@@ -51,6 +51,7 @@ def stream_completion(base_url: str, model: str, prompt: str | list[int], max_to
     text: list[str] = []
     tokens: list[str] = []
     logprobs: list[float] = []
+    top_logprobs: list[dict[str, float]] = []
     with urllib.request.urlopen(request, timeout=timeout) as response:
         for raw in response:
             line = raw.decode("utf-8", errors="replace").strip()
@@ -69,6 +70,7 @@ def stream_completion(base_url: str, model: str, prompt: str | list[int], max_to
                 chosen = choice.get("logprobs") or {}
                 tokens.extend(chosen.get("tokens") or [])
                 logprobs.extend(value for value in chosen.get("token_logprobs") or [] if value is not None)
+                top_logprobs.extend(step for step in chosen.get("top_logprobs") or [] if step is not None)
     total = time.perf_counter() - started
     return {"ttft_s": ttft if ttft is not None else total, "e2e_s": total, "usage": usage, "text": "".join(text),
-            "tokens": tokens, "logprobs": logprobs}
+            "tokens": tokens, "logprobs": logprobs, "top_logprobs": top_logprobs}

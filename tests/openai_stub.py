@@ -36,6 +36,7 @@ class Server:
         self.queries = self.hits = self.external_hits = 0.0
         self.completions = 0
         self.received: list = []
+        self.gets: list[str] = []  # the paths GET asked, in order
         self.lock = threading.Lock()
         handler = type("Handler", (_Handler,), {"server_state": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -69,6 +70,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         state = self.server_state
+        with state.lock:
+            state.gets.append(self.path)
         if self.path == "/health":
             self._reply(503 if state.dead else 200)
         elif self.path == "/v1/models":
@@ -113,11 +116,24 @@ class _Handler(BaseHTTPRequestHandler):
                 elif key in state.offloaded:
                     state.external_hits += words * state.hit_share
                 state.seen.add(key)
-            events = [{"id": "cmpl-1", "choices": [{"index": 0, "text": " w5", "finish_reason": None}]},
-                      {"id": "cmpl-1", "choices": [{"index": 0, "text": " w6", "finish_reason": "length"}]},
-                      {"id": "cmpl-1", "choices": [], "usage": {"prompt_tokens": words, "completion_tokens": 2,
-                                                               "total_tokens": words + 2}}]
+            generated = [" w5", " w6"][:body.get("max_tokens", 2)]
+            events = [{"id": "cmpl-1", "choices": [{"index": 0, "text": text, "finish_reason": None
+                                                    if step < len(generated) - 1 else "length",
+                                                    **_logprobs(text, body.get("logprobs"))}]}
+                      for step, text in enumerate(generated)]
+            events.append({"id": "cmpl-1", "choices": [], "usage": {
+                "prompt_tokens": words, "completion_tokens": len(generated), "total_tokens": words + len(generated)}})
             stream = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + ": keep-alive\n\ndata: [DONE]\n\n"
             self._reply(200, stream.encode(), "text/event-stream")
         else:
             self._reply(200, b'{"ok": true}')
+
+
+def _logprobs(token: str, top: int | None) -> dict:
+    """vLLM's completion logprobs of one streamed token (vllm/entrypoints/openai/completion/protocol.py
+    CompletionLogProbs): the token's own and the `top` most likely ones' (plus the chosen token), when asked."""
+    if top is None:
+        return {}
+    likely = {token: -0.5, **{f" w{100 + rank}": -1.0 - rank for rank in range(top)}}
+    return {"logprobs": {"text_offset": [0], "tokens": [token], "token_logprobs": [likely[token]],
+                         "top_logprobs": [likely]}}

@@ -189,7 +189,43 @@ def _jinja_env():
     env.filters["sq"] = shlex.quote
     env.filters["dq"] = _dockerfile_quote
     env.filters["yq"] = _yaml_quote
+    env.bytecode_cache = _compiled_templates(env)
     return env
+
+
+def _compiled_templates(env):
+    """Compiled templates kept in the user's cache directory (XDG_CACHE_HOME, else ~/.cache: stackctl/templates-KEY):
+    compiling them was most of a render, which every doctor run does for the image tag. jinja2's bytecode cache keys
+    a template by its name and checks its source's checksum; the compiled code also depends on jinja2's version and
+    the lexer's settings, so those name the folder. A folder that cannot be made, or a kept file that does not load,
+    only means compiling again (None: no cache)."""
+    import jinja2
+
+    settings = repr((jinja2.__version__, env.keep_trailing_newline, env.trim_blocks, env.lstrip_blocks,
+                     env.block_start_string, env.variable_start_string, env.comment_start_string,
+                     env.line_statement_prefix, env.line_comment_prefix, env.newline_sequence, env.optimized,
+                     sorted(env.extensions)))
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    directory = base / "stackctl" / f"templates-{hashlib.sha256(settings.encode()).hexdigest()[:16]}"
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return None
+
+    class KeptTemplates(jinja2.FileSystemBytecodeCache):
+        def load_bytecode(self, bucket):
+            try:
+                super().load_bytecode(bucket)
+            except Exception:  # noqa: BLE001 - a damaged file (any unmarshal error) is compiled again
+                bucket.reset()
+
+        def dump_bytecode(self, bucket):
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:  # a full or read-only state dir: the next render compiles again
+                pass
+
+    return KeptTemplates(str(directory))
 
 
 def _tidy(text: str) -> str:

@@ -52,7 +52,7 @@ class DoctorContext:
             from stackctl.errors import StackctlError
 
             try:
-                self._cache["engine"] = docker_adapter.client()
+                self._cache["engine"] = docker_adapter.reader()
             except StackctlError as exc:
                 self.engine_error = str(exc)
                 self._cache["engine"] = None
@@ -172,6 +172,22 @@ class DoctorContext:
         self._cache.pop("log", None)
         return self.server_log()
 
+    @staticmethod
+    def log_mark() -> float:
+        """Now, as a point in the server's log: log_since(mark) is what the server wrote after it."""
+        import time
+
+        return time.time()
+
+    def log_since(self, mark: float) -> str:
+        """The server's log written since `mark` (log_mark()), colour codes removed. The engine filters by the
+        lines' own timestamps, so a request's lines are read without the whole log of a long-running server."""
+        import re
+
+        from stackctl.engine import docker_adapter
+
+        return re.sub(r"\x1b\[[0-9;]*m", "", docker_adapter.logs_text(self.container(), since=mark))
+
     def healthy(self) -> bool:
         from stackctl.httpclient import get_status
 
@@ -181,12 +197,18 @@ class DoctorContext:
     def require_healthy(self) -> None:
         if not self.healthy():
             raise Unavailable(f"server at {self.base_url} is not healthy")
+        self._cache["healthy"] = True
 
     def metrics(self) -> str:
+        """The server's /metrics, once /health has said 200 in this doctor run (asked here the first time)."""
         from stackctl.httpclient import get_text
 
-        self.require_healthy()
-        return get_text(f"{self.base_url}/metrics")
+        if not self._cache.get("healthy"):
+            self.require_healthy()
+        try:
+            return get_text(f"{self.base_url}/metrics")
+        except OSError as exc:  # it answered /health a moment ago: a server that went away since
+            raise Unavailable(f"server at {self.base_url} stopped answering /metrics: {exc}") from None
 
     def remember(self, key: str, compute):
         """Cache a computed value for checks that share it (e.g. the hit test result)."""

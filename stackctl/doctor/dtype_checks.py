@@ -19,15 +19,15 @@ def matmul_peak(ctx):
     """This host's matmul GFLOP/s per dtype, measured in the stack's image (kept under the image id; --fresh
     measures again); None with the reason when there is no engine or image."""
     def measure():
-        from stackctl.engine import docker_adapter
         from stackctl.host.matmul import measure as run_probe
 
         try:
             engine = ctx.engine()
         except Unavailable as exc:
             return None, str(exc)
-        image = docker_adapter.find_image(engine, ctx.image_tag)
-        if image is None:
+        try:
+            image = ctx.image()  # the inspect the image checks made already
+        except Unavailable:
             return None, f"image {ctx.image_tag} not built"
         try:
             peak = run_probe(engine, image, environment=stackspec.environment(ctx.recipe), cpuset=_cpuset(ctx),
@@ -118,7 +118,7 @@ def prefill_floor(ctx):
     def read():
         from stackctl.host.prefill import model_floor
 
-        floor = model_floor(ctx.container(), ctx.recipe.model.path)
+        floor = model_floor(ctx.container(), ctx.recipe.model.path, ctx.server_log())
         if not platform_of(ctx.recipe).cpu_computes:
             return floor
         peak, why = matmul_peak(ctx)

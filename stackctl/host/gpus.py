@@ -508,9 +508,13 @@ def discover_gpus(root: Path = Path("/"), probes: dict[str, Probe] | None = None
 
     library_probes: dict[str, Probe] = probes if probes is not None else {
         "amdsmi": probe_amdsmi, "rocm-smi": probe_rocm_smi}
+    driverless = "" if probes is not None or kfd_gpus else no_gpu_driver(root)
     for source, probe in library_probes.items():
         if probes is None and not is_live(root):
             attempts.append(ProbeAttempt(source, 0, f"not tried: {root} is not this machine's root"))
+            continue
+        if driverless:
+            attempts.append(ProbeAttempt(source, 0, f"not tried: {driverless}"))
             continue
         try:
             found = probe()
@@ -530,6 +534,15 @@ def discover_gpus(root: Path = Path("/"), probes: dict[str, Probe] | None = None
         return GpuDiscovery(kfd_gpus, "sysfs", attempts, read_driver_version(root), read_driver_loaded(root))
     attempts.append(ProbeAttempt("sysfs", 0, kfd_reason))
     return GpuDiscovery([], None, attempts, read_driver_version(root), read_driver_loaded(root))
+
+
+def no_gpu_driver(root: Path = Path("/")) -> str:
+    """Why no GPU library can see an AMD GPU on this machine ('' when one might): amdsmi and rocm-smi read the GPUs
+    through the amdgpu driver, and here it is not in the kernel and /dev/kfd is absent. Importing amdsmi to hear
+    that costs a CPU host tens of ms on every doctor run."""
+    if read_driver_loaded(root) or under(root, "/dev/kfd").exists():
+        return ""
+    return f"the amdgpu driver is not loaded (no {AMDGPU_MODULE}, no /dev/kfd): no library sees a GPU without it"
 
 
 def _driver_of(gpus: Sequence[GpuInfo]) -> str | None:

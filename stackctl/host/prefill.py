@@ -58,10 +58,10 @@ class Floor:
                 "matmul": self.peak.to_dict() if self.peak else None, "missing": self.missing}
 
 
-def model_floor(container, model_path: str) -> Floor:
+def model_floor(container, model_path: str, log: str | None = None) -> Floor:
     """A running stack's floor without the matmul figures: the model's cost from its config.json in the container and
-    the dtype from the server's log. The caller adds the figures (`Floor.with_peak`): bench
-    measures them in its run, doctor reads the ones it keeps."""
+    the dtype from the server's log (`log`, when the caller has read it already). The caller adds the figures
+    (`Floor.with_peak`): bench measures them in its run, doctor reads the ones it keeps."""
     from stackctl.engine import docker_adapter
 
     missing = []
@@ -74,7 +74,7 @@ def model_floor(container, model_path: str) -> Floor:
             cost = prefill_cost(json.loads(raw))
         except ValueError as exc:
             missing.append(str(exc))
-    dtype = canonical_dtype(served_dtype(docker_adapter.logs_text(container)))
+    dtype = canonical_dtype(served_dtype(docker_adapter.logs_text(container) if log is None else log))
     if dtype is None:
         missing.append("the server's log names no dtype")
     return Floor(cost, dtype, None, "; ".join(missing))

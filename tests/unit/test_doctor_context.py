@@ -56,3 +56,32 @@ def test_facts_files_are_replaced_whole(tmp_path):
     write_atomically(target, '{"probe": 1}')
     write_atomically(target, '{"probe": 2}')
     assert target.read_text() == '{"probe": 2}' and [p.name for p in target.parent.iterdir()] == ["abc.json"]
+
+
+def test_metrics_ask_health_once_and_a_server_gone_since_is_a_skip():
+    from openai_stub import Server
+
+    from stackctl.doctor.registry import Unavailable
+
+    context = DoctorContext(recipe("cpu-smoke"))
+    context.container = lambda: None  # the stack's container: found (this test has no engine)
+    with Server() as stub:
+        context.recipe.serve.port = int(stub.url.rsplit(":", 1)[1])
+        assert "vllm:prefix_cache_hits_total" in context.metrics() and "vllm:" in context.metrics()
+    assert stub.gets == ["/health", "/metrics", "/metrics"]
+    with pytest.raises(Unavailable, match="stopped answering /metrics"):
+        context.metrics()  # the stub is gone: no /health round trip first, and the check skips, saying why
+
+
+def test_the_log_since_a_mark_is_asked_of_the_engine_by_time_and_loses_its_colour_codes():
+    class Container:
+        def logs(self, **kwargs):
+            self.asked = kwargs
+            return b"\x1b[32mLMCache INFO:\x1b[0m Stored 640 out of total 641 tokens\n"
+
+    context = DoctorContext(recipe("cpu-lmcache"))
+    container = Container()
+    context.container = lambda: container
+    mark = context.log_mark()
+    assert context.log_since(mark) == "LMCache INFO: Stored 640 out of total 641 tokens\n"
+    assert container.asked == {"since": mark}

@@ -148,6 +148,8 @@ def test_reporters_table_json_junit():
 
     payload = json.loads(reporters.as_json(results, {"stack": "x"}))
     assert payload["summary"] == {"pass": 0, "warn": 0, "fail": 1, "skip": 1}
+    # Each check's wall time, so a slow doctor shows where its time goes.
+    assert all(isinstance(r["seconds"], float) and r["seconds"] >= 0 for r in payload["results"])
 
 
 @pytest.mark.parametrize("log,expected", [

@@ -52,6 +52,8 @@ def test_an_unpinned_decision_wants_an_unset_cpuset():
 class Container:
     """The two things server.pinning asks of a container: `exec_run` of its /proc script, and HostConfig."""
 
+    id = "c0ffee"
+
     def __init__(self, output: str, cpus: str = "", mems: str = ""):
         self.output, self.attrs = output, {"HostConfig": {"CpusetCpus": cpus, "CpusetMems": mems}}
 
@@ -148,3 +150,52 @@ def test_host_isolcpus_reports_what_the_kernel_has():
     assert "kernel: isolated=(none)" in result.message
     result = CHECKS["host.isolcpus"].run(Context(recipe('isolcpus = "200"'), MI355X))
     assert result.status == "warn" and "CPUs 200 do not exist on this host" in result.message
+
+
+def fake_proc(tmp_path, container_id="c0ffee", nspid_init="5000\t1"):
+    """A /proc as this machine sees a container: its PID 1 (5000 here) and a worker (5001, pid 7 inside), a shell
+    `docker exec` started (5002: its parent is the engine's shim, not PID 1), and a process of the machine's own."""
+    proc = tmp_path / "proc"
+    rows = {"5000": ("python", "4990", nspid_init, "0-1", "0"), "5001": ("VLLM::EngineCore", "5000", "5001\t7", "1", "0"),
+            "5002": ("sh", "4990", "5002\t30", "0-1", "0"), "100": ("sshd", "1", "100", "0-3", "0")}
+    for pid, (name, ppid, nspid, cpus, mems) in rows.items():
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "status").write_text(f"Name:\t{name}\nState:\tS (sleeping)\nPPid:\t{ppid}\nNSpid:\t{nspid}\n"
+                                           f"Cpus_allowed_list:\t{cpus}\nMems_allowed_list:\t{mems}\n")
+        (proc / pid / "cgroup").write_text(f"0::/system.slice/docker-{container_id if pid != '100' else 'x'}.scope\n")
+    (proc / "self").mkdir()
+    return proc
+
+
+def test_the_containers_processes_are_read_from_this_machines_proc_in_the_containers_numbers(tmp_path):
+    from stackctl.doctor.affinity import host_proc_text
+
+    proc = fake_proc(tmp_path)
+    view = parse_proc(host_proc_text("c0ffee", 5000, "", False, proc))
+    assert [(p.pid, p.ppid, p.name, p.cpus, p.mems) for p in view.processes] == [
+        (1, 0, "python", {0, 1}, {0}), (7, 1, "VLLM::EngineCore", {1}, {0})]  # not the exec'd shell, not sshd
+    assert view.numactl is None  # not asked for: no numactl launcher to judge
+
+
+def test_numactl_is_looked_up_on_the_containers_path_and_its_absence_left_to_the_exec(tmp_path):
+    from stackctl.doctor.affinity import host_proc_text
+
+    proc = fake_proc(tmp_path)
+    assert host_proc_text("c0ffee", 5000, "/usr/local/bin:/usr/bin", True, proc) is None
+    binary = proc / "5000" / "root" / "usr" / "bin" / "numactl"
+    binary.parent.mkdir(parents=True)
+    binary.write_text("")
+    binary.chmod(0o755)
+    text = host_proc_text("c0ffee", 5000, "/usr/local/bin:/usr/bin", True, proc)
+    assert parse_proc(text).numactl == "/usr/bin/numactl"
+
+
+@pytest.mark.parametrize("container_id, nspid, why", [
+    ("another", "5000\t1", "the process is not in this container's cgroup (an engine on another machine)"),
+    ("c0ffee", "5000", "no PID namespace of its own to read (or a kernel without NSpid)"),
+    ("c0ffee", "5000\t3", "not the container's PID 1"),
+])
+def test_anything_uncertain_about_the_process_leaves_the_reading_to_the_exec(tmp_path, container_id, nspid, why):
+    from stackctl.doctor.affinity import host_proc_text
+
+    assert host_proc_text(container_id, 5000, "", False, fake_proc(tmp_path, nspid_init=nspid)) is None, why

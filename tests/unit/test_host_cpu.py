@@ -145,3 +145,18 @@ def test_memory_of_this_machine_comes_from_psutil_when_meminfo_cannot_be_read(mo
     memory = read_memory(Path("/"))
     assert memory.total_bytes == psutil.virtual_memory().total and memory.available_bytes > 0
     assert parse_meminfo("garbage line\nMemFree:\nMemTotal: x kB\nSwapTotal: 0 kB\n") == {"SwapTotal": 0}
+
+
+def test_physical_cores_are_the_distinct_sibling_lists_as_psutil_counts_them(tmp_path):
+    import psutil
+
+    from stackctl.host.cpu import physical_cores
+
+    for cpu, siblings in enumerate(["0,2", "1,3", "0,2", "1,3"]):
+        topology = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        topology.mkdir(parents=True)
+        (topology / "thread_siblings_list").write_text(siblings + "\n")
+    assert physical_cores(tmp_path) == 2
+    (tmp_path / "sys/devices/system/cpu/cpu0/topology/core_cpus_list").write_text("0\n")  # the newer name wins
+    assert physical_cores(tmp_path) == 1
+    assert physical_cores() == psutil.cpu_count(logical=False)  # this machine, both ways

@@ -278,3 +278,18 @@ def test_discovery_falls_through_failing_libraries_to_sysfs():
 def test_rocm_smi_missing_library_is_unavailable(tmp_path):
     with pytest.raises(ProbeUnavailable, match="librocm_smi64 not loadable"):
         probe_rocm_smi(str(tmp_path / "librocm_smi64.so"))
+
+
+def test_the_libraries_are_not_asked_where_no_amdgpu_driver_is_loaded(tmp_path):
+    """A CPU host (no /sys/module/amdgpu, no /dev/kfd, no KFD topology) skips amdsmi's import and the rocm-smi
+    library, saying why; any sign of the driver, or a GPU in KFD's topology, and they are tried."""
+    from stackctl.host.gpus import no_gpu_driver
+
+    assert "the amdgpu driver is not loaded" in no_gpu_driver(tmp_path)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/kfd").touch()
+    assert no_gpu_driver(tmp_path) == ""
+    assert no_gpu_driver(MI300X) == ""  # the fixture has /sys/module/amdgpu
+    if no_gpu_driver():  # this machine without the driver: discovery says so instead of importing amdsmi
+        attempts = {a.source: a.reason for a in discover_gpus().attempts}
+        assert attempts["amdsmi"].startswith("not tried: the amdgpu driver is not loaded"), attempts

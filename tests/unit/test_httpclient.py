@@ -44,3 +44,10 @@ def test_a_streamed_completion_is_timed_and_its_usage_kept(server):
     assert path == "/v1/completions"
     assert request == {"model": "tiny", "prompt": "w1 w2 w3", "max_tokens": 2, "temperature": 0.0, "stream": True,
                        "stream_options": {"include_usage": True}}
+
+
+def test_a_streamed_completion_keeps_each_steps_most_likely_tokens(server):
+    """With logprobs=N vLLM streams the chosen token's log-probability and the N most likely tokens' per step."""
+    result = httpclient.stream_completion(server.url, "tiny", "w1 w2", max_tokens=1, extra={"logprobs": 2})
+    assert (result["tokens"], result["logprobs"]) == ([" w5"], [-0.5])
+    assert result["top_logprobs"] == [{" w5": -0.5, " w100": -1.0, " w101": -2.0}]

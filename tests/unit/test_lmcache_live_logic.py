@@ -62,9 +62,12 @@ class Context:
         return Container(self._env)
 
 
-def answer(tokens=("w5", "w9"), logprobs=(-1.2, -0.7), ttft=1.3):
+def answer(tokens=("w5", "w9"), logprobs=(-1.2, -0.7), ttft=1.3, top=None):
+    """A parsed completion; `top` the most likely tokens' log-probabilities at each step (by default the chosen token
+    and one other, a nat below it)."""
+    top = top or [{token: value, "w1": value - 1.0} for token, value in zip(tokens, logprobs)]
     return {"ttft_s": ttft, "text": " " + " ".join(tokens), "tokens": list(tokens), "logprobs": list(logprobs),
-            "usage": {"prompt_tokens": 1000}}
+            "top_logprobs": top, "usage": {"prompt_tokens": 1000}}
 
 
 def served(stored_log=None, loaded_log=None, external=768.0, warm=None, cold=None):
@@ -105,8 +108,8 @@ class StubServerContext:
     """The live checks' view of a server, with the HTTP side the local stub (tests/openai_stub.py) and a log that
     gains LMCache's store and load lines on every read."""
 
-    def __init__(self, url):
-        self.recipe, self.base_url, self.reads = recipe(), url, 0
+    def __init__(self, url, deep=False):
+        self.recipe, self.base_url, self.reads, self.deep = recipe(), url, 0, deep
 
     def require_healthy(self):
         pass
@@ -115,9 +118,12 @@ class StubServerContext:
         from stackctl.httpclient import get_text
         return get_text(f"{self.base_url}/metrics")
 
-    def fresh_log(self):
+    def log_mark(self):
+        return self.reads
+
+    def log_since(self, mark):
         self.reads += 1
-        return (stored() + loaded()) * self.reads
+        return stored() + loaded()
 
     def remember(self, key, compute):
         return compute()
@@ -138,6 +144,22 @@ def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
     assert cold["prompt"] == hbm["prompt"] == warm["prompt"] == result["prompt"]
     assert cold["cache_salt"] == hbm["cache_salt"] != warm["cache_salt"]
     assert result["external_hits"] == len(result["prompt"]) * stub.hit_share  # only the repeat under salt B
+    # Each request decodes one token (its TTFT, the load and the first token's distribution are the proof) and
+    # asks for the five most likely tokens' log-probabilities, which come back parsed.
+    assert {(body["max_tokens"], body["logprobs"]) for body in asked[1:]} == {(1, 5)}
+    assert list(result["phases_s"]) == ["prompt", "cold", "stored", "hbm", "warm", "loaded"]  # where time went
+    assert result["warm"]["tokens"] == [" w5"] and len(result["warm"]["top_logprobs"][0]) == 6
+
+
+def test_deep_decodes_eight_tokens_for_the_comparison():
+    from openai_stub import Server
+
+    from stackctl.doctor.lmcache_live import GENERATED_TOKENS, served_hit
+
+    with Server(caches=True, lmcache=True) as stub:
+        served_hit(StubServerContext(stub.url, deep=True))
+    asked = [body for path, body in stub.received if path == "/v1/completions"]
+    assert {body["max_tokens"] for body in asked[1:]} == {GENERATED_TOKENS}
 
 
 def test_a_server_that_has_finished_a_request_is_not_warmed_up_again():
@@ -183,8 +205,8 @@ def test_lmcache_hit_skips_without_lmcache_or_without_the_counter():
 def test_a_loaded_answer_must_equal_the_answer_from_vllms_own_cache_of_the_same_prefix():
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": served()}))
     assert (result.status, result.message) == ("pass", "2 generated tokens identical to the HBM answer, "
-                                                       "log-probabilities within 0.0000 (same as the recompute: "
-                                                       "within 0.050)")
+                                                       "log-probabilities of the 5 most likely tokens within 0.0000 "
+                                                       "(same as the recompute: within 0.050)")
     wrong = served(warm=answer(tokens=("w5", "w7")))
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": wrong}))
     assert result.status == "fail"
@@ -196,6 +218,36 @@ def test_a_loaded_answer_must_equal_the_answer_from_vllms_own_cache_of_the_same_
     unloaded = served(loaded_log=lines((LOOKUP, {"id": 2, "total": 1000, "hit": 0})))
     result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": unloaded}))
     assert result.status == "skip"
+
+
+def test_one_decoded_token_is_judged_by_the_most_likely_tokens_log_probabilities():
+    """Without --deep the proof decodes one token: the same greedy token is not enough, the distribution it was
+    picked from must be HBM's too (a wrong prefix moves the runners-up first)."""
+    one = answer(tokens=("w5",), logprobs=(-1.2,), top=[{"w5": -1.2, "w7": -1.9, "w8": -2.5}])
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": {**served(warm=one),
+                                                                                     "hbm": one}}))
+    assert (result.status, result.message.split(" (")[0]) == (
+        "pass", "the generated token identical to the HBM answer, log-probabilities of the 5 most likely tokens "
+                "within 0.0000")
+    moved = answer(tokens=("w5",), logprobs=(-1.2,), top=[{"w5": -1.2, "w7": -1.5, "w8": -2.5}])
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": {**served(warm=moved),
+                                                                                     "hbm": one}}))
+    assert result.status == "fail" and "differ by up to 0.4000" in result.message
+    bare = {**one, "tokens": [], "logprobs": [], "top_logprobs": []}  # a server that sent no log-probabilities
+    result = run("server.lmcache-hit-correct", Context(recipe(), {"lmcache_served": {**served(warm=bare),
+                                                                                     "hbm": bare}}))
+    assert result.status == "skip" and "no generated tokens with log-probabilities" in result.message
+
+
+def test_the_log_probability_difference_reads_the_top_lists_edge_as_a_bound():
+    from stackctl.doctor.lmcache_live import logprob_delta
+
+    hbm = answer(tokens=("a",), logprobs=(-1.0,), top=[{"a": -1.0, "b": -2.0, "c": -3.0}])
+    tie = answer(tokens=("a",), logprobs=(-1.0,), top=[{"a": -1.0, "b": -2.0, "d": -3.0}])  # c and d swap at the edge
+    assert logprob_delta(hbm, tie) == 0.0
+    climbed = answer(tokens=("a",), logprobs=(-1.0,), top=[{"a": -1.0, "b": -2.0, "d": -2.5}])  # d above hbm's edge
+    assert logprob_delta(hbm, climbed) == 0.5
+    assert logprob_delta(answer(), answer(logprobs=(-1.2, -0.75))) == 0.050000000000000044
 
 
 def test_the_hit_prompt_is_whole_blocks_and_chunks_plus_one_token():

@@ -425,3 +425,22 @@ def test_layerwise_is_written_where_vllm_looks_for_it():
     config = json.loads(args[args.index("--kv-transfer-config") + 1])
     assert config["kv_connector_extra_config"] == {"use_layerwise": True}
     assert stackspec.lmcache_config(recipe)["use_layerwise"] is True
+
+
+def test_compiled_templates_are_kept_and_a_damaged_or_unwritable_cache_only_compiles_again(tmp_path, monkeypatch):
+    """Every doctor run renders the bundle for the image tag; its templates' compiled code is kept in the user's
+    cache directory (jinja2's bytecode cache, checked against each template's source). The bundle is byte for byte
+    the same with a cold cache, a warm one, a damaged one and none at all."""
+    recipe = load_recipe(RECIPES / "cpu-lmcache.toml")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cold = render.render_files(recipe, guard=False)
+    kept = list((tmp_path / "cache" / "stackctl").glob("templates-*/*.cache"))
+    assert len(kept) >= 5, kept
+    assert render.render_files(recipe, guard=False) == cold
+    for path in kept:
+        path.write_bytes(b"not marshal data")
+    assert render.render_files(recipe, guard=False) == cold
+    assert all(path.read_bytes() != b"not marshal data" for path in kept)  # compiled again and kept again
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # a cache directory that cannot be made
+    assert render.render_files(recipe, guard=False) == cold

@@ -199,11 +199,15 @@ def test_hit_test_warms_the_server_up_before_timing_the_cold_prompt():
     stub = Server(caches=True)
     with stub:
         record = hit_test_of(StubContext(smoke(), base_url=stub.url))
-    prompts = [body["prompt"] for path, body in stub.received if path == "/v1/completions"]
+        prompts = [body["prompt"] for path, body in stub.received if path == "/v1/completions"]
+        stub.received.clear()  # the server has finished requests now (vllm:request_success_total): no warm-up
+        hit_test_of(StubContext(smoke(), base_url=stub.url))
     assert len(prompts) == 3 and prompts[1] == prompts[2] == record["prompt"]
     assert prompts[0] == "stackctl warm-up"
     words = len(record["prompt"].split())
     assert (record["queries"], record["hbm_hits"]) == (words, words * stub.hit_share)
+    assert [body["prompt"] for path, body in stub.received if path == "/v1/completions"][0] != "stackctl warm-up"
+    assert len([body for path, body in stub.received if path == "/v1/completions"]) == 2
 
 
 def test_hit_test_skips_without_the_counter():
