@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 import time
-from contextlib import ExitStack
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 from stackctl.bench import crossover as math
@@ -23,9 +23,9 @@ from stackctl.bench.server import cache_counters, kv_capacity
 from stackctl.bench.sweep_lock import sweep_lock
 from stackctl.bench.trace import Trace, describe, fit, replay_sessions
 from stackctl.bench.workload import conversations, run_workload, words
+from stackctl.doctor.omp_log import RESERVE_ENV, parse_binding
 from stackctl.errors import StackctlError
 from stackctl.httpclient import get_text, stream_completion
-from stackctl.doctor.omp_binding import RESERVE_ENV, parse_binding
 from stackctl.knowledge.kinds import kind_of, platform_of
 
 Say = Callable[[str], None]
