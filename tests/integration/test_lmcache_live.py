@@ -32,18 +32,19 @@ def doctor(stack, *args):
 
 def test_the_first_cold_figure_on_a_new_stack_is_a_prefill_not_a_first_request_cost(lmcache_stack, smoke_job):
     """The main job's doctor is the first to ask its new LMCache stack. Its cold TTFT (taken after a warm-up
-    request) must be the prompt's prefill, not a new server's one-time first-request cost (14 s where the prefill
-    took 0.3 s, before the warm-up existed, a factor of 40). It is held to at most twice the slowest of three later
-    cold runs of the same prompt length, each from a fresh doctor run on the same stack: a margin that 2-core noise
-    cannot flip and the defect cannot pass. Only the upper side is a defect: the first run is often the fastest (444
-    ms against 652-723 ms in one CI run)."""
+    request whose tier writes are let finish) must be the prompt's prefill, not a new server's one-time first-request
+    cost (14 s where the prefill took 0.3 s, before the warm-up existed, a factor of 40). It is held to at most four
+    times the slowest of three later cold runs of the same prompt length, each from a fresh doctor run on the same
+    stack: the defect is ten times that margin, and CI's noise has reached 2.2x (888 ms against 272-409 ms, while
+    the warm-up's writes to the disk, fs and S3 tiers still ran). Only the upper side is a defect: the first run is
+    often the fastest (444 ms against 652-723 ms in another CI run)."""
     first = re.search(r"server\.lmcache-hit .*?TTFT (\d+) ms cold", smoke_job.output)
     assert first, "the main job's doctor printed no LMCache cold figure"
     later = []
     for _ in range(3):
         _, results = doctor(lmcache_stack, "--scope", "server")
         later.append(results["server.lmcache-hit"]["details"]["cold_ttft_s"] * 1000)
-    assert int(first.group(1)) <= 2 * max(later), (first.group(1), later)
+    assert int(first.group(1)) <= 4 * max(later), (first.group(1), later)
 
 
 def test_doctor_deep_proves_lmcache_serves_from_every_tier_and_across_processes(lmcache_stack, docker_engine):

@@ -129,16 +129,20 @@ class StubServerContext:
         return compute()
 
 
-def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt():
+def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt(monkeypatch):
     """The cold TTFT is the prompt's prefill, not a fresh server's first-request warm-up (seconds on vLLM-CPU): a
-    request with another prompt of the same length goes first, then the prompt under salt A, A again, and another
-    salt."""
+    request with another prompt of the same length goes first, its background tier writes are let finish, then the
+    prompt under salt A, A again, and another salt."""
     from openai_stub import Server
 
-    from stackctl.doctor.lmcache_live import served_hit
+    from stackctl.doctor import lmcache_live
+    from stackctl.doctor.lmcache_live import WARM_UP_DRAIN_S, served_hit
 
+    pauses: list[float] = []
+    monkeypatch.setattr(lmcache_live.time, "sleep", pauses.append)
     with Server(caches=True, lmcache=True) as stub:
         result = served_hit(StubServerContext(stub.url))
+    assert pauses[:1] == [WARM_UP_DRAIN_S]  # before the cold request, not after it
     asked = [body for path, body in stub.received if path == "/v1/completions"]
     assert len(asked) == 4
     warm_up, cold, hbm, warm = asked
@@ -164,17 +168,22 @@ def test_deep_decodes_eight_tokens_for_the_comparison():
     assert {body["max_tokens"] for body in asked[1:]} == {GENERATED_TOKENS}
 
 
-def test_a_server_that_has_finished_a_request_is_not_warmed_up_again():
+def test_a_server_that_has_finished_a_request_is_not_warmed_up_again(monkeypatch):
     """The warm-up is a fresh server's one-time cost; vLLM's own `vllm:request_success_total` says it is paid, and
-    doctor then sends only the three requests of the proof (a warm doctor stays fast)."""
+    doctor then sends only the three requests of the proof, with no pause (a warm doctor stays fast)."""
     from openai_stub import Server
 
-    from stackctl.doctor.lmcache_live import has_finished_a_request, served_hit
+    from stackctl.doctor import lmcache_live
+    from stackctl.doctor.lmcache_live import WARM_UP_DRAIN_S, has_finished_a_request, served_hit
 
+    pauses: list[float] = []
+    monkeypatch.setattr(lmcache_live.time, "sleep", pauses.append)
     with Server(caches=True, lmcache=True) as stub:
         served_hit(StubServerContext(stub.url))
         stub.received.clear()
+        pauses.clear()
         served_hit(StubServerContext(stub.url))
+    assert WARM_UP_DRAIN_S not in pauses
     asked = [body["prompt"] for path, body in stub.received if path == "/v1/completions"]
     assert len(asked) == 3 and asked[0] == asked[1] == asked[2]  # the proof's prompt only: no warm-up
     assert not has_finished_a_request("vllm:request_success_total{finished_reason=\"length\"} 0.0\n")
