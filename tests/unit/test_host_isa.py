@@ -141,6 +141,39 @@ def test_probe_output_is_read_from_its_json_line_and_a_failure_is_an_error():
         parse_probe("Traceback ...")
 
 
+def test_the_kept_figures_are_the_best_each_dtype_reached_and_a_fresh_run_returns_its_own(tmp_path, monkeypatch):
+    """A peak is the best this host does: a probe that shared the CPUs with other work measures less, and doctor's
+    "% of this host's peak" against that figure would flatter the server. bench gets its fresh figures (compared with
+    arms timed in the same run); what is kept for doctor and `up` is the best per dtype."""
+    from stackctl.engine import docker_adapter
+    from stackctl.host import matmul
+
+    outputs = iter([{"float32": 108.0, "bfloat16": 1017.0}, {"float32": 281.0, "bfloat16": 2607.0},
+                    {"float32": 250.0, "bfloat16": None}])
+
+    def probe_run(engine, image, command, **kwargs):
+        figures = next(outputs)
+        return json.dumps({"schema": 1, "threads": 2, "error": None,
+                           "dtypes": {d: {"gflops": g, "error": None if g else "busy"} for d, g in figures.items()}})
+
+    class Image:
+        id = "sha256:abc"
+
+    monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(docker_adapter, "run_to_end", probe_run)
+    args = dict(environment={}, cpuset={}, isa={"avx2": True}, stack="s")
+    assert matmul.measure(None, Image(), **args).gflops == {"float32": 108.0, "bfloat16": 1017.0}
+    assert matmul.measure(None, Image(), **args).gflops["bfloat16"] == 1017.0  # kept: not measured again
+    assert matmul.measure(None, Image(), **args, fresh=True).gflops["bfloat16"] == 2607.0
+    fresh = matmul.measure(None, Image(), **args, fresh=True)
+    assert fresh.gflops == {"float32": 250.0, "bfloat16": None}  # bench sees what this run measured
+    kept = matmul.measure(None, Image(), **args)
+    assert kept.gflops == {"float32": 281.0, "bfloat16": 2607.0} and kept.errors == {}
+    (next(tmp_path.glob("s/matmul/*.json"))).write_text("{damaged")
+    with pytest.raises(StopIteration):  # a damaged file is measured again (the probe is asked: no figures left)
+        matmul.measure(None, Image(), **args)
+
+
 def test_factor_texts():
     assert NATIVE.factor_text("bfloat16") == "2.0x faster than float32"
     assert MatmulPeak({"float32": 100.0, "bfloat16": 40.0}).factor_text("bfloat16") == "2.5x slower than float32"
