@@ -8,7 +8,8 @@
 # It leaves running the cpu-smoke stack (http://127.0.0.1:8000), the cpu-lmcache stack (http://127.0.0.1:8020) and
 # the Ceph RGW (127.0.0.1:17480 and :17443); the
 # closing summary lists them, how to stop each, the phases' times and the figures measured. Installer output goes to
-# $STACKCTL_JOB_LOG (default /tmp/stackctl-smoke/job.log); bench results to $STACKCTL_SMOKE_OUT.
+# $STACKCTL_JOB_LOG (default /tmp/stackctl-smoke/job.log); bench results and the JSON report of doctor --deep to
+# $STACKCTL_SMOKE_OUT (default /tmp/stackctl-smoke).
 #
 # Each step is one phase (scripts/phases.sh): shown_phase NAME COMMAND... for stackctl's own output, quiet_phase for
 # installers and image builds. A step that starts something adds its recipe to LEFT_RUNNING, a doctor step its output
@@ -94,7 +95,8 @@ shown_phase "validate cpu-lmcache" stackctl validate recipes/cpu-lmcache.toml
 quiet_phase "build the cpu-lmcache image" stackctl build recipes/cpu-lmcache.toml
 LEFT_RUNNING+=(recipes/cpu-lmcache.toml)
 shown_phase "up cpu-lmcache" stackctl up recipes/cpu-lmcache.toml
-doctor_phase "cpu-lmcache --deep (every tier through serving)" stackctl doctor recipes/cpu-lmcache.toml --deep
+doctor_phase "cpu-lmcache --deep (every tier through serving)" stackctl doctor recipes/cpu-lmcache.toml --deep \
+    --json "$OUT/doctor-cpu-lmcache-deep.json"
 shown_phase "bench cpu-lmcache" stackctl bench recipes/cpu-lmcache.toml --probe --tokens 2000 --runs 5 \
     --min-hit-rate 0.8 --min-speedup 2 -o "$OUT/bench-cpu-lmcache"
 PROBES+=("cpu-lmcache=$OUT/bench-cpu-lmcache/probe.json")

@@ -12,6 +12,9 @@ import click
 @click.option("--format", "output_format", type=click.Choice(["table", "json", "junit"]), default="table",
               show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report here (e.g. junit.xml).")
+@click.option("--json", "json_output", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write the JSON report to FILE: one run (a --deep one takes minutes) gives the table to read "
+                   "and the figures to a program.")
 @click.option("--deep", is_flag=True,
               help="Also start a second server per LMCache tier beside the stack: every tier serves a load, and a "
                    "new process finds what the stack stored (hash seed). The stack itself is not touched.")
@@ -26,7 +29,8 @@ import click
               help="Copy the files the host checks read (sysfs/procfs facts, device names, the GPU groups, ROCm's "
                    "version; no secrets) into the new directory DIR and exit: send it to whoever supports you.")
 @click.pass_context
-def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_checks, host_root, capture_host):
+def doctor(ctx, recipe, scope, output_format, output, json_output, deep, skip, fresh, list_checks, host_root,
+           capture_host):
     """Prove RECIPE's stack is what the recipe says. Without RECIPE: check this host for ROCm serving, judged by
     its own GPUs and ROCm.
 
@@ -69,17 +73,23 @@ def doctor(ctx, recipe, scope, output_format, output, deep, skip, fresh, list_ch
     if context.engine_error:  # one line on stderr; the report says which checks it skipped
         click.echo(f"stackctl: {context.engine_error}", err=True)
     report = _report(results, output_format, loaded, scopes)
+    if json_output:
+        _write(json_output, _report(results, "json", loaded, scopes))
     if output:
-        from pathlib import Path
-
-        from stackctl.cli.init import write_new_file
-
-        write_new_file(Path(output), report + "\n", force=True)
-        click.echo(f"wrote {output}", err=True)
+        _write(output, report)
     else:
         click.echo(report)
     failed = any(r.status == "fail" for r in results)
     ctx.exit(ExitCode.COULD_NOT_RUN if broken else ExitCode.FAILED if failed else ExitCode.OK)
+
+
+def _write(path: str, report: str) -> None:
+    from pathlib import Path
+
+    from stackctl.cli.init import write_new_file
+
+    write_new_file(Path(path), report + "\n", force=True)
+    click.echo(f"wrote {path}", err=True)
 
 
 def _recipe(name, host):

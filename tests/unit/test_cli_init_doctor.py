@@ -94,6 +94,19 @@ def test_doctor_without_an_engine_exits_2_and_still_writes_the_report(tmp_path):
     assert image_cases and all(case.find("skipped") is not None for case in image_cases)
 
 
+def test_doctor_prints_its_table_and_writes_the_same_results_as_json_in_one_run(tmp_path):
+    """--json FILE: the table for the reader and the JSON for a program from one run (a --deep run takes minutes)."""
+    out = tmp_path / "doctor.json"
+    result = run_cli("doctor", str(RECIPES / "cpu-smoke.toml"), "--scope", "host,image", "--json", str(out),
+                     env=env_without_engine(tmp_path))
+    assert result.returncode == 2 and result.stderr.splitlines()[-1] == f"wrote {out}"
+    table = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()
+             if line.split()[:1] and line.split()[0] in ("ok", "FAIL", "WARN", "skip")}
+    written = {entry["id"]: entry["status"] for entry in json.loads(out.read_text())["results"]}
+    assert table and table == {check: {"pass": "ok", "fail": "FAIL", "warning": "WARN", "skip": "skip"}[status]
+                               for check, status in written.items()}
+
+
 def test_a_preset_without_a_description_is_summed_up_by_its_first_sentence(tmp_path):
     from stackctl.cli.init import preset_summary
 
