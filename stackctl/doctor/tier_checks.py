@@ -4,12 +4,10 @@ round trip through LMCache's own code inside the stack's image (image.tiers)."""
 from __future__ import annotations
 
 import os
-import uuid
 from pathlib import Path
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, require_lmcache, require_this_machine
-
-GiB = 1024 ** 3
+from stackctl.doctor.tier_preflight import GiB, path_problem
 
 
 def _tier(ctx, kind: str):
@@ -17,25 +15,6 @@ def _tier(ctx, kind: str):
     if not tiers:
         raise Unavailable(f"no {kind} tier in the recipe")
     return tiers[0]
-
-
-def path_problem(path: Path, want_bytes: int) -> str:
-    """Why a tier directory cannot take the tier ('' when it can): missing, not writable (a probe file is written
-    and removed: read-only mounts pass os.access), or short of space."""
-    if not path.is_dir():
-        return f"path not found: {path} does not exist"
-    probe = path / f".stackctl-probe-{uuid.uuid4().hex[:12]}"
-    try:
-        probe.write_bytes(b"stackctl")
-        probe.unlink()
-    except OSError as exc:
-        cause = "no space" if exc.errno == 28 else "path not writable"
-        return f"{cause}: {path}: {exc.strerror}"
-    stat = os.statvfs(path)
-    free = stat.f_bavail * stat.f_frsize
-    if free < want_bytes:
-        return f"no space: {path} has {free / GiB:.2f} GiB free < {want_bytes / GiB:.2f} GiB"
-    return ""
 
 
 @check("host.s3-tier", "host", "error",
@@ -133,7 +112,9 @@ def tiers(ctx):
     the recipe's model (`cache.chunk_size` tokens x the KV bytes a token costs one rank), and at least 16 MiB each
     way, so MB/s figures compare across tiers. Lower tiers run with `local_cpu: false` so the read cannot come from
     RAM; the objects are seen where the tier keeps them (files, bucket) and removed. Reports per tier the median
-    put/get latency of one chunk and MB/s over all chunks, or the failing tier and its cause.
+    put/get latency of one chunk and MB/s over all chunks, or the failing tier and its cause. A tier this host
+    already sees failing (a directory missing, read-only or full; an S3 endpoint, TLS setting, bucket or key) fails
+    with that cause at once: LMCache would retry or wait there until the tier's 90 s ran out.
 
     On a running stack it runs with --deep only: it starts a container and moves real data (15 s and more), and
     there the live checks prove the tiers through serving (server.lmcache-hit the first tier on every run,

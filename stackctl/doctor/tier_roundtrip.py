@@ -131,10 +131,14 @@ def tier_configs(recipe, cpu_gib: float = CHECK_CPU_GB) -> dict[str, dict]:
     return configs
 
 
-def tier_specs(recipe, chunk: KVChunk, keys: int, model: str, spec_dir: str, mounted_at: str = SPEC_DIR) -> list:
-    """Write one LMCache config per tier into spec_dir and return the driver's spec list (paths as mounted)."""
+def tier_specs(recipe, chunk: KVChunk, keys: int, model: str, spec_dir: str, mounted_at: str = SPEC_DIR,
+               kinds: set[str] | None = None) -> list:
+    """Write one LMCache config per tier (of `kinds`, default all) into spec_dir and return the driver's spec list
+    (paths as mounted)."""
     specs = []
     for kind, config in tier_configs(recipe, cpu_buffer_gib(chunk.bytes, keys)).items():
+        if kinds is not None and kind not in kinds:
+            continue
         Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
         tier = recipe.tiers_of(kind)[0]
         specs.append({"tier": kind, "config": f"{mounted_at}/{kind}.json", "model": model,
@@ -145,26 +149,43 @@ def tier_specs(recipe, chunk: KVChunk, keys: int, model: str, spec_dir: str, mou
 
 def run(ctx, chunk: KVChunk | None = None, keys: int | None = None) -> tuple[KVChunk, list[TierOutcome]]:
     """Run the round trip of every tier in one container; the chunk moved and one outcome per tier, in recipe
-    order."""
+    order. A tier this host already sees failing (tier_preflight.py) gets that cause, without a round trip."""
+    from stackctl.doctor.tier_preflight import tier_problem
+
     recipe = ctx.recipe
     chunk = chunk or kv_chunk(recipe)
     keys = keys or keys_per_tier(chunk.bytes)
+    seen = {tier.kind: tier_problem(tier, chunk.bytes * keys) for tier in recipe.cache.tiers}
+    runnable = {kind for kind, problem in seen.items() if not problem}
+    model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
+    reports = _round_trips(ctx, chunk, keys, model, runnable) if runnable else {}
+    outcomes = []
+    for tier in recipe.cache.tiers:
+        if seen[tier.kind]:
+            outcomes.append(TierOutcome(tier.kind, False, f"{tier.kind} failed: {seen[tier.kind]} (seen from this "
+                                                          "host: no round trip)"))
+        else:
+            outcomes.append(judge(tier, reports.get(tier.kind), model, chunk.bytes))
+    return chunk, outcomes
+
+
+def _round_trips(ctx, chunk: KVChunk, keys: int, model: str, kinds: set[str]) -> dict[str, dict]:
+    """The driver's report per tier kind, from one check container running the round trip of `kinds`."""
+    recipe = ctx.recipe
     engine = ctx.engine()
     environment = dict(stackspec.environment(recipe))
     for container_var, host_var in stackspec.secret_references(recipe).items():
         if os.environ.get(host_var):
             environment[container_var] = os.environ[host_var]
-    model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
     volumes = {m["host"]: {"bind": m["container"], "mode": m["mode"]} for m in stackspec.volumes(recipe)}
     with tempfile.TemporaryDirectory(prefix="stackctl-tiers-") as spec_dir:
-        specs = tier_specs(recipe, chunk, keys, model, spec_dir)
+        specs = tier_specs(recipe, chunk, keys, model, spec_dir, kinds=kinds)
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
         volumes[str(shipped("probes") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
         command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--timeout", str(TIER_TIMEOUT_S)]
         output = dk.run_to_end(engine, ctx.image_tag, command, environment=environment, volumes=volumes,
                                timeout=TIER_TIMEOUT_S * len(specs) + 60)
-    reports = read_reports(output)
-    return chunk, [judge(tier, reports.get(tier.kind), model, chunk.bytes) for tier in recipe.cache.tiers]
+    return read_reports(output)
 
 
 def read_reports(output: str) -> dict[str, dict]:

@@ -207,3 +207,41 @@ def test_image_tiers_on_a_running_stack_waits_for_deep():
     stopped = SimpleNamespace(recipe=recipe, deep=False, container=no_container)
     with pytest.raises(AttributeError, match="probe"):
         tier_checks.tiers(stopped)
+
+
+def test_a_tier_this_host_sees_failing_gets_its_cause_without_a_round_trip(tmp_path, monkeypatch):
+    """LMCache does not fail on an unusable tier: it retries or waits until the round trip's 90 s per tier run out
+    (an S3 endpoint refusing connections, a read-only disk: about 95 s each in CI). A tier whose directory this host
+    sees missing or short of space, or whose S3 endpoint refuses the connection, is failed with that cause at once;
+    the others still run their round trip, in one container."""
+    import socket
+
+    recipe = load_recipe(RECIPES / "cpu-tiers.toml")
+    recipe.tiers_of("disk")[0].path = str(tmp_path / "missing")
+    recipe.tiers_of("fs")[0].path = str(tmp_path)
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    recipe.tiers_of("s3")[0].url = f"s3://bucket.localhost:{port}"
+    ran = []
+
+    def round_trips(ctx, chunk, keys, model, kinds):
+        ran.append(kinds)
+        return {kind: {"tier": kind, "keys": keys, "absent_before": keys, "stored": keys, "equal": keys,
+                       "put_s": [0.001] * keys, "get_s": [0.001] * keys} for kind in kinds}
+
+    monkeypatch.setattr(tier_roundtrip, "_round_trips", round_trips)
+    monkeypatch.setattr(tier_roundtrip, "kv_chunk", lambda recipe: tier_roundtrip.KVChunk("m", 2, 2, 128, 64, 2))
+    _, outcomes = tier_roundtrip.run(SimpleNamespace(recipe=recipe))
+    assert ran == [{"cpu", "fs"}]
+    verdicts = {o.kind: (o.ok, o.message) for o in outcomes}
+    assert verdicts["cpu"][0] and verdicts["fs"][0]
+    assert verdicts["disk"] == (False, f"disk failed: path not found: {tmp_path / 'missing'} does not exist (seen "
+                                       "from this host: no round trip)")
+    assert not verdicts["s3"][0] and verdicts["s3"][1].startswith("s3 failed: endpoint unreachable: ")
+
+    from stackctl.doctor.tier_preflight import tier_problem
+
+    fs = recipe.tiers_of("fs")[0]
+    assert tier_problem(fs, 1 << 60).startswith(f"no space: {tmp_path} has ")
+    assert tier_problem(recipe.tiers_of("cpu")[0], 1 << 60) == ""
