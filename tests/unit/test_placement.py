@@ -196,5 +196,7 @@ def test_up_refuses_a_cpu_the_host_lacks_in_one_line_before_anything_starts(tmp_
     result = run_cli("up", str(recipe), env=env)
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"stackctl: {recipe}:42:1: host.isolcpus: names CPU(s) 4096 this host does not have")
+    isolcpus_line = next(n for n, text in enumerate(recipe.read_text().splitlines(), 1) if text.startswith("isolcpus"))
+    assert line.startswith(f"stackctl: {recipe}:{isolcpus_line}:1: host.isolcpus: names CPU(s) 4096 this host does "
+                           "not have")
     assert not (tmp_path / "state").exists()  # no bundle written, no image built, no container
