@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, require_lmcache, require_this_machine
-from stackctl.doctor.tier_preflight import GiB, path_problem
+from stackctl.doctor.tier_preflight import GiB, bucket_verdict, path_problem
 
 
 def _tier(ctx, kind: str):
@@ -25,11 +25,9 @@ def s3_tier(ctx):
     hosts), TCP connects, the server speaks TLS (or plain HTTP with `disable_tls`; when it speaks the other one, the
     message says which), the bucket exists, and the recipe's credentials can put, read back and delete a probe
     object (botocore). A wrong endpoint, TLS setting, bucket or key otherwise shows only as silent recomputation."""
-    from stackctl.doctor.s3_access import check_bucket
-
     tier = _tier(ctx, "s3")
     require_this_machine(ctx, "the S3 endpoint as this machine reaches it")
-    verdict = check_bucket(tier)
+    verdict = bucket_verdict(ctx, tier)
     if verdict.ok:
         return passed(verdict.message, **verdict.facts)
     return failed(verdict.message, cause=verdict.cause, **verdict.facts)

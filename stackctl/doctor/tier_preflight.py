@@ -34,14 +34,20 @@ def path_problem(path: Path, want_bytes: int) -> str:
     return ""
 
 
-def tier_problem(tier, want_bytes: int) -> str:
+def bucket_verdict(ctx, tier):
+    """check_bucket's verdict on an S3 tier, asked once per doctor run: host.s3-tier and image.tiers share it (each
+    ask puts, reads back and deletes a test object in the user's bucket)."""
+    from stackctl.doctor.s3_access import check_bucket
+
+    return ctx.remember(f"s3-bucket:{tier.url}", lambda: check_bucket(tier))
+
+
+def tier_problem(ctx, tier, want_bytes: int) -> str:
     """Why `tier` cannot store `want_bytes`, as seen from this host ('' when nothing is seen: the round trip
     decides). A tier of another kind (CPU, a URL alone) has nothing to see here."""
     kind = kind_of(tier)
     if kind.s3_bucket:
-        from stackctl.doctor.s3_access import check_bucket
-
-        verdict = check_bucket(tier)
+        verdict = bucket_verdict(ctx, tier)
         return "" if verdict.ok else verdict.message
     if kind.host_directory and tier.path:
         return path_problem(Path(tier.path), want_bytes)

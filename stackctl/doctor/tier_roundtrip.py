@@ -155,7 +155,7 @@ def run(ctx, chunk: KVChunk | None = None, keys: int | None = None) -> tuple[KVC
     recipe = ctx.recipe
     chunk = chunk or kv_chunk(recipe)
     keys = keys or keys_per_tier(chunk.bytes)
-    seen = {tier.kind: tier_problem(tier, chunk.bytes * keys) for tier in recipe.cache.tiers}
+    seen = {tier.kind: tier_problem(ctx, tier, chunk.bytes * keys) for tier in recipe.cache.tiers}
     runnable = {kind for kind, problem in seen.items() if not problem}
     model = f"stackctl-check-{uuid.uuid4().hex[:12]}"
     reports = _round_trips(ctx, chunk, keys, model, runnable) if runnable else {}

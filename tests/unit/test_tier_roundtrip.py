@@ -232,7 +232,8 @@ def test_a_tier_this_host_sees_failing_gets_its_cause_without_a_round_trip(tmp_p
 
     monkeypatch.setattr(tier_roundtrip, "_round_trips", round_trips)
     monkeypatch.setattr(tier_roundtrip, "kv_chunk", lambda recipe: tier_roundtrip.KVChunk("m", 2, 2, 128, 64, 2))
-    _, outcomes = tier_roundtrip.run(SimpleNamespace(recipe=recipe))
+    ctx = RememberingContext(recipe)
+    _, outcomes = tier_roundtrip.run(ctx)
     assert ran == [{"cpu", "fs"}]
     verdicts = {o.kind: (o.ok, o.message) for o in outcomes}
     assert verdicts["cpu"][0] and verdicts["fs"][0]
@@ -243,5 +244,34 @@ def test_a_tier_this_host_sees_failing_gets_its_cause_without_a_round_trip(tmp_p
     from stackctl.doctor.tier_preflight import tier_problem
 
     fs = recipe.tiers_of("fs")[0]
-    assert tier_problem(fs, 1 << 60).startswith(f"no space: {tmp_path} has ")
-    assert tier_problem(recipe.tiers_of("cpu")[0], 1 << 60) == ""
+    assert tier_problem(ctx, fs, 1 << 60).startswith(f"no space: {tmp_path} has ")
+    assert tier_problem(ctx, recipe.tiers_of("cpu")[0], 1 << 60) == ""
+
+
+class RememberingContext(SimpleNamespace):
+    """A doctor context's recipe and its cache of shared facts (DoctorContext.remember)."""
+
+    def __init__(self, recipe):
+        super().__init__(recipe=recipe, cache={})
+
+    def remember(self, key, compute):
+        if key not in self.cache:
+            self.cache[key] = compute()
+        return self.cache[key]
+
+
+def test_one_doctor_run_asks_the_s3_bucket_once_for_the_host_check_and_the_round_trip(monkeypatch):
+    """Each ask puts, reads back and deletes a test object in the user's bucket: host.s3-tier and image.tiers'
+    preflight share one verdict."""
+    from stackctl.doctor import s3_access, tier_checks
+    from stackctl.doctor.s3_access import Verdict
+    from stackctl.doctor.tier_preflight import tier_problem
+
+    asked = []
+    monkeypatch.setattr(s3_access, "check_bucket", lambda tier: asked.append(tier.url) or Verdict(False, "access "
+                                                                                                         "denied: x"))
+    recipe = load_recipe(RECIPES / "cpu-tiers.toml")
+    ctx = RememberingContext(recipe)
+    assert tier_checks.s3_tier(ctx).status == "fail"
+    assert tier_problem(ctx, recipe.tiers_of("s3")[0], 1) == "access denied: x"
+    assert asked == [recipe.tiers_of("s3")[0].url]
