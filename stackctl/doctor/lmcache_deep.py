@@ -39,7 +39,8 @@ def tier_env(tier, run_id: str) -> dict[str, str]:
 
 
 def prove_tier(ctx, tier, prompt: list[int]) -> dict:
-    """Start a second server for `tier`, ask it the stack's prompt twice, and return what LMCache logged."""
+    """Start a second server for `tier`, ask it the stack's prompt twice, and return what LMCache logged. Only the
+    log counts here, so the asks want no log-probabilities (and the second server no logprob compile)."""
     import shutil
     import uuid
 
@@ -58,13 +59,13 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
         with second_server(ctx.recipe, image, f"second-{tier.kind}", {**decided, **tier_env(tier, run_id)},
                            ctx.recipe.checks.startup_timeout_s, ctx.say) as server:
             offset = len(ANSI.sub("", server.log()))
-            ask(server.base_url, server.model, prompt)
+            ask(server.base_url, server.model, prompt, logprobs=False)
             first = activity(settle(server.log, offset))
             second = Activity()
             deadline = time.monotonic() + STORE_WAIT_S
             while second.retrieved_tokens <= 0 and time.monotonic() < deadline:
                 offset = len(ANSI.sub("", server.log()))
-                ask(server.base_url, server.model, prompt)
+                ask(server.base_url, server.model, prompt, logprobs=False)
                 second = activity(settle(server.log, offset, marker="Retrieved", timeout=3.0))
                 if second.retrieved_tokens <= 0:
                     time.sleep(1.0)

@@ -91,13 +91,18 @@ def token_prompt(url: str, model: str, length: int) -> list[int]:
     return ids[:length]
 
 
-def ask(url: str, model: str, prompt, salt: str | None = None, tokens: int = 1) -> dict:
+def ask(url: str, model: str, prompt, salt: str | None = None, tokens: int = 1, logprobs: bool = True) -> dict:
     """One greedy completion of `tokens` tokens under `salt` (a fresh one by default); TTFT, text, generated tokens,
-    their log-probabilities and the TOP_LOGPROBS most likely tokens' at each step."""
+    and with `logprobs` their log-probabilities and the TOP_LOGPROBS most likely tokens' at each step.
+    A server's first request with log-probabilities pays a one-time compile: vLLM 0.32 compiles its logprob op with
+    the platform's compile backend (vllm/v1/sample/ops/logprobs.py:10), inductor on CPU, 16-18 s on 2 cores here.
+    A request that compares no answers asks without them."""
     from stackctl.httpclient import stream_completion
 
-    return stream_completion(url, model, prompt, max_tokens=tokens,
-                             extra={"cache_salt": salt or new_salt(), "logprobs": TOP_LOGPROBS})
+    extra: dict = {"cache_salt": salt or new_salt()}
+    if logprobs:
+        extra["logprobs"] = TOP_LOGPROBS
+    return stream_completion(url, model, prompt, max_tokens=tokens, extra=extra)
 
 
 def decoded_tokens(ctx) -> int:

