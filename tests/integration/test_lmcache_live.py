@@ -33,18 +33,19 @@ def doctor(stack, *args):
 def test_the_first_cold_figure_on_a_new_stack_is_a_prefill_not_a_first_request_cost(lmcache_stack, smoke_job):
     """The main job's doctor is the first to ask its new LMCache stack. Its cold TTFT (taken after a warm-up
     request whose tier writes are let finish) must be the prompt's prefill, not a new server's one-time first-request
-    cost (14 s where the prefill took 0.3 s, before the warm-up existed, a factor of 40). It is held to at most four
-    times the slowest of three later cold runs of the same prompt length, each from a fresh doctor run on the same
-    stack: the defect is ten times that margin, and CI's noise has reached 2.2x (888 ms against 272-409 ms, while
-    the warm-up's writes to the disk, fs and S3 tiers still ran). Only the upper side is a defect: the first run is
-    often the fastest (444 ms against 652-723 ms in another CI run)."""
+    cost (14 s where a 641-token prefill took 0.3 s, before the warm-up existed; the proof's prompt is 129 tokens
+    now, a prefill of about 0.07 s on an AMX host). It is held to at most ten times the slowest of three later cold
+    runs of the same prompt length, each from a fresh doctor run on the same stack: the defect is twenty times that
+    margin, and CI's noise has reached 2.2x (888 ms against 272-409 ms, while the warm-up's writes to the disk, fs
+    and S3 tiers still ran; doctor now waits for them). Only the upper side is a defect: the first run is often the
+    fastest (444 ms against 652-723 ms in another CI run)."""
     first = re.search(r"server\.lmcache-hit .*?TTFT (\d+) ms cold", smoke_job.output)
     assert first, "the main job's doctor printed no LMCache cold figure"
     later = []
     for _ in range(3):
         _, results = doctor(lmcache_stack, "--scope", "server")
         later.append(results["server.lmcache-hit"]["details"]["cold_ttft_s"] * 1000)
-    assert int(first.group(1)) <= 4 * max(later), (first.group(1), later)
+    assert int(first.group(1)) <= 10 * max(later), (first.group(1), later)
 
 
 def main_job_deep_report(smoke_job) -> dict | None:
@@ -68,7 +69,8 @@ def test_doctor_deep_proves_lmcache_serves_from_every_tier_and_across_processes(
     hit = results["server.lmcache-hit"]
     assert hit["status"] == "pass", hit
     # The server's own account: LMCache retrieved tokens and vLLM counted them as external hits.
-    assert hit["details"]["loaded"]["retrieved_tokens"] >= 512
+    # The proof's prompt is whole LMCache chunks plus the one token both caches leave to compute: all else is loaded.
+    assert hit["details"]["loaded"]["retrieved_tokens"] == hit["details"]["prompt_tokens"] - 1 > 0
     assert hit["details"]["external_hits"] >= hit["details"]["loaded"]["retrieved_tokens"]
     assert hit["details"]["stored"]["stored_bytes"] > 0
     correct = results["server.lmcache-hit-correct"]

@@ -30,7 +30,7 @@ def mp_recipe(folder, offload: str = "lmcache-mp"):
     for old, new in {'name = "cpu-lmcache"': f'name = "{NAME}"', "port = 8020": f"port = {PORT}\ndev_endpoints = true",
                      "[cache]\nenabled = true": f'[cache]\nenabled = true\noffload = "{offload}"\n'
                                                 f"server_port = {SERVER_PORT}\nserver_http_port = {SERVER_HTTP_PORT}",
-                     "hit_test_tokens = 640": "hit_test_tokens = 512"}.items():
+                     "hit_test_tokens = 128": "hit_test_tokens = 512"}.items():
         assert old in text, old
         text = text.replace(old, new, 1)
     path = folder / f"{NAME}-{offload}.toml"
