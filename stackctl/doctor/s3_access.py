@@ -20,6 +20,9 @@ BUCKET_MISSING = "bucket missing"
 ACCESS_DENIED = "access denied"
 NO_CREDENTIALS = "credentials missing"
 CONTENT_MISMATCH = "content mismatch"
+# The gateway took the connection but a request got no answer: a Ceph RADOS Gateway whose cluster is full (or whose
+# storage daemons are down) holds writes without answering. Told apart from an endpoint that cannot be reached.
+STORE_SILENT = "store not answering"
 
 TIMEOUT_S = 3.0
 
@@ -169,10 +172,19 @@ def error_verdict(exc, endpoint: S3Endpoint) -> Verdict:
     """A botocore error in words, with its cause (bucket missing, access denied, endpoint unreachable, S3 error)."""
     from botocore.exceptions import ClientError
 
+    from botocore.exceptions import ReadTimeoutError
+
     where = where_of(endpoint)
+    if isinstance(exc, ReadTimeoutError):
+        return _silent(where, "requests")
     if not isinstance(exc, ClientError):
         return Verdict(False, f"{UNREACHABLE}: {where}: {exc}", UNREACHABLE)
     return _refusal(_cause_of(exc), exc.response.get("Error", {}).get("Code", "") or str(exc), where)
+
+
+def _silent(where: str, step: str) -> Verdict:
+    return Verdict(False, f"{STORE_SILENT}: {where} took the connection but gave no answer to the test's {step} in "
+                   f"{TIMEOUT_S:g} s: the storage behind the gateway is full or down (Ceph: `ceph -s`)", STORE_SILENT)
 
 
 def _refusal(cause: str, code: str, where: str) -> Verdict:
@@ -225,18 +237,24 @@ def _signed_round_trip(endpoint: S3Endpoint, credentials: dict, transport: Verdi
     key, body = _test_object()
     where = where_of(endpoint)
     bucket = Bucket(endpoint, credentials["aws_access_key_id"], credentials["aws_secret_access_key"], TIMEOUT_S)
+    step = "HEAD"
     try:
-        for method, path, data in (("HEAD", "", b""), ("PUT", key, body)):
-            reply = bucket.ask(method, path, data)
+        for step, path, data in (("HEAD", "", b""), ("PUT", key, body)):
+            reply = bucket.ask(step, path, data)
             if reply.status >= 300:
                 return _refusal(_cause(reply.code, reply.status), reply.code, where)
-        read, deleted = bucket.ask("GET", key), bucket.ask("DELETE", key)
+        step = "GET"
+        read = bucket.ask("GET", key)
+        step = "DELETE"
+        deleted = bucket.ask("DELETE", key)
         for reply in (read, deleted):
             if reply.status >= 300:
                 return _refusal(_cause(reply.code, reply.status), reply.code, where)
         if read.body != body:
             return Verdict(False, f"{CONTENT_MISMATCH}: test object read back differs in {where}", CONTENT_MISMATCH)
-    except OSError as exc:  # refused, reset, timed out, TLS: what botocore's path reports as unreachable too
+    except TimeoutError:  # the transport check connected a moment ago: the gateway is up, what is behind it is not
+        return _silent(where, step)
+    except OSError as exc:  # refused, reset, TLS: what botocore's path reports as unreachable too
         return Verdict(False, f"{UNREACHABLE}: {where}: {exc}", UNREACHABLE)
     finally:
         bucket.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from contextlib import contextmanager
@@ -79,3 +80,15 @@ def make_tier_dirs() -> None:
 
 def files_under(path: Path) -> list[Path]:
     return [p for p in path.rglob("*") if p.is_file()]
+
+
+@contextmanager
+def paused_osd(directory: Path = CEPH_DIR):
+    """The Ceph RGW's storage daemon paused (SIGSTOP), resumed afterwards, always: the gateway keeps taking
+    connections and holds every request that needs the store, as in front of a full cluster."""
+    pid = int((directory / "osd.pid").read_text().strip())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)

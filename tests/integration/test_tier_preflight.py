@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from helpers import RECIPES, run_cli
 from stacks import variant
-from storage import TIER_ROOT, bucket_keys, files_under
+from storage import TIER_ROOT, bucket_keys, files_under, paused_osd
 
 pytestmark = [pytest.mark.docker]
 
@@ -54,6 +54,16 @@ def test_s3_failure_names_its_cause(case, tiers_env, ceph_rgw, tmp_path):
     assert result["status"] == "fail", result
     assert result["message"].startswith(cause), result["message"]
     assert not [k for k in bucket_keys(ceph_rgw) if k.startswith("stackctl-probe/")]
+
+
+def test_a_gateway_whose_store_does_not_answer_is_told_from_one_that_is_down(tiers_env, ceph_rgw):
+    """A Ceph cluster that takes no requests (full, or its storage daemon down) leaves the gateway up and silent;
+    the check names that, not an unreachable endpoint, and passes again once the store answers."""
+    with paused_osd():
+        silent = host_doctor(tiers_env, RECIPES / "cpu-tiers.toml")["host.s3-tier"]
+    assert silent["status"] == "fail" and silent["message"].startswith("store not answering"), silent
+    assert "full or down" in silent["message"]
+    assert host_doctor(tiers_env, RECIPES / "cpu-tiers.toml")["host.s3-tier"]["status"] == "pass"
 
 
 def test_disk_tier_path_read_only_fails(tiers_env, small_mount, tmp_path):

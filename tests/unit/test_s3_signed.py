@@ -6,6 +6,7 @@ same requests run against the real Ceph RGW in tests/integration/test_tier_prefl
 from __future__ import annotations
 
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
@@ -53,8 +54,9 @@ class StandIn:
     request says it signed) and answers as S3 does: a bucket it holds, objects put and read back and deleted, 403
     with an XML code for a wrong signature, 404 without a body for a HEAD of a bucket it does not hold."""
 
-    def __init__(self, bucket="stackctl-kv", corrupt=False):
+    def __init__(self, bucket="stackctl-kv", corrupt=False, hold_writes_s=0.0):
         self.bucket, self.corrupt, self.objects, self.seen = bucket, corrupt, {}, []
+        self.hold_writes_s = hold_writes_s  # a PUT answered this late: a Ceph gateway in front of a full cluster
         handler = type("Handler", (_Handler,), {"state": self})
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.port = self.httpd.server_address[1]
@@ -98,6 +100,7 @@ class _Handler(BaseHTTPRequestHandler):
                                 b"<Error><Code>NoSuchBucket</Code></Error>")
         key = self.path.lstrip("/")
         if self.command == "PUT":
+            time.sleep(state.hold_writes_s)
             state.objects[key] = body
         elif self.command == "GET":
             return self._answer(200, state.objects[key][::-1] if state.corrupt else state.objects[key])
@@ -137,15 +140,19 @@ def test_the_test_object_is_put_read_back_and_deleted_over_one_connection(to_loo
 
 
 @pytest.mark.parametrize("case,cause", [("missing bucket", "bucket missing"), ("wrong key", "access denied"),
-                                        ("corrupt", "content mismatch"), ("down", "endpoint unreachable")])
-def test_each_answer_names_its_cause(to_loopback, case, cause):
-    with StandIn(corrupt=case == "corrupt") as stand_in:
+                                        ("corrupt", "content mismatch"), ("down", "endpoint unreachable"),
+                                        ("full", "store not answering")])
+def test_each_answer_names_its_cause(to_loopback, monkeypatch, case, cause):
+    monkeypatch.setattr(s3_access, "TIMEOUT_S", 0.3)
+    with StandIn(corrupt=case == "corrupt", hold_writes_s=1.0 if case == "full" else 0.0) as stand_in:
         if case == "down":
             stand_in.httpd.server_close()
         bucket = "stackctl-missing" if case == "missing bucket" else "stackctl-kv"
         keys = {**KEYS, "aws_secret_access_key": "not-the-key"} if case == "wrong key" else KEYS
         verdict = round_trip(stand_in, bucket, keys)
     assert not verdict.ok and verdict.cause == cause and verdict.message.startswith(cause), verdict.message
+    if case == "full":  # the step that got no answer, and where to look
+        assert "gave no answer to the test's PUT in 0.3 s" in verdict.message and "full or down" in verdict.message
 
 
 def test_keys_from_the_recipes_variables_take_the_signed_path(monkeypatch):
