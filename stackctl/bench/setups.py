@@ -82,11 +82,15 @@ def run_arm(recipe, sessions, tokens: int, max_requests: int, max_seconds: float
         return result
 
 
-def settler(recipe) -> Callable[[], float | None]:
+def settler(recipe) -> Callable[[], float | None] | None:
     """What the probe calls before each arm: wait until the stack's container is quiet (stackctl/engine/quiet.py);
-    it returns None, at once, where this machine cannot see the container's processes."""
+    it returns None, at once, where this machine cannot see the container's processes. No wait (None) for a stack
+    without a KV offload: nothing writes in the background there, and a wait would sit through vLLM's one-second
+    poll after every request for nothing."""
     from stackctl.engine.quiet import container_cpu_seconds, wait_until_quiet
 
+    if not recipe.cache.enabled:
+        return None
     container = stack_container(recipe)
     reader = container_cpu_seconds(container) if container is not None else None
     return (lambda: wait_until_quiet(reader)) if reader is not None else (lambda: None)

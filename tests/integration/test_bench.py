@@ -36,9 +36,9 @@ def test_probe_gates_on_the_servers_hit_rate_and_writes_the_arms(smoke_stack, tm
     recompute = probe["arms"]["recompute"]["prefill"]
     assert recompute["tokens_recomputed"] == probe["prompt_tokens"] and recompute["share_of_peak"] > 0
     assert f"of this host's {floor['dtype']} matmul peak" in result.stdout
-    # Each arm waited for a quiet server, read from the real container's processes in this machine's /proc.
-    assert len(probe["settled_s"]) == 2 * 3 and all(s is not None and s >= 0.2 for s in probe["settled_s"]), probe
-    assert "each arm asked once the server was quiet" in result.stdout
+    # No KV offload writes in the background here: the arms do not wait for a quiet server (the LMCache stack's
+    # do: tests/integration/test_lmcache_live.py).
+    assert probe["settled_s"] is None and "each arm asked" not in result.stdout
 
 
 def test_probe_fails_when_the_bar_is_out_of_reach(smoke_stack, tmp_path):

@@ -48,6 +48,16 @@ def test_the_first_cold_figure_on_a_new_stack_is_a_prefill_not_a_first_request_c
     assert int(first.group(1)) <= 10 * max(later), (first.group(1), later)
 
 
+def test_the_main_jobs_bench_asked_each_arm_on_a_quiet_server(smoke_job):
+    """LMCache writes what the recompute arm stored on to its disk, fs and S3 tiers in background threads; the
+    main job's probe waited before each arm until the real container's processes were quiet (read from this
+    machine's /proc), which takes at least the two quiet windows and vLLM's one-second poll after a request."""
+    probe = json.loads((smoke_job.folder / "bench-cpu-lmcache" / "probe.json").read_text())
+    waits = probe["settled_s"]
+    assert len(waits) == 3 * probe["runs"] and all(w is not None and w >= 0.2 for w in waits), waits
+    assert "each arm asked once the server was quiet" in smoke_job.output
+
+
 def main_job_deep_report(smoke_job) -> dict | None:
     """The results of the main job's own `doctor --deep` (the JSON it wrote beside the table it printed); None when
     the job stopped before it."""
