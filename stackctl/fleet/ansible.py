@@ -46,13 +46,23 @@ def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, sk
         "stackctl_host_allow_reboot": allow_reboot,
         "stackctl_host_doctor_skip": list(doctor_skip),
         "stackctl_host_artifacts_dir": artifacts_dir,
+        **host_environment(),
     }
+
+
+def host_environment() -> dict:
+    """The variables the hosts' stackctl runs with: STACKCTL_CPU_ISA_CAP from this shell, when set (its what-if goes
+    to the whole fleet, and the recipe hash each host computes matches the controller's), else nothing."""
+    import os
+
+    cap = os.environ.get("STACKCTL_CPU_ISA_CAP")
+    return {"stackctl_fleet_environment": {"STACKCTL_CPU_ISA_CAP": cap}} if cap else {}
 
 
 def doctor_extravars(plans: dict, *, scope: str, skip: tuple = (), marker_id: str = "") -> dict:
     """Extra variables of playbooks/doctor.yml (marker_id names this run's shared-tier marker files)."""
     return {"stackctl_host_fleet_plan": plans, "stackctl_host_doctor_scope": scope,
-            "stackctl_host_doctor_skip": list(skip), "stackctl_host_marker_id": marker_id}
+            "stackctl_host_doctor_skip": list(skip), "stackctl_host_marker_id": marker_id, **host_environment()}
 
 
 def runner_kwargs(*, private_data_dir: str, playbook: str, inventory: str, extravars: dict, forks: int,

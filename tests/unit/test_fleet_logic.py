@@ -596,3 +596,15 @@ def test_tracker_keeps_marker_outcomes_and_the_table_shows_their_notes():
     assert fl.detail(first, "doctor") == "checks passed"
     assert second.status == fl.OK and second.to_dict()["notes"] == ["fs tier /kv: not proven shared: h0, ..."]
     assert fl.detail(second, "doctor") == "checks passed; fs tier /kv: not proven shared: h0, ..."
+
+
+def test_the_cpu_isa_cap_of_the_controllers_shell_goes_to_the_hosts(monkeypatch):
+    """STACKCTL_CPU_ISA_CAP changes the recipe each stackctl loads (and its hash): the hosts' stackctl runs with the
+    controller's, so the hash a host computes is the planned one. Both plays set it as their environment."""
+    assert "stackctl_fleet_environment" not in _extravars()  # unset: the hosts' environment is left alone
+    monkeypatch.setenv("STACKCTL_CPU_ISA_CAP", "avx2")
+    wanted = {"STACKCTL_CPU_ISA_CAP": "avx2"}
+    assert _extravars()["stackctl_fleet_environment"] == wanted
+    assert fl.doctor_extravars({}, scope="host")["stackctl_fleet_environment"] == wanted
+    for playbook in ("rollout.yml", "doctor.yml"):
+        assert 'environment: "{{ stackctl_fleet_environment | default({}) }}"' in (PLAYBOOKS / playbook).read_text()
