@@ -19,6 +19,7 @@ from stackctl import __version__
 from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.host.dtype import DTYPE_ENV, host_decides
+from stackctl.host.isa import ONEDNN_LEVELS, onednn_levels_with
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of
 from stackctl.knowledge.rocm import rocm_path
@@ -287,6 +288,8 @@ def _template_context(recipe: Recipe) -> dict:
         "cpu_connector_env": stackspec.CPU_CONNECTOR_ENV,
         "host_dtype": host_decides(recipe),
         "dtype_env": DTYPE_ENV,
+        "onednn_levels": " ".join(ONEDNN_LEVELS),
+        "bf16_onednn_levels": {flag: " ".join(onednn_levels_with(flag)) for flag in ("avx512_bf16", "amx_bf16")},
     }
 
 

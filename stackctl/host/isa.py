@@ -101,6 +101,12 @@ class CpuIsa:
                    tuple(data.get("capped_by", ())))
 
 
+def onednn_levels_with(feature: str) -> tuple[str, ...]:
+    """The ONEDNN_MAX_CPU_ISA values that leave oneDNN the instructions of `feature` (for serve.sh, which decides a
+    dtype from the CPU's flags where `stackctl up` did not)."""
+    return ONEDNN_LEVELS[ONEDNN_LEVELS.index(_FIRST_LEVEL_WITH[feature]):]
+
+
 def canonical_dtype(dtype: str | None) -> str | None:
     """vLLM's --dtype spellings (and torch's) -> float32 | bfloat16 | float16; None for auto or anything else."""
     return DTYPE_ALIASES.get(str(dtype or "").strip().lower().removeprefix("torch."))

@@ -120,8 +120,10 @@ def run_serve(tmp_path: Path, decision, tools: tuple[str, ...]) -> tuple[list, s
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
     serve = tmp_path / "serve.sh"
     serve.write_bytes(render.render_files(recipe)["serve.sh"])
-    server = stackspec.server_command(recipe) + stackspec.serve_args(recipe)
-    env = {"PATH": str(stub_bin(tmp_path / "bin", tools + (server[0],))), **placement(decision).environment()}
+    # The dtype `up` decided (cpu-smoke's model.dtype is "auto"): serve.sh passes it on last.
+    server = stackspec.server_command(recipe) + stackspec.serve_args(recipe) + ["--dtype", "float32"]
+    env = {"PATH": str(stub_bin(tmp_path / "bin", tools + (server[0],))), **placement(decision).environment(),
+           "STACKCTL_DTYPE": "float32"}
     result = subprocess.run(["/bin/bash", str(serve)], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)

@@ -223,7 +223,11 @@ def test_hostile_values_cannot_inject_shell_into_serve_sh(tmp_path, platform):
     result = subprocess.run(["bash", str(serve)], env=env, cwd=work, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     argv = json.loads(result.stdout)
-    assert argv == stackspec.server_command(recipe) + stackspec.serve_args(recipe)
+    # On cpu (model.dtype "auto"), without `up`'s decision serve.sh decides from this CPU's flags and says so.
+    decided = ["--dtype", argv[-1]] if platform == "cpu" else []
+    assert decided in ([], ["--dtype", "float32"], ["--dtype", "bfloat16"])
+    assert platform != "cpu" or "no decision from stackctl up: this CPU's flags decide" in result.stderr
+    assert argv == stackspec.server_command(recipe) + stackspec.serve_args(recipe) + decided
     assert PLAIN_HOSTILE in argv and "/models/" + PLAIN_HOSTILE in argv
     assert not marker.exists() and list(work.iterdir()) == []
 

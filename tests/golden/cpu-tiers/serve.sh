@@ -40,10 +40,27 @@ fi
 
 # model.dtype = "auto" on a CPU: `stackctl up` picks the dtype this host's CPU runs natively (bfloat16 only with
 # AVX512-BF16 or AMX, else float32) and passes it in STACKCTL_DTYPE; without it vLLM picks bfloat16 on every x86 CPU.
-dtype_args=()
+# Run without it (`docker compose up` of this bundle, or by hand), this CPU's flags decide, as `up` does when it
+# cannot measure: bfloat16 where the CPU has AVX512-BF16 or AMX (or arm64's bf16) and ONEDNN_MAX_CPU_ISA leaves oneDNN
+# those instructions, float32 elsewhere.
+native_bf16() {
+    local cap="${ONEDNN_MAX_CPU_ISA:-${DNNL_MAX_CPU_ISA:-}}" flags
+    cap="${cap^^}"
+    if [[ -z "${cap}" || " SSE41 AVX AVX2 AVX2_VNNI AVX2_VNNI_2 AVX512_CORE AVX512_CORE_VNNI AVX512_CORE_BF16 AVX512_CORE_FP16 AVX512_CORE_AMX AVX512_CORE_AMX_FP16 " != *" ${cap} "* ]]; then
+        cap=""  # no cap, or one oneDNN does not know (it ignores it too)
+    fi
+    flags=" $(grep -m1 -E '^(flags|Features)' /proc/cpuinfo | cut -d: -f2 || true) "
+    [[ "${flags}" == *" avx512_bf16 "* && ( -z "${cap}" || " AVX512_CORE_BF16 AVX512_CORE_FP16 AVX512_CORE_AMX AVX512_CORE_AMX_FP16 " == *" ${cap} "* ) ]] ||
+        [[ "${flags}" == *" amx_bf16 "* && ( -z "${cap}" || " AVX512_CORE_AMX AVX512_CORE_AMX_FP16 " == *" ${cap} "* ) ]] ||
+        [[ "${flags}" == *" bf16 "* ]]
+}
 if [[ -n "${STACKCTL_DTYPE:-}" ]]; then
     dtype_args=(--dtype "${STACKCTL_DTYPE}")
     echo "stackctl: dtype: ${STACKCTL_DTYPE} (stackctl up's decision for this host's CPU)" >&2
+else
+    if native_bf16; then dtype=bfloat16; else dtype=float32; fi
+    dtype_args=(--dtype "${dtype}")
+    echo "stackctl: dtype: ${dtype} (no decision from stackctl up: this CPU's flags decide)" >&2
 fi
 
 exec "${launcher[@]}" python -m vllm.entrypoints.openai.api_server --model /opt/stackctl/models/tiny-random-llama \
