@@ -171,37 +171,40 @@ TRACE_TIME_SHARE = 0.5
 def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
     """Every arm through every load point; the crossover per offload arm and context, and plan's prediction."""
     from stackctl.doctor.second_server import second_server
+    from stackctl.host.dtype import DTYPE_ENV
     from stackctl.plan import plan_recipe
 
     arms = arms_named(arm_names, recipe)
     users = sorted(set(spec.users))
     contexts = sorted(set(spec.contexts))
     longest = model_max_len(max(contexts), spec.output_tokens)
-    footprint = plan_recipe(recipe, users=1, context_tokens=max(contexts))
-    per_token = footprint.bytes_per_token_all_gpus
-    kv_tokens = spec.kv_tokens or default_kv_tokens(users, contexts[len(contexts) // 2], longest)
-    if kv_tokens < longest:
-        raise StackctlError(f"bench --kv-tokens {kv_tokens}: vLLM needs room for one request of {longest} tokens "
-                            f"(fix: --kv-tokens {longest} or more, or a shorter --sweep-context)")
-    kv_bytes = kv_tokens * per_token
-    if spec.trace is not None:
-        for context in contexts:  # refused before any arm starts when the trace cannot fit a context
-            say(f"bench: {describe(spec.trace, fit(spec.trace, context, spec.max_seconds * TRACE_TIME_SHARE), context)}")
-    result: dict = {"stack": recipe.stack.name, "model": recipe.served_name, "users": users, "contexts": contexts,
-                    "turns": spec.turns, "output_tokens": spec.output_tokens, "think_s": spec.think_s,
-                    "kv_tokens": kv_tokens, "kv_cache_bytes": kv_bytes, "bytes_per_token_planned": per_token,
-                    "arms": [], "points": []}
-    if spec.trace is not None:
-        fits = {c: fit(spec.trace, c, spec.max_seconds * TRACE_TIME_SHARE) for c in contexts}
-        result["trace"] = {"name": spec.trace.name, "requests": len(spec.trace.requests),
-                           "block_size": spec.trace.block_size,
-                           "fits": {str(c): vars(used) for c, used in fits.items()},
-                           "replay": [describe(spec.trace, used, c) for c, used in fits.items()]}
     with ExitStack() as running:
         # Held from before the first arm's setup to the last point: another sweep of this stack would replace its
         # arms (same names) and empty their caches.
         running.enter_context(sweep_lock(recipe.stack.name, say))
         image, dtype_env = stack_image(recipe, say)
+        # Sized for the dtype the arms compute in: float32 where the CPU has no native bf16, twice the KV bytes.
+        footprint = plan_recipe(recipe, users=1, context_tokens=max(contexts), serve_dtype=dtype_env.get(DTYPE_ENV))
+        per_token = footprint.bytes_per_token_all_gpus
+        kv_tokens = spec.kv_tokens or default_kv_tokens(users, contexts[len(contexts) // 2], longest)
+        if kv_tokens < longest:
+            raise StackctlError(f"bench --kv-tokens {kv_tokens}: vLLM needs room for one request of {longest} tokens "
+                                f"(fix: --kv-tokens {longest} or more, or a shorter --sweep-context)")
+        kv_bytes = kv_tokens * per_token
+        if spec.trace is not None:
+            for context in contexts:  # refused before any arm starts when the trace cannot fit a context
+                used = fit(spec.trace, context, spec.max_seconds * TRACE_TIME_SHARE)
+                say(f"bench: {describe(spec.trace, used, context)}")
+        result: dict = {"stack": recipe.stack.name, "model": recipe.served_name, "users": users, "contexts": contexts,
+                        "turns": spec.turns, "output_tokens": spec.output_tokens, "think_s": spec.think_s,
+                        "kv_tokens": kv_tokens, "kv_cache_bytes": kv_bytes, "bytes_per_token_planned": per_token,
+                        "arms": [], "points": []}
+        if spec.trace is not None:
+            fits = {c: fit(spec.trace, c, spec.max_seconds * TRACE_TIME_SHARE) for c in contexts}
+            result["trace"] = {"name": spec.trace.name, "requests": len(spec.trace.requests),
+                               "block_size": spec.trace.block_size,
+                               "fits": {str(c): vars(used) for c, used in fits.items()},
+                               "replay": [describe(spec.trace, used, c) for c, used in fits.items()]}
         servers = []
         for index, arm in enumerate(arms):
             served = arm_recipe(recipe, arm, kv_bytes, longest)
@@ -230,7 +233,7 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
                     say(f"bench: {arm.name} {load} users x {context:,} tokens: TTFT p50 "
                         f"{_seconds(figures['ttft_p50_s'])}, p95 {_seconds(figures['ttft_p95_s'])}, "
                         f"{figures['tokens_per_s']:.0f} tokens/s, {figures['completed']} requests")
-    _judge(result, recipe, arms, kv_bytes)
+    _judge(result, recipe, arms, kv_bytes, dtype_env.get(DTYPE_ENV))
     return result
 
 
@@ -260,8 +263,9 @@ def _point(url: str, model: str, load: int, context: int, spec: SweepSpec) -> di
     return figures
 
 
-def _judge(result: dict, recipe, arms: list[SweepArm], kv_bytes: int) -> None:
-    """The crossover per offload arm and context, plan's regime per point, and the sentence between them."""
+def _judge(result: dict, recipe, arms: list[SweepArm], kv_bytes: int, serve_dtype: str | None = None) -> None:
+    """The crossover per offload arm and context, plan's regime per point, and the sentence between them (the plan
+    for the dtype the arms computed in)."""
     from stackctl.plan import plan_recipe
 
     baseline = next(arm for arm in arms if arm.baseline)
@@ -271,7 +275,7 @@ def _judge(result: dict, recipe, arms: list[SweepArm], kv_bytes: int) -> None:
         for load in result["users"]:
             longest = model_max_len(max(result["contexts"]), result["output_tokens"])
             planned = plan_recipe(arm_recipe(recipe, arms[-1], kv_bytes, longest), users=load,
-                                  context_tokens=context)
+                                  context_tokens=context, serve_dtype=serve_dtype)
             result["plan"].append({"users": load, "context_tokens": context, "regime": planned.regime,
                                    "hbm_tokens": planned.hbm_tokens})
         plan_tokens = next(p["hbm_tokens"] for p in result["plan"] if p["context_tokens"] == context)

@@ -13,11 +13,12 @@ from stackctl.plan.make import Plan, chunk_advice, make_plan
 
 
 def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = None, host=None,
-                host_ram_bytes: int | None = None) -> Plan:
+                host_ram_bytes: int | None = None, serve_dtype: str | None = None) -> Plan:
     """The plan for a recipe: model shape from its config.json (else the built-in table), GPU memory from the host
     (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM from --host-ram (else this host, and
     the plan says so) and disk free space from this host; with LMCache, what its chunk size costs a hit beside
-    vLLM's KV block (chunk_advice)."""
+    vLLM's KV block (chunk_advice). `serve_dtype`: the dtype the server computes in when it is known (a CPU stack's
+    decision by `up`: float32 KV takes twice the bytes), else the recipe's model.dtype."""
     from stackctl.bundle.stackspec import lmcache_chunk_size, vllm_block_size
     from stackctl.knowledge.gpu_table import lookup_gpu
     from stackctl.knowledge.model_table import lookup, recipe_shape
@@ -69,7 +70,7 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
         gpu_memory_utilization=recipe.serve.gpu_memory_utilization, gpu_vram_bytes=vram,
         weights_bytes=weights_bytes, cpu_tier_bytes=int(cpu[0].size_gb * GiB) if cpu else None,
         disk_tier_bytes=int(disk[0].size_gb * GiB) if disk else None, users=users, context_tokens=context_tokens,
-        host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=recipe.model.dtype, extra_notes=notes,
+        host_ram_bytes=ram, disk_free_bytes=disk_free, serve_dtype=serve_dtype or recipe.model.dtype, extra_notes=notes,
         remote_tiers=remote, kv_cache_bytes=explicit[0] if explicit else None)
     plan.host_ram_source = ram_source if ram is not None else ""
     chunk = lmcache_chunk_size(recipe) if recipe.cache.enabled else None

@@ -301,3 +301,17 @@ def test_the_ram_rows_say_whose_ram_and_what_the_cpu_tier_may_use():
     rows = [line.strip() for line in format_text(big).splitlines()]
     assert any(row.startswith("host RAM (--host-ram)") for row in rows)
     assert any(row.startswith("= RAM a CPU tier may use") and "494,780,232,500" in row for row in rows)
+
+
+def test_a_cpu_stack_served_in_float32_needs_twice_the_kv_bytes_of_bf16():
+    """bench --sweep sizes its arms' KV cache with the dtype they compute in: up's decision on a CPU without native
+    bf16 is float32, whose KV takes 4 bytes an element (the arms' servers refused to start with bf16's sizing)."""
+    from helpers import RECIPES
+
+    from stackctl.plan import plan_recipe
+    from stackctl.recipe import load_recipe
+
+    recipe = load_recipe(RECIPES / "cpu-lmcache.toml")  # model.dtype "auto": the model's bfloat16 unless told
+    as_written = plan_recipe(recipe, users=1, context_tokens=768).bytes_per_token_all_gpus
+    in_float32 = plan_recipe(recipe, users=1, context_tokens=768, serve_dtype="float32").bytes_per_token_all_gpus
+    assert as_written == 24_576 and in_float32 == 2 * as_written  # 12 layers x 2 x 8 KV heads x 64 x 2 or 4 bytes
