@@ -87,13 +87,12 @@ def settler(recipe) -> Callable[[], float | None] | None:
     it returns None, at once, where this machine cannot see the container's processes. No wait (None) for a stack
     without a KV offload: nothing writes in the background there, and a wait would sit through vLLM's one-second
     poll after every request for nothing."""
-    from stackctl.engine.quiet import container_cpu_seconds, wait_until_quiet
+    from stackctl.engine.quiet import wait_for_container
 
     if not recipe.cache.enabled:
         return None
     container = stack_container(recipe)
-    reader = container_cpu_seconds(container) if container is not None else None
-    return (lambda: wait_until_quiet(reader)) if reader is not None else (lambda: None)
+    return (lambda: wait_for_container(container)) if container is not None else (lambda: None)
 
 
 def lmcache_arm(recipe) -> bool:

@@ -79,10 +79,9 @@ def hit_test_prompt(ctx) -> tuple[list[int], int]:
 def let_writes_finish(ctx) -> None:
     """Wait until the stack's container is quiet (LMCache's background writes done); a fixed pause where this
     machine cannot see the container's processes."""
-    from stackctl.engine.quiet import container_cpu_seconds, wait_until_quiet
+    from stackctl.engine.quiet import wait_for_container
 
-    reader = container_cpu_seconds(ctx.container())
-    if reader is None or wait_until_quiet(reader) is None:
+    if wait_for_container(ctx.container()) is None:
         time.sleep(WARM_UP_DRAIN_S)
 
 

@@ -89,3 +89,10 @@ def wait_until_quiet(cpu_seconds: Callable[[], float | None], timeout_s: float =
             return now_at - started
         last, last_at = now, now_at
     return None
+
+
+def wait_for_container(container) -> float | None:
+    """Seconds waited until `container` (a docker-py container) went quiet; None, at once, when this machine cannot
+    see its processes, or when it stayed busy."""
+    reader = container_cpu_seconds(container)
+    return wait_until_quiet(reader) if reader is not None else None

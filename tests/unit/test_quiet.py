@@ -76,3 +76,9 @@ def test_a_server_busy_to_the_end_or_unreadable_gives_none():
     assert wait_until_quiet(always_busy, timeout_s=2.0, clock=clock, sleep=sleep) is None
     read, clock, sleep = scripted([0.0, None])
     assert wait_until_quiet(read, clock=clock, sleep=sleep) is None
+
+
+def test_a_container_this_machine_does_not_hold_is_not_waited_for():
+    from stackctl.engine.quiet import wait_for_container
+
+    assert wait_for_container(type("C", (), {"id": "elsewhere", "attrs": {"State": {"Pid": 0}}})()) is None
