@@ -55,8 +55,10 @@ def host_environment() -> dict:
     to the whole fleet, and the recipe hash each host computes matches the controller's), else nothing."""
     import os
 
-    cap = os.environ.get("STACKCTL_CPU_ISA_CAP")
-    return {"stackctl_fleet_environment": {"STACKCTL_CPU_ISA_CAP": cap}} if cap else {}
+    from stackctl.recipe.isa_cap import CPU_ISA_CAP_ENV
+
+    cap = os.environ.get(CPU_ISA_CAP_ENV)
+    return {"stackctl_fleet_environment": {CPU_ISA_CAP_ENV: cap}} if cap else {}
 
 
 def doctor_extravars(plans: dict, *, scope: str, skip: tuple = (), marker_id: str = "") -> dict:
