@@ -51,11 +51,9 @@ def init(preset, from_command, lmcache_config, name, output, force, list_presets
 def preset_summary(path: Path) -> tuple[str, str]:
     """(platform, what it is) of a shipped recipe: its stack.description, whole (else the first sentence of its
     header comment)."""
-    from stackctl.knowledge.compat import (
-        tomllib,  # tomllib, or tomli before Python 3.11
-    )
+    from stackctl import toml_parser
 
-    stack = tomllib.loads(path.read_text(encoding="utf-8")).get("stack", {})
+    stack = toml_parser.loads(path.read_text(encoding="utf-8")).get("stack", {})
     description = stack.get("description", "")
     if not description:
         header = " ".join(line.lstrip("# ").strip() for line in path.read_text().splitlines()

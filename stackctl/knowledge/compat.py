@@ -5,12 +5,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-import sys
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from stackctl import toml_parser
 
 _COMPAT_FILE = os.path.join(os.path.dirname(__file__), "compat.toml")
 
@@ -19,7 +15,7 @@ _COMPAT_FILE = os.path.join(os.path.dirname(__file__), "compat.toml")
 def table() -> dict:
     """The parsed compatibility table."""
     with open(_COMPAT_FILE, encoding="utf-8") as handle:
-        return tomllib.loads(handle.read())
+        return toml_parser.loads(handle.read())
 
 
 _PLAIN_RELEASE = re.compile(r"^\d+(\.\d+)*$")

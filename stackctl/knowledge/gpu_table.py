@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from stackctl import toml_parser
+
 
 _GPUS_FILE = Path(__file__).with_name("gpus.toml")
 _GFX = re.compile(r"\bgfx[0-9a-f]+\b")
@@ -39,7 +36,7 @@ class GpuMatch:
 @functools.lru_cache(maxsize=None)
 def gpus() -> tuple[GpuSpec, ...]:
     """Every GPU in the table, in file order."""
-    data = tomllib.loads(_GPUS_FILE.read_text(encoding="utf-8"))
+    data = toml_parser.loads(_GPUS_FILE.read_text(encoding="utf-8"))
     return tuple(GpuSpec(row["name"], row["gfx"], int(row["vram_bytes"]), row["source"]) for row in data["gpu"])
 
 

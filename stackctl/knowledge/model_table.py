@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from stackctl import toml_parser
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kv_math import ModelShape, shape_from_config
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 _MODELS_FILE = Path(__file__).with_name("models.toml")
 
@@ -39,7 +35,7 @@ class ModelEntry:
 @functools.lru_cache(maxsize=None)
 def entries() -> tuple[ModelEntry, ...]:
     """Every built-in model, in file order."""
-    data = tomllib.loads(_MODELS_FILE.read_text(encoding="utf-8"))
+    data = toml_parser.loads(_MODELS_FILE.read_text(encoding="utf-8"))
     return tuple(
         ModelEntry(
             ids=tuple(row["ids"]),

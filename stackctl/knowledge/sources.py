@@ -29,12 +29,10 @@ def __getattr__(name: str) -> re.Pattern[str]:
 @functools.lru_cache(maxsize=None)
 def table() -> dict[str, list[str]]:
     """Every id's sources, as sources.toml lists them."""
-    from stackctl.knowledge.compat import (
-        tomllib,  # tomllib, or tomli before Python 3.11
-    )
+    from stackctl import toml_parser
 
     with open(_SOURCES_FILE, encoding="utf-8") as handle:
-        data = tomllib.loads(handle.read())
+        data = toml_parser.loads(handle.read())
     return {entry_id: list(entry.get("sources", [])) for entry_id, entry in data.items()}
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
-import sys
-from typing import TYPE_CHECKING
-
+from stackctl import toml_parser
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
 from stackctl.knowledge.kinds import TIER_KINDS, TIER_KINDS_BY_NAME, url_scheme
@@ -15,14 +13,11 @@ from stackctl.recipe.model import Recipe, Tier, recipe_fields
 from stackctl.recipe.positions import index_positions, lookup
 from stackctl.secrets import is_secret_name, redact
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from pathlib import Path
     from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on older Pythons only
-    import tomli as tomllib
 
 # Key names that would put a secret value into the recipe. Recipes name where a secret comes from instead.
 _INLINE_SECRET_KEYS = {
@@ -73,8 +68,8 @@ MAX_DEPTH = 32  # tables and arrays inside each other; real recipes use 4
 def load_recipe_text(text: str, source: str = "<recipe>") -> Recipe:
     """Parse recipe text; ``source`` names it in messages."""
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = toml_parser.loads(text)
+    except toml_parser.TOMLDecodeError as exc:
         raise RecipeError([_syntax_finding(exc, source)]) from None
     except RecursionError:
         data = None

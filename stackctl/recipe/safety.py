@@ -5,7 +5,7 @@ only a shell at launch time would have expanded. The rules `host-path-unsafe` an
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator

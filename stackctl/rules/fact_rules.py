@@ -13,14 +13,13 @@ unknown variable, an unknown LMCache key) is a warning. Keys that a hand-written
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
-
 from stackctl.knowledge import compat
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.serve_flags import json_flag_values
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import package_version, rule
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Callable, Iterator
 

@@ -7,14 +7,13 @@ tests/fixtures/rules/<id>/.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stackctl import secrets
 from stackctl.knowledge.kinds import kind_of, kind_of_url
 from stackctl.recipe.model import Recipe
 from stackctl.recipe.safety import host_path_problem, unresolved_values
 from stackctl.rules.registry import rule
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 

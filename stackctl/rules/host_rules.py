@@ -3,12 +3,11 @@ another, and nothing in the recipe alone shows it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
 

@@ -9,12 +9,11 @@ They register in the same catalog as stackctl/rules/stack_rules.py (rules/rulese
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
-
 from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import rule
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from collections.abc import Iterator
 

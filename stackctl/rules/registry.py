@@ -6,14 +6,13 @@ check ids (stackctl/ids.py).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stackctl import ids
 from stackctl.bundle.stackspec import versions, vllm_version
 from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 from stackctl.text import clean_doc
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterable
     from typing import Callable

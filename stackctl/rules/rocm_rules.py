@@ -3,8 +3,6 @@ ATOM's plugin was made against."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stackctl.bundle.stackspec import ATOM_DISABLE_ENV, disables_atom_plugin
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
@@ -20,6 +18,7 @@ from stackctl.knowledge.serving_engines import serving_engine_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
 

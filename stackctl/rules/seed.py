@@ -4,10 +4,9 @@ pre_caching_hash_algorithm)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stackctl.recipe.model import Recipe
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from stackctl.knowledge.hash_seed import SeedNeed
 

@@ -7,8 +7,6 @@ into located Findings. Every rule ships a passing and a failing fixture in tests
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from stackctl.bundle.stackspec import hash_seed, lmcache_in_image, lmcache_in_server, lmcache_install, vllm_version
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
@@ -17,6 +15,7 @@ from stackctl.recipe.model import Recipe, Tier
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 from stackctl.rules.seed import lmcache_connections, seed_need
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
 
