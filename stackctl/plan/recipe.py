@@ -18,7 +18,8 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
     (else --gpu, else the recipe's gpu_arch), tier sizes from the recipe, RAM from --host-ram (else this host, and
     the plan says so) and disk free space from this host; with LMCache, what its chunk size costs a hit beside
     vLLM's KV block (chunk_advice). `serve_dtype`: the dtype the server computes in when it is known (a CPU stack's
-    decision by `up`: float32 KV takes twice the bytes), else the recipe's model.dtype."""
+    decision by `up`: float32 KV takes twice the bytes), else on a CPU stack with model.dtype "auto" the decision
+    `up` makes on `host` by its CPU flags, else the recipe's model.dtype."""
     from stackctl.bundle.stackspec import lmcache_chunk_size, vllm_block_size
     from stackctl.knowledge.gpu_table import lookup_gpu
     from stackctl.knowledge.model_table import lookup, recipe_shape
@@ -31,6 +32,8 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
                             "built-in model table (fix: run plan where the model directory is readable)")
     shape, shape_source = resolved
     notes = [f"model shape from {shape_source}"]
+    if serve_dtype is None and host is not None:
+        serve_dtype = host_dtype(recipe, host, notes)
     weights = weights_size(model_dir) if model_dir.is_dir() else None
     weights_bytes = weights.bytes if weights else None
     if weights is None:
@@ -82,6 +85,21 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
         plan.warnings.append(f"--context {context_tokens:,} exceeds model.max_model_len {limit:,}: vLLM refuses "
                              f"longer requests; plan with --context {limit:,} or raise max_model_len")
     return plan
+
+
+def host_dtype(recipe, host, notes: list[str]) -> str | None:
+    """The dtype `up` would serve a CPU stack with model.dtype "auto" in on this host, from its CPU flags (capped as
+    the stack's environment caps them), noted; None where the recipe or vLLM decides. `up` may also measure in the
+    image; the flags and the measurement agree on every CPU measured so far (float32 without native bf16)."""
+    from stackctl.bundle.stackspec import environment
+    from stackctl.host.dtype import decide_dtype, host_decides
+
+    if not host_decides(recipe) or not host.isa.known:
+        return None
+    decision = decide_dtype(recipe, host.isa.for_environment(dict(environment(recipe))))
+    notes.append(f"dtype {decision.reason}: what `up` picks on this machine; plan for another CPU with model.dtype "
+                 "set to what it runs natively")
+    return decision.served
 
 
 def kv_cache_size(recipe) -> tuple[int, str] | None:

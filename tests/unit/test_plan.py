@@ -6,6 +6,7 @@ Run with `pytest -s tests/unit/test_plan.py` to see the printed plans.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -315,3 +316,34 @@ def test_a_cpu_stack_served_in_float32_needs_twice_the_kv_bytes_of_bf16():
     as_written = plan_recipe(recipe, users=1, context_tokens=768).bytes_per_token_all_gpus
     in_float32 = plan_recipe(recipe, users=1, context_tokens=768, serve_dtype="float32").bytes_per_token_all_gpus
     assert as_written == 24_576 and in_float32 == 2 * as_written  # 12 layers x 2 x 8 KV heads x 64 x 2 or 4 bytes
+
+
+@pytest.mark.parametrize(("features", "served", "per_token"), [
+    (("avx2", "avx512f"), "float32", 49_152),  # an AMD EPYC without AVX512-BF16: up serves float32
+    (("avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"), "bfloat16", 24_576),
+])
+def test_plan_sizes_a_cpu_stacks_kv_for_the_dtype_up_picks_on_this_host(features, served, per_token):
+    """model.dtype "auto" on a CPU stack is up's decision per host: plan sizes the KV cache for the same dtype, by the
+    same CPU flags, and says which it took (it sized bf16 where up would serve float32, half the bytes)."""
+    import dataclasses
+
+    from helpers import RECIPES
+
+    from stackctl.host import discover
+    from stackctl.host.isa import CpuIsa
+    from stackctl.plan import format_text, plan_recipe
+    from stackctl.recipe import load_recipe
+    from stackctl.recipe.loader import load_recipe_text
+
+    host = dataclasses.replace(discover(), isa=CpuIsa("x86_64", features))
+    recipe = load_recipe(RECIPES / "cpu-lmcache.toml")
+    plan = plan_recipe(recipe, users=1, context_tokens=768, host=host)
+    assert plan.bytes_per_token_all_gpus == per_token and plan.model_dtype == served
+    assert any(note.startswith(f"dtype {served} (") and "what `up` picks on this machine" in note
+               for note in plan.notes)
+    assert f"KV dtype auto = {served}" in format_text(plan)
+    # A dtype the recipe names stands, whatever the CPU.
+    text = Path(recipe.source).read_text()
+    assert text.count('dtype = "auto"') == 1
+    pinned = load_recipe_text(text.replace('dtype = "auto"', 'dtype = "bfloat16"'), recipe.source)
+    assert plan_recipe(pinned, users=1, context_tokens=768, host=host).bytes_per_token_all_gpus == 24_576
