@@ -7,7 +7,7 @@ from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
 

@@ -12,7 +12,7 @@ from stackctl.knowledge import compat
 from stackctl.recipe.model import Recipe
 from stackctl.text import clean_doc
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterable
     from typing import Callable

@@ -18,7 +18,7 @@ from stackctl.knowledge.serving_engines import serving_engine_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterator
 

@@ -14,7 +14,7 @@ from stackctl.recipe.positions import lookup
 from stackctl.rules.registry import RULES, VERSION_UNKNOWN, Hit, Rule, package_version
 from stackctl.secrets import redact
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Iterable, Iterator
 
