@@ -52,14 +52,25 @@ def stackctl_env(state_dir: Path) -> dict:
 
 
 def variant(tmp_dir: Path, name: str, replacements: dict[str, str], base: str = "cpu-smoke.toml") -> Path:
-    """A recipe file derived from a shipped one by exact text replacements (each must apply)."""
+    """A recipe file derived from a shipped one by exact text replacements (each must apply), named NAME.toml."""
     text = (RECIPES / base).read_text()
     for old, new in replacements.items():
-        assert old in text, f"{old!r} not in {base}"
-        text = text.replace(old, new, 1)
-    path = tmp_dir / f"{name}.toml"
+        text = replace_outside_comments(text, old, new, base)
+    path = tmp_dir / (name if name.endswith(".toml") else f"{name}.toml")
     path.write_text(text)
     return path
+
+
+def replace_outside_comments(text: str, old: str, new: str, source: str) -> str:
+    """TEXT with the first occurrence of OLD that does not start inside a comment replaced by NEW: a shipped recipe's
+    comments may quote the very lines a test changes (`[checks]`, `port = 8000`)."""
+    start = 0
+    while (at := text.find(old, start)) >= 0:
+        line_start = text.rfind("\n", 0, at) + 1
+        if "#" not in text[line_start:at]:
+            return text[:at] + new + text[at + len(old):]
+        start = at + 1
+    raise AssertionError(f"{old!r} not in {source} outside its comments")
 
 
 class Stack:

@@ -19,9 +19,10 @@ from fleet_hosts import (
     make_key,
 )
 from helpers import RECIPES, run_cli
+from stacks import variant
 
-from stackctl.recipe import load_recipe
 from stackctl.bundle.stackspec import recipe_hash
+from stackctl.recipe import load_recipe
 
 needs_ansible = pytest.mark.skipif(ansible_unavailable() is not None, reason=str(ansible_unavailable()))
 
@@ -31,16 +32,6 @@ TOO_BIG = {
     "[cache]\nenabled = false": "[cache]\nenabled = true",
     "[host]": '[[cache.tiers]]\nkind = "cpu"\nsize_gb = 65536\n\n[host]',
 }
-
-
-def _variant(directory: Path, name: str, replacements: dict, base: str = "cpu-smoke.toml") -> Path:
-    text = (RECIPES / base).read_text()
-    for old, new in replacements.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
-    path = directory / name
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -134,7 +125,7 @@ def test_rollout_reports_every_host_is_idempotent_and_fleet_doctor_passes(fleet3
 
     # isolcpus goes on the kernel command line through GRUB drop-ins; a host without them is refused clearly, and
     # nothing reboots without --allow-reboot.
-    _variant(tmp_path, "isolated.toml", {'isolcpus = "auto"': 'isolcpus = "1"'})
+    variant(tmp_path, "isolated.toml", {'isolcpus = "auto"': 'isolcpus = "1"'})
     one = fleet3.inventory(tmp_path / "one.ini", hosts=["host-1"], host_vars={"host-1": {
         "stackctl_recipe": "isolated.toml"}})
     refused = _fleet(env, "rollout", "-i", str(one), "--skip-up", "--tune", "--format", "json")
@@ -149,7 +140,7 @@ def test_rollout_reports_every_host_is_idempotent_and_fleet_doctor_passes(fleet3
 @pytest.mark.ansible
 def test_a_host_failing_preflight_stops_the_rollout_and_later_hosts_are_untouched(fleet3, env, tmp_path,
                                                                                    wheelhouse):
-    _variant(tmp_path, "too-big.toml", TOO_BIG)
+    variant(tmp_path, "too-big.toml", TOO_BIG)
     # host-2 gets its own recipe from the inventory (a path relative to the inventory).
     inventory = fleet3.inventory(tmp_path / "hosts.ini", host_vars={"host-2": {"stackctl_recipe": "too-big.toml"}})
     expected = recipe_hash(load_recipe(RECIPES / "cpu-smoke.toml"))
@@ -181,7 +172,7 @@ def test_a_host_failing_preflight_stops_the_rollout_and_later_hosts_are_untouche
 @pytest.mark.ansible
 def test_hosts_sharing_a_remote_tier_must_agree_before_anything_changes(tmp_path, env):
     # Nothing listens on these addresses: the refusal must come before any connection.
-    _variant(tmp_path, "chunk512.toml", {"chunk_size = 256": "chunk_size = 512"}, base="vllm-lmcache-s3.toml")
+    variant(tmp_path, "chunk512.toml", {"chunk_size = 256": "chunk_size = 512"}, base="vllm-lmcache-s3.toml")
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("[gpu]\nnode-a ansible_host=192.0.2.10\nnode-b ansible_host=192.0.2.11\n"
                          "node-c ansible_host=192.0.2.12 stackctl_recipe=chunk512.toml\n")

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from fleet_hosts import FleetHosts
 from helpers import run_cli
-from test_fleet import _variant, env, fleet_ready, ssh_key, wheelhouse  # noqa: F401  (shared fixtures)
+from stacks import variant
+from test_fleet import env, fleet_ready, ssh_key, wheelhouse  # noqa: F401  (shared fixtures)
 
 SHARED_FS = {
     'vllm = "0.32.0"': 'vllm = "0.32.0"\nlmcache = "0.5.6"',
@@ -27,7 +28,7 @@ def test_fleet_doctor_proves_the_fs_tier_is_shared(fleet_ready, ssh_key, wheelho
     shared.mkdir()
     own.mkdir()
     mounts = {"host-1": [f"{shared}:/shared/kv"], "host-2": [f"{shared}:/shared/kv"], "host-3": [f"{own}:/shared/kv"]}
-    recipe = _variant(tmp_path, "shared-fs.toml", SHARED_FS)
+    recipe = variant(tmp_path, "shared-fs.toml", SHARED_FS)
     with FleetHosts(3, ssh_key, mounts=mounts) as hosts:
         inventory = hosts.inventory(tmp_path / "hosts.ini")
         rollout = run_cli("fleet", "rollout", str(recipe), "-i", str(inventory), "--skip-up", "--wheelhouse",
@@ -92,7 +93,7 @@ def test_fleet_doctor_proves_the_s3_tier_is_shared_and_a_failed_writer_blames_no
         mounts[host] = [f"{shared}:/shared/kv", f"{credentials}:/etc/stackctl-test/s3-credentials:ro",
                         f"{tmp_path / host / 'ca.pem'}:/etc/stackctl-test/ca.pem:ro"]
     mounts["host-3"].append(f"{tmp_path / 'host-3' / 'hosts'}:/etc/hosts:ro")
-    recipe = _variant(tmp_path, "shared-s3.toml", SHARED_FS_AND_S3)
+    recipe = variant(tmp_path, "shared-s3.toml", SHARED_FS_AND_S3)
     skips = ["--skip", "host.docker-engine", "--skip", "host.cpu-tier-ram"]
     with second_ceph_rgw() as second_rgw:
         for host in ("host-1", "host-2"):

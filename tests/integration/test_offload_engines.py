@@ -12,7 +12,7 @@ import re
 
 import pytest
 from helpers import RECIPES, run_cli
-from stacks import Stack
+from stacks import Stack, replace_outside_comments
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -31,8 +31,7 @@ def mp_recipe(folder, offload: str = "lmcache-mp"):
                      "[cache]\nenabled = true": f'[cache]\nenabled = true\noffload = "{offload}"\n'
                                                 f"server_port = {SERVER_PORT}\nserver_http_port = {SERVER_HTTP_PORT}",
                      "hit_test_tokens = 128": "hit_test_tokens = 512"}.items():
-        assert old in text, old
-        text = text.replace(old, new, 1)
+        text = replace_outside_comments(text, old, new, "cpu-lmcache.toml")
     path = folder / f"{NAME}-{offload}.toml"
     path.write_text(text)
     return path
