@@ -48,11 +48,11 @@ def main() -> None:
     import compileall
 
     compileall.compile_dir(str(REPO / "stackctl"), quiet=1)
-    parser = toml_parser_module()
+    toml_module = toml_parser_module()
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
         "stackctl validate RECIPE": [sys.executable, "-m", "stackctl", "validate", recipe],
-        "TOML parse (floor)": [sys.executable, "-c", f"import {parser}; {parser}.loads(open({recipe!r}).read())"],
+        "TOML parse (floor)": [sys.executable, "-c", f"import {toml_module}; {toml_module}.loads(open({recipe!r}).read())"],
     }
     if subprocess.run(commands["stackctl validate RECIPE"], capture_output=True, cwd=REPO).returncode != 0:
         sys.exit(f"stackctl validate {args.recipe} failed; fix the recipe first")

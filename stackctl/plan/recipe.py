@@ -89,8 +89,8 @@ def plan_recipe(recipe, *, users: int, context_tokens: int, gpu: str | None = No
 
 def host_dtype(recipe, host, notes: list[str]) -> str | None:
     """The dtype `up` would serve a CPU stack with model.dtype "auto" in on this host, from its CPU flags (capped as
-    the stack's environment caps them), noted; None where the recipe or vLLM decides. `up` may also measure in the
-    image; the flags and the measurement agree on every CPU measured so far (float32 without native bf16)."""
+    the stack's environment caps them), noted; None where the recipe or vLLM decides. `up` measures in the image
+    when it can; on the CPUs measured (AMX, and AVX-512 capped to AVX2) the flags and the measurement agreed."""
     from stackctl.bundle.stackspec import environment
     from stackctl.host.dtype import decide_dtype, host_decides
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import re
+
 from stackctl import toml_parser
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.findings import Finding, key_path_text
