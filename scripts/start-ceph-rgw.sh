@@ -95,6 +95,10 @@ mon_warn_on_pool_no_redundancy = false
 
 [mon]
 mon_data = $DIR/mon/\$id
+# The monitor's store is a few MB and the objects live in RAM, so a nearly full host disk is no reason to refuse to
+# start: Ceph's default stops a monitor under 5% free (15 GB free of a 252 GB disk stopped this one).
+mon_data_avail_crit = 1
+mon_data_avail_warn = 2
 
 [osd]
 osd_data = $DIR/osd/\$id
