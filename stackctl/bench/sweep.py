@@ -133,7 +133,7 @@ def stack_image(recipe, say: Say) -> tuple[str, dict[str, str]]:
     from stackctl.doctor.second_server import image_of
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import discover
-    from stackctl.host.dtype import DTYPE_ENV, decide_dtype
+    from stackctl.host.dtype import DTYPE_ENV, decide_by_flags
 
     engine = dk.client()
     container = dk.find_container(engine, stackspec.container_name(recipe))
@@ -144,7 +144,7 @@ def stack_image(recipe, say: Say) -> tuple[str, dict[str, str]]:
     if dk.find_image(engine, tag) is None:
         raise StackctlError(f"{recipe.stack.name}: image {tag} not built (fix: stackctl build {recipe.source})")
     facts = discover()
-    decision = decide_dtype(recipe, facts.isa.for_environment(stackspec.environment(recipe)))
+    decision = decide_by_flags(recipe, facts.isa)
     say(f"bench: dtype {decision.reason}")
     return tag, decision.environment()
 

@@ -51,7 +51,9 @@ def _cpuset(ctx) -> dict:
 
 
 def _isa(ctx):
-    return ctx.host.isa.for_environment(stackspec.environment(ctx.recipe))
+    from stackctl.host.dtype import stack_isa
+
+    return stack_isa(ctx.recipe, ctx.host.isa)
 
 
 @check("host.cpu-dtype", "host", "error", "the CPU stack's dtype runs natively on this CPU",

@@ -71,6 +71,19 @@ def decide_dtype(recipe: Recipe, isa: CpuIsa, measured: MatmulPeak | None = None
     return DtypeDecision("float32", "float32", False, f"float32 ({why})", measured)
 
 
+def stack_isa(recipe: Recipe, isa: CpuIsa) -> CpuIsa:
+    """This CPU as the stack's server sees it: `isa` capped by the ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY in the
+    stack's environment."""
+    from stackctl.bundle.stackspec import environment
+
+    return isa.for_environment(environment(recipe))
+
+
+def decide_by_flags(recipe: Recipe, isa: CpuIsa) -> DtypeDecision:
+    """`up`'s decision where nothing is measured: from the CPU's flags as the stack's environment caps them."""
+    return decide_dtype(recipe, stack_isa(recipe, isa))
+
+
 def emulated_on(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> bool | None:
     """Whether this CPU emulates `dtype`: from the measured figures when there are some, else from the flags; None
     when neither can tell."""

@@ -91,12 +91,11 @@ def host_dtype(recipe, host, notes: list[str]) -> str | None:
     """The dtype `up` would serve a CPU stack with model.dtype "auto" in on this host, from its CPU flags (capped as
     the stack's environment caps them), noted; None where the recipe or vLLM decides. `up` measures in the image
     when it can; on the CPUs measured (AMX, and AVX-512 capped to AVX2) the flags and the measurement agreed."""
-    from stackctl.bundle.stackspec import environment
-    from stackctl.host.dtype import decide_dtype, host_decides
+    from stackctl.host.dtype import decide_by_flags, host_decides
 
     if not host_decides(recipe) or not host.isa.known:
         return None
-    decision = decide_dtype(recipe, host.isa.for_environment(dict(environment(recipe))))
+    decision = decide_by_flags(recipe, host.isa)
     notes.append(f"dtype {decision.reason}: what `up` picks on this machine; plan for another CPU with model.dtype "
                  "set to what it runs natively")
     return decision.served

@@ -13,6 +13,7 @@ unknown variable, an unknown LMCache key) is a warning. Keys that a hand-written
 from __future__ import annotations
 
 import json
+
 from stackctl.knowledge import compat
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.serve_flags import json_flag_values

@@ -36,9 +36,9 @@ def _cpu_dtype_emulated(recipe: Recipe) -> Iterator[Hit]:
     served = canonical_dtype(recipe.model.dtype)
     if served in (None, "float32"):
         return
-    from stackctl.bundle.stackspec import environment
+    from stackctl.host.dtype import stack_isa
 
-    isa = read_isa().for_environment(environment(recipe))
+    isa = stack_isa(recipe, read_isa())
     if isa.native(served) is False:
         yield (("model", "dtype"), f"model.dtype = {recipe.model.dtype!r}: this CPU has no native {served} matmuls "
                                    f"({isa.native_text()}); the server would run 100-300x slower than in float32")

@@ -9,6 +9,7 @@ They register in the same catalog as stackctl/rules/stack_rules.py (rules/rulese
 from __future__ import annotations
 
 import json
+
 from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import rule
