@@ -100,5 +100,7 @@ doctor_phase "cpu-lmcache --deep (every tier through serving)" stackctl doctor r
 shown_phase "bench cpu-lmcache" stackctl bench recipes/cpu-lmcache.toml --probe --tokens 2000 --runs 5 \
     --min-hit-rate 0.8 --min-speedup 2 -o "$OUT/bench-cpu-lmcache"
 PROBES+=("cpu-lmcache=$OUT/bench-cpu-lmcache/probe.json")
+# The connector's target is half of memcpy (both measured in one run); the gate leaves margin for a 2-core host's
+# noise (runs here measured 0.57-0.97x).
 shown_phase "bench cpu-lmcache --connector" stackctl bench recipes/cpu-lmcache.toml --connector \
-    -o "$OUT/bench-cpu-lmcache"
+    --min-over-memcpy 0.4 -o "$OUT/bench-cpu-lmcache"

@@ -10,11 +10,14 @@ native dtype) a prefill-sized one (2048 x 1024 @ 1024 x 4096, where AMX reaches 
 and the fastest call gives the figure: a peak, so that a server's prefill is compared with the best this host does.
 An emulated dtype (0.4 GFLOP/s where a CPU has no native bf16) stays on the small shape and answers in seconds.
 
+Beside the matmuls, one core's memcpy (a 64 MiB tensor copied on one thread, the fastest of a few): what a cache hit's
+load of KV bytes is compared with.
+
 Usage: peak.py [--dtypes float32,bfloat16] [--budget-s 1.0]
 
 Output: {"schema": 1, "torch": "2.13.0+cpu", "capability": "AVX512", "threads": 2, "error": null,
          "dtypes": {"float32": {"gflops": 120.5, "runs": 40, "seconds": 1.0, "shape": [2048, 1024, 4096],
-         "error": null}, ...}}
+         "error": null}, ...}, "memcpy": {"gb_s": 6.1, "threads": 1, "error": null}}
 """
 from __future__ import annotations
 
@@ -61,6 +64,32 @@ def _time_calls(torch, shape, dtype, generator, budget_s: float) -> list:
             return seconds
 
 
+MEMCPY_BYTES = 64 * 1024 * 1024
+MEMCPY_RUNS = 5
+
+
+def memcpy(torch) -> dict:
+    """One core's copy bandwidth (bytes read once and written once, as a KV load does), the fastest of a few runs."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        source = torch.ones(MEMCPY_BYTES, dtype=torch.uint8)
+        target = torch.empty_like(source)
+        target.copy_(source)  # untimed: the first touch of the target's pages
+        best = min(_timed(lambda: target.copy_(source)) for _ in range(MEMCPY_RUNS))
+        return {"gb_s": round(MEMCPY_BYTES / best / 1e9, 3), "threads": 1, "error": None}
+    except (RuntimeError, MemoryError) as exc:
+        return {"gb_s": None, "threads": 1, "error": f"{type(exc).__name__}: {exc}"[:300]}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _timed(call) -> float:
+    begin = time.perf_counter()
+    call()
+    return time.perf_counter() - begin
+
+
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dtypes", default="float32,bfloat16")
@@ -82,6 +111,7 @@ def main(argv: list[str]) -> dict:
         pass
     for name in [d.strip() for d in args.dtypes.split(",") if d.strip()]:
         result["dtypes"][name] = measure(torch, name, args.budget_s)
+    result["memcpy"] = memcpy(torch)
     return result
 
 

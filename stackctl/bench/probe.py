@@ -31,7 +31,8 @@ def tokens_recomputed(prompt_tokens: int | None, hits: float) -> int | None:
 
 
 def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache: bool = False,
-          offload: bool = False, settle: Callable[[], float | None] | None = None) -> dict:
+          offload: bool = False, settle: Callable[[], float | None] | None = None,
+          loaded: Callable[[], tuple[int, float]] | None = None) -> dict:
     """`runs` unique prompts, each asked three times on the same server: first under a new cache_salt (nothing is
     cached: the recompute arm), then under the same salt (vLLM's HBM prefix cache answers: the hbm arm), then, with
     LMCache on, under another salt (vLLM mixes the salt into its block hashes, so HBM misses; LMCache keys by
@@ -43,11 +44,15 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
 
     `settle` (stackctl/engine/quiet.py) waits before each arm until the server has gone quiet: LMCache writes what the
     recompute arm stored on to its lower tiers in background threads, and an arm asked meanwhile shares the CPU with
-    those writes. Its waits are in the result (`settled_s`; None where it could not tell)."""
+    those writes. Its waits are in the result (`settled_s`; None where it could not tell).
+
+    `loaded` returns what LMCache has loaded so far as it logged it (bytes, milliseconds): read around each request
+    of the lmcache arm, it gives that request's load (`loads`), which bench sets beside the TTFT."""
     pick = random.SystemRandom()
     samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
     counted: dict[str, list[float]] = {arm: [0.0, 0.0] for arm in ARMS}  # hits, queries
     recomputed: dict[str, list[int]] = {arm: [] for arm in ARMS}
+    loads: dict[str, list[tuple[int, float]]] = {arm: [] for arm in ARMS}
     prompt_tokens = None
     settled: list[float | None] = []
     # One untimed request first: a server's first prefill of a length pays one-time costs (kernel selection, JIT,
@@ -63,9 +68,14 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
                 settled.append(settle())
             if arm == "offload":
                 post_json(f"{base_url}/reset_prefix_cache", timeout=30.0)
+            watch = loaded if arm == "lmcache" else None
+            loaded_before = watch() if watch is not None else (0, 0.0)
             before = cache_counters(base_url)
             answer = _salted(base_url, model, prompt, arm_salt)
             after = cache_counters(base_url)
+            if watch is not None:
+                loaded_after = watch()
+                loads[arm].append((loaded_after[0] - loaded_before[0], loaded_after[1] - loaded_before[1]))
             samples[arm].append(answer["ttft_s"])
             key = "external_hits" if arm in ("lmcache", "offload") else "hits"
             counted[arm][0] += after[key] - before[key]
@@ -83,7 +93,8 @@ def probe(base_url: str, model: str, tokens: int = 1200, runs: int = 5, lmcache:
         arms[arm] = {"ttft_median_s": statistics.median(samples[arm]), "ttft_s": samples[arm],
                      "hit_rate": hits / queries if queries > 0 else None,
                      "tokens_recomputed": statistics.median(recomputed[arm]) if recomputed[arm] else None,
-                     "tokens_recomputed_runs": recomputed[arm]}
+                     "tokens_recomputed_runs": recomputed[arm],
+                     "loads": [list(load) for load in loads[arm]] if loads[arm] else None}
     cold = arms["recompute"]["ttft_median_s"]
     for values in arms.values():
         values["over_recompute"] = values["ttft_median_s"] / cold if cold else None

@@ -4,6 +4,7 @@ the measurement and taken down again (its log kept when it stopped on its own). 
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,7 +120,7 @@ def run_probe(recipe, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
     require_plotting()
     url = running_url(recipe)
     result = probes.probe(url, recipe.served_name, tokens, runs, lmcache=lmcache_arm(recipe), offload=offload_arm(recipe),
-                          settle=settler(recipe))
+                          settle=settler(recipe), loaded=lmcache_loaded(recipe) if lmcache_arm(recipe) else None)
     say(probes.probe_table(result).rstrip("\n"))
     prefill_floor(recipe, result, say)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,10 +129,25 @@ def run_probe(recipe, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
     return result
 
 
+def lmcache_loaded(recipe) -> Callable[[], tuple[int, float]] | None:
+    """What LMCache has loaded so far in the stack's server, as its log says (bytes, ms); None without a container."""
+    from stackctl.doctor.lmcache_log import activity
+    from stackctl.engine import docker_adapter as dk
+
+    container = stack_container(recipe)
+    if container is None:
+        return None
+
+    def so_far() -> tuple[int, float]:
+        seen = activity(dk.logs_text(container))
+        return seen.retrieved_bytes, seen.retrieve_ms
+    return so_far
+
+
 def prefill_floor(recipe, result: dict, say: Say) -> None:
-    """Each arm's prefill rate beside this host's matmul peak for the served dtype, measured now (after the arms, so
-    the probe and the server do not share the CPUs): how far from the physical floor the cold figure is. Added to
-    the probe's result and printed."""
+    """The cold arm's prefill rate beside this host's matmul peak for the served dtype (the best this host reached,
+    measured again now that the arms are done), and each hit arm's TTFT in its parts (knowledge/hit_time.py): how
+    far from the physical floor the figures are. Added to the probe's result and printed."""
     from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import PinningError, discover, pinning_for
@@ -157,16 +173,33 @@ def prefill_floor(recipe, result: dict, say: Say) -> None:
     except ValueError as exc:
         floor = floor.with_peak(None, str(exc))
     result["floor"] = floor.to_dict()
-    prompt = result.get("prompt_tokens") or 0
     if floor.peak_gflops is not None:
-        say(f"this host's {floor.dtype} matmul peak, measured now in the stack's image: "
+        say(f"this host's {floor.dtype} matmul peak, the best measured in the stack's image: "
             f"{floor.peak_gflops:,.1f} GFLOP/s ({floor.peak.threads if floor.peak else '?'} threads)")
     for arm, values in result["arms"].items():
-        recomputed = values.get("tokens_recomputed")  # what the server counted; the hit rate only as a fallback
-        cached = prompt - round(recomputed) if recomputed is not None else round(prompt * (values["hit_rate"] or 0))
+        values.update(arm_figures(floor, arm, values, result))
+        say(f"  {arm}: {values['prefill_text']}")
+
+
+def arm_figures(floor, arm: str, values: dict, result: dict) -> dict:
+    """One arm's line and figures: the cold arm's prefill rate against the peak; a hit arm's TTFT in its parts (its
+    recomputed tokens at the cold arm's rate, the load as LMCache logged it, the rest)."""
+    from stackctl.knowledge.hit_time import breakdown_text, hit_breakdown, kv_bytes_per_token
+
+    prompt = result.get("prompt_tokens") or 0
+    recomputed = values.get("tokens_recomputed")  # what the server counted; the hit rate only as a fallback
+    cached = prompt - round(recomputed) if recomputed is not None else round(prompt * (values["hit_rate"] or 0))
+    if cached <= 0 or floor.cost is None:
         rate = floor.rate(prompt, cached, values["ttft_median_s"])
-        values["prefill"] = rate
-        say(f"  {arm}: {floor.text(rate)}")
+        return {"prefill": rate, "prefill_text": floor.text(rate)}
+    cold = result["arms"].get("recompute", {}).get("prefill") or {}
+    loads = values.get("loads")
+    load = (statistics.median(b for b, _ in loads), statistics.median(ms for _, ms in loads)) if loads else None
+    parts = hit_breakdown(floor.cost, prompt, cached, values["ttft_median_s"],
+                          recompute_gflops=None if cold.get("error") else cold.get("gflops"),
+                          kv_bytes_token=kv_bytes_per_token(floor.cost, floor.dtype), moved=arm != "hbm",
+                          load=load, memcpy_gb_s=floor.peak.memcpy_gb_s if floor.peak else None)
+    return {"prefill": None, "breakdown": parts, "prefill_text": breakdown_text(parts)}
 
 
 def connector_figures(recipe, out_dir: Path) -> tuple[dict, Any]:

@@ -23,6 +23,10 @@ import click
 @click.option("--connector", "connector_only", is_flag=True,
               help="Only the CPU connector's own copy throughput inside RECIPE's running container (store and load "
                    "GB/s for the recipe's model shape) beside one core's memcpy, measured in the same run.")
+@click.option("--min-over-memcpy", type=float,
+              help="With --connector: exit 1 unless both store and load reach this share of memcpy's GB/s, measured "
+                   "in the same run (a ratio, so the host's speed cancels out; leave margin below the 0.5 target for "
+                   "a 2-core host's noise).")
 @click.option("--trace", type=click.Path(exists=True, dir_okay=False),
               help="A kv-cache-tester trace (one conversation's JSON) replayed by --users users (with --sweep: by each "
                    "load point's users, fitted to each --sweep-context), its hash_ids as shared prompt blocks.")
@@ -52,8 +56,8 @@ import click
               help="With --sweep: the arms' servers on this port and the next (default: ports the kernel picks).")
 @click.option("-o", "--output", "out_dir", default="bench-results", show_default=True, type=click.Path(file_okay=False))
 @click.pass_context
-def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs, connector_only, trace, users, turns, system_tokens,
-          turn_tokens, output_tokens, max_requests, max_seconds, sweep_load, sweep_users, sweep_context, sweep_arms,
+def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs, connector_only, min_over_memcpy, trace,
+          users, turns, system_tokens, turn_tokens, output_tokens, max_requests, max_seconds, sweep_load, sweep_users, sweep_context, sweep_arms,
           kv_tokens, think_s, port_base, out_dir):
     """Run a prefix-reuse workload shaped like agentic coding sessions against RECIPE's stack (and each --arms
     recipe), and report TTFT/E2E percentiles, throughput and the server's hit rate as JSON, Markdown and a PNG."""
@@ -69,7 +73,7 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
         _probe(main, tokens, runs, min_speedup, min_hit_rate, Path(out_dir))
         return
     if connector_only:
-        _connector(main, Path(out_dir))
+        _connector(main, Path(out_dir), min_over_memcpy)
         return
     if sweep_load:
         _sweep(main, sweep_users, sweep_context, sweep_arms, turns, output_tokens, think_s, kv_tokens,
@@ -127,15 +131,22 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
         raise StackctlError(f"bench: {arm} misses the gate: " + "; ".join(failed))
 
 
-def _connector(recipe, out_dir) -> None:
-    """The connector's copy figures in the stack's container, printed; connector.json written."""
+def _connector(recipe, out_dir, min_over_memcpy: float | None) -> None:
+    """The connector's copy figures in the stack's container, printed; connector.json written; exit 1 naming the
+    direction under `min_over_memcpy`."""
     from stackctl.bench import setups
+    from stackctl.errors import StackctlError
 
     figures, shape = setups.connector_figures(recipe, out_dir)
     click.echo(f"CPU connector ({figures['isa']}, {figures['threads']} thread, {figures['bytes'] / 1e6:.0f} MB of "
                f"{shape.name} KV per run): store {figures['store_gb_s']:.2f} GB/s "
                f"({figures['store_over_memcpy']:.2f}x memcpy), load {figures['load_gb_s']:.2f} GB/s "
                f"({figures['load_over_memcpy']:.2f}x memcpy); memcpy on one core {figures['memcpy_gb_s']:.2f} GB/s")
+    under = [f"{way} {figures[f'{way}_over_memcpy']:.2f}x memcpy < {min_over_memcpy}x" for way in ("store", "load")
+             if min_over_memcpy is not None and figures[f"{way}_over_memcpy"] < min_over_memcpy]
+    if under:
+        raise StackctlError(f"bench --connector: the connector misses the gate: {'; '.join(under)} (fix: python "
+                            "benchmarks/cpu_connector.py shows each copy layout against memcpy)")
 
 
 def _sweep(recipe, users, contexts, arm_names, turns, output_tokens, think_s, kv_tokens, max_seconds, port_base,

@@ -126,15 +126,22 @@ def prefill_floor(ctx):
         peak, why = matmul_peak(ctx)
         return floor.with_peak(peak, why)
 
+    from stackctl.host.prefill import Floor
+
+    # The rate annotates a figure: it never breaks the check that prints it, but says why it is missing.
     try:
         return ctx.remember("prefill-floor", read)
-    except Exception:  # noqa: BLE001 - the rate annotates a figure: it never breaks the check that prints it
-        return None
+    except Unavailable as exc:
+        return Floor(None, None, None, str(exc))
+    except Exception as exc:  # noqa: BLE001 - see above: reported where the rate would have been
+        return Floor(None, None, None, f"its measurement failed: {type(exc).__name__}: {exc}")
 
 
 def cold_rate_text(ctx, prompt_tokens: int, cached_tokens: int, ttft_s: float) -> str:
     """" (1,000 tokens recomputed at 3,030 tok/s, 860 GFLOP/s = 61% of this host's bfloat16 matmul peak)" for a
-    cold TTFT, so a slow host or an emulated dtype shows in the line a user reads; "" when unknown."""
+    cold TTFT, so a slow host or an emulated dtype shows in the line a user reads; " (prefill rate unknown: why)"
+    when a part failed; "" without a running container."""
     floor = prefill_floor(ctx)
-    rate = floor.rate(prompt_tokens, cached_tokens, ttft_s) if floor else None
-    return f" ({floor.text(rate)})" if floor and rate else ""
+    if floor is None:
+        return ""
+    return f" ({floor.text(floor.rate(prompt_tokens, cached_tokens, ttft_s))})"

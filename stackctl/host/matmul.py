@@ -3,8 +3,8 @@
 The figures are the physical floor a prefill can reach: bench and doctor print a server's prefill rate as a share
 of them, and the dtype decision (host/dtype.py) prefers them over the CPU flags. Figures are kept under the image
 id, the environment, the CPU set and the CPU's features (state dir), since none of those change them without
-changing the key; `fresh=True` measures again, and what is kept is the best figure each dtype reached (a probe that
-shared the CPUs with other work measured less than the host can do).
+changing the key; `fresh=True` measures again, and what is kept and returned is the best figure each dtype reached
+(a probe that shared the CPUs with other work measured less than the host can do).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class MatmulPeak:
     capability: str | None = None
     torch: str | None = None
     errors: dict[str, str] = field(default_factory=dict)
+    memcpy_gb_s: float | None = None  # one core's copy bandwidth, measured beside the matmuls
 
     def share(self, dtype: str) -> float | None:
         """dtype's GFLOP/s over float32's; None when either is unmeasured."""
@@ -48,7 +49,7 @@ class MatmulPeak:
 
     def to_dict(self) -> dict:
         return {"gflops": dict(self.gflops), "threads": self.threads, "capability": self.capability,
-                "torch": self.torch, "errors": dict(self.errors)}
+                "torch": self.torch, "errors": dict(self.errors), "memcpy_gb_s": self.memcpy_gb_s}
 
     def best_of(self, other: MatmulPeak) -> MatmulPeak:
         """Per dtype, the higher of the two figures: a peak is the best this host does, and a lower figure measured
@@ -57,13 +58,14 @@ class MatmulPeak:
         dtypes = dict.fromkeys([*self.gflops, *other.gflops])
         best = {d: max((v for v in (self.gflops.get(d), other.gflops.get(d)) if v is not None), default=None)
                 for d in dtypes}
+        memcpy = max((v for v in (self.memcpy_gb_s, other.memcpy_gb_s) if v is not None), default=None)
         return MatmulPeak(best, self.threads, self.capability, self.torch,
-                          {d: e for d, e in {**other.errors, **self.errors}.items() if best.get(d) is None})
+                          {d: e for d, e in {**other.errors, **self.errors}.items() if best.get(d) is None}, memcpy)
 
     @classmethod
     def from_dict(cls, data: dict) -> MatmulPeak:
         return cls(dict(data.get("gflops", {})), data.get("threads"), data.get("capability"), data.get("torch"),
-                   dict(data.get("errors", {})))
+                   dict(data.get("errors", {})), data.get("memcpy_gb_s"))
 
 
 def parse_probe(output: str) -> MatmulPeak:
@@ -77,7 +79,8 @@ def parse_probe(output: str) -> MatmulPeak:
     dtypes = data.get("dtypes", {})
     return MatmulPeak({name: entry.get("gflops") for name, entry in dtypes.items()}, data.get("threads"),
                       data.get("capability"), data.get("torch"),
-                      {name: entry["error"] for name, entry in dtypes.items() if entry.get("error")})
+                      {name: entry["error"] for name, entry in dtypes.items() if entry.get("error")},
+                      (data.get("memcpy") or {}).get("gb_s"))
 
 
 def cache_key(image_id: str, environment: dict, cpuset: dict, isa: dict, probe: bytes) -> str:
@@ -92,9 +95,10 @@ def cache_key(image_id: str, environment: dict, cpuset: dict, isa: dict, probe: 
 def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack: str,
             dtypes: tuple[str, ...] = ("float32", "bfloat16"), fresh: bool = False) -> MatmulPeak:
     """Run the probe in `image` (a docker-py image) with the stack's environment and CPU set; reuse the figures kept
-    under the same key unless `fresh`. A fresh measurement is returned as measured (bench compares it with arms
-    timed in the same run), and kept as the best of it and the figures kept before. Raises ValueError when the
-    probe cannot measure."""
+    under the same key unless `fresh`. A fresh measurement is kept, and returned, as the best of it and the figures
+    kept before: a peak is the best this host reaches, and a probe measured beside a running server (bench measures
+    after its arms, with the server still polling) reads low, which once put a prefill at 120% of "the peak".
+    Raises ValueError when the probe cannot measure."""
     from stackctl.engine import docker_adapter
     from stackctl.state.store import stack_dir, write_atomically
     from stackctl.resources import shipped
@@ -109,9 +113,10 @@ def measure(engine, image, *, environment: dict, cpuset: dict, isa: dict, stack:
         engine, image.id, ["python", PROBE_IN_CONTAINER, "--dtypes", ",".join(dtypes)],
         environment=environment, volumes={str(probe): {"bind": PROBE_IN_CONTAINER, "mode": "ro"}},
         timeout=TIMEOUT_S, **cpuset)
-    peak = parse_probe(output)
-    write_atomically(cache_file, json.dumps((peak.best_of(kept) if kept else peak).to_dict()))
-    return peak
+    best = parse_probe(output)
+    best = best.best_of(kept) if kept else best
+    write_atomically(cache_file, json.dumps(best.to_dict()))
+    return best
 
 
 def _read_kept(cache_file) -> MatmulPeak | None:

@@ -46,7 +46,7 @@ class Floor:
 
     def text(self, rate: dict | None) -> str:
         if rate is None:
-            return f"prefill rate unknown ({self.missing or 'no model config'})"
+            return f"prefill rate unknown: {self.missing or 'no model config'}"
         return rate_text(rate, self.dtype)
 
     def with_peak(self, peak: MatmulPeak | None, why: str = "") -> Floor:

@@ -62,15 +62,21 @@ def prefill_cost(config: Mapping[str, Any]) -> PrefillCost:
 
 def prefill_rate(cost: PrefillCost, prompt_tokens: int, cached_tokens: int, ttft_s: float,
                  peak_gflops: float | None) -> dict:
-    """What a TTFT implies: tokens recomputed per second, the GFLOP/s they took, and that as a share of the
-    host's matmul peak (None when the peak is unknown). TTFT also holds the scheduling and the load of cached tokens,
-    so the share is a lower bound of the kernels' own."""
+    """What a cold TTFT implies: tokens recomputed per second, the GFLOP/s they took, and that as a share of the
+    host's matmul peak (None when the peak is unknown). TTFT also holds the scheduling, so the share is a lower bound
+    of the kernels' own. A rate above the peak is physically impossible: the peak was measured low (its probe shared
+    the CPUs) or the time is wrong. It is reported as a failed measurement (`error`), never as a share."""
     recomputed = max(0, prompt_tokens - cached_tokens)
     gflops = cost.flops(cached_tokens, prompt_tokens) / ttft_s / 1e9 if ttft_s > 0 else None
+    share = gflops / peak_gflops if gflops is not None and peak_gflops else None
+    error = None
+    if share is not None and share > 1.0:
+        error = (f"{gflops:,.1f} GFLOP/s is above this host's matmul peak of {peak_gflops:,.1f} GFLOP/s, which no "
+                 "prefill can be: the peak was measured while other work shared the CPUs, or the time is wrong")
+        share = None
     return {"tokens_recomputed": recomputed,
             "tokens_per_s": recomputed / ttft_s if ttft_s > 0 else None,
-            "gflops": gflops,
-            "share_of_peak": gflops / peak_gflops if gflops is not None and peak_gflops else None}
+            "gflops": gflops, "share_of_peak": share, "error": error}
 
 
 def rate_text(rate: dict, dtype: str | None) -> str:
@@ -78,6 +84,8 @@ def rate_text(rate: dict, dtype: str | None) -> str:
     if rate["tokens_per_s"] is None:
         return "no prefill rate (TTFT 0)"
     text = f"{rate['tokens_recomputed']:,} tokens recomputed at {rate['tokens_per_s']:,.0f} tok/s"
+    if rate.get("error"):
+        return f"{text}; measurement failed: {rate['error']}"
     if rate["gflops"] is not None:
         text += f", {rate['gflops']:,.1f} GFLOP/s"
     if rate["share_of_peak"] is not None:

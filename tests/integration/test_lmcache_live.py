@@ -117,7 +117,18 @@ def test_bench_probe_prints_the_three_arms_and_lmcache_clears_its_gates(lmcache_
     assert (out / "probe.png").stat().st_size > 0
 
 
-def test_bench_measures_the_connectors_copy_throughput_beside_memcpy(lmcache_stack):
-    result = run_cli("bench", lmcache_stack.recipe, "--connector", env=lmcache_stack.env, timeout=600)
+def test_bench_measures_the_connectors_copy_throughput_beside_memcpy_and_gates_on_it(lmcache_stack, tmp_path):
+    """The figures are the benchmark's; what is asserted is that they are measured (both directions and memcpy, each
+    a real rate) and that the gate the main job takes (--min-over-memcpy, a ratio measured in one run) can fail."""
+    result = run_cli("bench", lmcache_stack.recipe, "--connector", "-o", str(tmp_path), env=lmcache_stack.env,
+                     timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "memcpy" in result.stdout and "store" in result.stdout and "load" in result.stdout
+    figures = json.loads((tmp_path / "connector.json").read_text())
+    for way in ("store", "load"):
+        assert figures[f"{way}_gb_s"] > 0 and figures[f"{way}_over_memcpy"] == pytest.approx(
+            figures[f"{way}_gb_s"] / figures["memcpy_gb_s"], rel=0.01), figures
+        assert f"{way} {figures[f'{way}_gb_s']:.2f} GB/s ({figures[f'{way}_over_memcpy']:.2f}x memcpy)" in result.stdout
+    out_of_reach = run_cli("bench", lmcache_stack.recipe, "--connector", "--min-over-memcpy", "50", "-o",
+                           str(tmp_path), env=lmcache_stack.env, timeout=600)
+    assert out_of_reach.returncode == 1, out_of_reach.stdout + out_of_reach.stderr
+    assert "the connector misses the gate: store " in out_of_reach.stderr and "x memcpy < 50.0x" in out_of_reach.stderr

@@ -101,7 +101,8 @@ def test_lmcache_hit_passes_only_on_lmcaches_own_load_and_the_servers_counter():
     assert result.status == "pass"
     assert result.message.startswith("768/1000 prompt tokens loaded from LMCache (the cpu tier answers first); "
                                      "store 18.9 MB in 93 ms (0.20 GB/s), load 18.9 MB in 56 ms (0.34 GB/s); TTFT "
-                                     "1300 ms cold, 280 ms from LMCache")
+                                     "1300 ms cold (prefill rate unknown: nothing recorded for prefill-floor), 280 "
+                                     "ms from LMCache")
 
 
 class StubServerContext:

