@@ -1,7 +1,8 @@
 """Wall time of `stackctl doctor RECIPE` on a running stack (target: under 1 s for recipes/cpu-lmcache.toml), the
 whole run and each scope alone, as medians of N runs taken in turn (so load drifts into every figure alike), and the
 checks that took longest (each check's `seconds` in the JSON report; the first check to need a shared fact pays for
-it). Usage: python benchmarks/doctor_warm.py [RECIPE] [-n N]. Needs the stack up (and, for an S3 tier, the
+it). A run in which a check failed is not a figure of a healthy stack (a failed check can return early, or late): the
+script stops naming the check instead of timing it. Usage: python benchmarks/doctor_warm.py [RECIPE] [-n N]. Needs the stack up (and, for an S3 tier, the
 variables its keys name)."""
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ def run_once(recipe: str, extra: list[str]) -> tuple[float, dict]:
     wall = time.perf_counter() - started
     if result.returncode not in (0, 1):
         sys.exit(f"{' '.join(command)} could not run (exit {result.returncode}):\n{result.stdout}{result.stderr}")
-    return wall, json.loads(result.stdout)
+    report = json.loads(result.stdout)
+    failing = [f"{r['id']}: {r['message']}" for r in report["results"] if r["status"] == "fail"]
+    if failing:
+        sys.exit(f"{' '.join(command)}: a check failed, so this is not the time of a healthy stack's doctor:\n  "
+                 + "\n  ".join(failing))
+    return wall, report
 
 
 def main() -> None:
