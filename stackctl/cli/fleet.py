@@ -58,15 +58,21 @@ def fleet():
 @click.option("--rollback-on-fail", is_flag=True,
               help="Return a host whose rollout fails after its recipe was replaced (preflight, up or the doctor "
                    "gate) to its previous recipe.")
+@click.option("--registry", metavar="HOST:PORT",
+              help="Ship the image through this registry (the hosts pull it by digest; credentials from "
+                   "STACKCTL_REGISTRY_USER / STACKCTL_REGISTRY_PASSWORD). Without it the image is saved once on this "
+                   "machine and loaded on each host over the Ansible connection (air-gapped fleets).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and the ansible-runner arguments; run and write nothing.")
 @click.option("-v", "--verbose", count=True, help="Also show Ansible's own output (-v, -vv, ...).")
 @click.pass_context
 def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot, wheelhouse, skip, forks,
-            output_format, rollback_on_fail, dry_run, verbose):
+            output_format, rollback_on_fail, registry, dry_run, verbose):
     """Roll RECIPE out to the hosts of an inventory, in batches.
 
-    Per host: install stackctl (from a wheelhouse; the hosts need no package index) and the recipe, run the host
-    preflight, apply tuning when asked (--tune), `stackctl up` (unless --skip-up), and gate on `stackctl doctor`.
+    The image is built once, here, and shipped (--registry, or docker save/load over the Ansible connection): hosts
+    never build, and `up` on a host refuses any image but the plan's. Per host: install stackctl (from a wheelhouse;
+    the hosts need no package index) and the recipe, run the host preflight, apply tuning when asked (--tune), load
+    the image, `stackctl up` (unless --skip-up), and gate on `stackctl doctor`.
     A failed batch stops the rollout; hosts of later batches are not touched. Hosts that share a remote KV tier must
     agree on everything that changes cache keys, or nothing starts.
 
@@ -85,6 +91,9 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     run_dir = new_fleet_run_dir("rollout", ("runner", "hosts"), create=not dry_run)
     artifacts = run_dir / "hosts"
     wheel_dir, wheel_id = ready_wheelhouse(wheelhouse, run_dir, say, dry_run=dry_run)
+    phases: dict[str, float] = {}
+    if not (skip_up or dry_run):
+        _build_and_ship(recipes, plans, registry, phases)
     extravars = fl.rollout_extravars(
         plans, batch=batch_size, max_fail=max_fail_pct, skip_up=skip_up, wheelhouse=wheel_dir,
         wheelhouse_archive=str(run_dir / f"wheelhouse-{wheel_id}.tar"), wheelhouse_hash=wheel_id,
@@ -105,9 +114,11 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
         keep_host_records(outcomes, artifacts)
     header = {"action": "rollout", "inventory": str(inventory), "recipe": recipe, "batches": host_batches,
               "max_fail_percentage": max_fail_pct, "skip_up": skip_up, "wheelhouse_id": wheel_id,
-              "artifacts": str(artifacts)}
+              "artifacts": str(artifacts), "phases": {name: round(value, 2) for name, value in phases.items()},
+              "images": {host: plan["image"] for host, plan in plans.items() if "image" in plan}}
     _print(outcomes, header, output_format, "rollout",
-           f"stackctl fleet rollout: {len(hosts)} host(s), records in {artifacts}")
+           f"stackctl fleet rollout: {len(hosts)} host(s), records in {artifacts}",
+           extra_lines=fl.phase_lines(phases, outcomes))
     ctx.exit(fl.exit_status(outcomes))
 
 
@@ -157,6 +168,22 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
            f"stackctl fleet doctor: {len(hosts)} host(s) in {elapsed:.1f} s",
            extra_lines=[f"fleet: {m.format()}" for m in mismatches])
     ctx.exit(ExitCode.FAILED if mismatches else fl.exit_status(outcomes))
+
+
+def _build_and_ship(recipes: dict, plans: dict, registry: str | None, phases: dict) -> None:
+    """The image of each recipe built once here and made ready to ship; each host's plan names its image."""
+    from stackctl.fleet import images
+
+    built, phases["build"] = images.build_once(recipes, wheelhouse=None, ca_bundle=None, say=say)
+    if registry:
+        shipped, phases["push"] = images.ship_by_registry(built, registry, say)
+    else:
+        shipped, phases["save"] = images.ship_by_archive(built, say)
+    for host, image in shipped.items():
+        plans[host]["image"] = image.to_dict()
+    say("image: " + "; ".join(sorted({f"{i.tag} = {i.id.split(':')[-1][:12]} ({i.size / 1e9:.2f} GB)"
+                                      for i in shipped.values()})) + ", built once, shipped "
+        + (f"through {registry}" if registry else "by docker save/load"))
 
 
 def _plan(recipe: str | None, inventory: str):

@@ -49,8 +49,11 @@ def build(recipe, wheelhouse, ca_bundle, ignore_errors, rebuild, no_cache):
 @click.option("--gate", metavar="SCOPES", help="Also require `stackctl doctor --scope SCOPES` to pass (e.g. server).")
 @click.option("--no-rollback", is_flag=True,
               help="When the new server fails, do not bring the previous one back (the stack is left down).")
+@click.option("--image-id", metavar="ID",
+              help="Never build: run the stack's image only if it is this one (sha256:...), as `fleet rollout` "
+                   "ships it; refused, naming both, when the image here differs.")
 @click.pass_context
-def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate, no_rollback):
+def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate, no_rollback, image_id):
     """Build if needed, start RECIPE's server pinned to its GPUs' NUMA node, and wait until it is healthy.
 
     A running stack is replaced safely: the previous container is kept until the new one is healthy (and passes
@@ -65,7 +68,8 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
 
         gate_check = gate_for(gate)  # up runs doctor through it: the lifecycle does not import doctor
     ctx.exit(run_up(load_checked(recipe, "up", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                    dry_run=dry_run, timeout=timeout, say=say, rollback=not no_rollback, gate=gate_check))
+                    dry_run=dry_run, timeout=timeout, say=say, rollback=not no_rollback, gate=gate_check,
+                    image_id=image_id))
 
 
 @click.command()

@@ -223,6 +223,19 @@ def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False
     }
 
 
+def push(engine, repository: str, tag: str, auth: dict | None = None) -> str:
+    """Push REPOSITORY:TAG to its registry; the manifest digest the registry answered (sha256:...). The credentials
+    go to the engine only, never into a message."""
+    digest = None
+    for chunk in engine.images.push(repository, tag=tag, stream=True, decode=True, auth_config=auth):
+        if "error" in chunk:
+            raise StackctlError(f"docker push {repository}:{tag}: {chunk['error'].strip()}")
+        digest = (chunk.get("aux") or {}).get("Digest") or digest
+    if not digest:
+        raise StackctlError(f"docker push {repository}:{tag}: the registry answered no digest")
+    return digest
+
+
 def stream_build(engine, kwargs: dict, out=None) -> None:
     """Run a build, showing progress: on a terminal one line updated in place (current step and its latest output);
     otherwise every line of build output, plain, for CI logs. A failure shows the end of the output. Ctrl-C

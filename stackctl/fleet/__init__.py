@@ -79,6 +79,7 @@ from stackctl.fleet.report import (
     counts,
     detail,
     exit_status,
+    phase_lines,
     recipe_groups,
     summary_json,
     summary_table,
@@ -99,5 +100,5 @@ __all__ = [
     # progress, report
     "CHANGED", "FAILED", "NOT_REACHED", "OK", "ROLLED_BACK", "STATUSES", "STOPPED", "UNREACHABLE", "HostOutcome",
     "FleetTracker", "failure_message",
-    "counts", "detail", "exit_status", "recipe_groups", "summary_json", "summary_table",
+    "counts", "detail", "exit_status", "phase_lines", "recipe_groups", "summary_json", "summary_table",
 ]

@@ -20,6 +20,14 @@ TASK_PREVIOUS_ROLLOUT = "Remember the previous rollout"
 DOCTOR_TASK_PREFIX = "Run stackctl doctor"
 TASK_MARKER_OUTCOMES = "Gather the shared-tier marker outcomes"
 RECIPE_VAR = "stackctl_recipe"  # inventory variable: a host's (or group's) own recipe file
+# The rollout's phases on a host, by the tasks that make them (each task's duration, from ansible-runner's events,
+# adds to its phase): how long the image took to reach the host, `up`, and the doctor gate.
+PHASE_TASKS = {
+    "ship": {"Copy the image archive", "Load the image archive", "Pull the image by digest",
+             "Tag the pulled image as the stack's"},
+    "up": {TASK_UP},
+    "gate": {"Run stackctl doctor (gate)"},
+}
 
 
 # -- the playbooks' extra variables and the arguments of `ansible_runner.run` ---------------------------------------

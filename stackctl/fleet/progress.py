@@ -8,6 +8,7 @@ import re
 
 from stackctl.fleet.ansible import (
     DOCTOR_TASK_PREFIX,
+    PHASE_TASKS,
     ROLLOUT_PLAY,
     TASK_DONE,
     TASK_MARKER_OUTCOMES,
@@ -38,6 +39,7 @@ class HostOutcome:
         self.unreachable = False
         self.changed = 0
         self.failed_task = ""
+        self.phase_seconds: dict[str, float] = {}  # ship, up, gate (stackctl/fleet/ansible.py PHASE_TASKS)
         self.message = ""
         self.recipe_hash = ""           # the host's own report (rollout: after install; doctor: its rollout record)
         self.planned_recipe_hash = ""
@@ -107,6 +109,7 @@ class HostOutcome:
                 "previous_recipe_hash": self.previous_recipe_hash,
                 "recipe_hash": self.recipe_hash, "planned_recipe_hash": self.planned_recipe_hash,
                 "failed_task": self.failed_task, "message": self.message,
+                "phase_seconds": {name: round(value, 2) for name, value in self.phase_seconds.items()},
                 "failed_checks": self.checks("fail"), "warnings": self.checks("warn"),
                 "doctor_phase": self.report_phase, "placement": self.placement(),
                 "doctor_summary": (self.report or {}).get("summary"), "shared_tiers": self.shared_tiers,
@@ -153,6 +156,7 @@ class FleetTracker:
             return []
         if kind == "runner_on_skipped":
             return []
+        self._time_phase(outcome, task, data.get("duration"))
         self._read_facts(outcome, task, result)
         if kind == "runner_on_unreachable":
             outcome.unreachable = True
@@ -176,6 +180,12 @@ class FleetTracker:
             outcome.changed += 1
             return [_progress(outcome.host, "changed", task)]
         return [_progress(outcome.host, "ok", task)]
+
+    @staticmethod
+    def _time_phase(outcome: HostOutcome, task: str, seconds) -> None:
+        phase = next((name for name, tasks in PHASE_TASKS.items() if task in tasks), None)
+        if phase is not None and isinstance(seconds, (int, float)):
+            outcome.phase_seconds[phase] = outcome.phase_seconds.get(phase, 0.0) + float(seconds)
 
     def _read_facts(self, outcome: HostOutcome, task: str, result: dict) -> None:
         if task.startswith(DOCTOR_TASK_PREFIX):

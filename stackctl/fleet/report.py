@@ -105,3 +105,17 @@ def summary_json(outcomes: list[HostOutcome], header: dict, action: str = "rollo
     return {**header, "summary": counts(outcomes), "recipes": recipe_groups(outcomes, action),
             "hosts": [o.to_dict() | {"recipe": o.running_recipe() if action == "rollout" else o.recipe_hash}
                       for o in outcomes]}
+
+
+def phase_lines(controller: dict[str, float], outcomes: list[HostOutcome]) -> list[str]:
+    """The rollout's wall time per phase: the controller's (build, save or push), then each host's (ship, up,
+    gate) as its tasks took them."""
+    if not controller and not any(o.phase_seconds for o in outcomes):
+        return []
+    lines = ["phases: " + (", ".join(f"{name} {seconds:.0f} s" for name, seconds in controller.items())
+                           or "nothing built here")]
+    for outcome in outcomes:
+        if outcome.phase_seconds:
+            lines.append(f"  {outcome.host}: " + ", ".join(f"{name} {seconds:.0f} s"
+                                                       for name, seconds in outcome.phase_seconds.items()))
+    return lines

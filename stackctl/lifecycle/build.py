@@ -83,6 +83,27 @@ def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=
     return tag, True
 
 
+def use_shipped(recipe: Recipe, image_id: str, *, engine=None, say=print,
+                files: dict[str, bytes] | None = None) -> tuple[str, bool]:
+    """The image a fleet rollout shipped to this host, instead of a build: the stack's tag must be on this host and
+    be exactly `image_id` (the plan's, built once on the controller). Returns (tag, False); refuses otherwise,
+    naming both ids: an image built or loaded here by other means is one nobody tested."""
+    files = files if files is not None else render.render_files(recipe)
+    engine = engine or dk.client()
+    tag = render.image_tag(recipe, files)
+    image = dk.find_image(engine, tag)
+    if image is None:
+        raise StackctlError(f"{recipe.stack.name}: image {tag} is not on this host, and with --image-id up never "
+                            f"builds (fix: ship it here: `stackctl fleet rollout` does, or `docker load` the plan's "
+                            f"image {image_id})")
+    if image.id != image_id:
+        raise StackctlError(f"{recipe.stack.name}: image {tag} on this host is {image.id}, not the plan's {image_id}: "
+                            "refusing to start an image nobody tested (fix: ship the plan's image again with "
+                            "`stackctl fleet rollout`)")
+    say(f"image {tag} is the plan's ({image_id.split(':')[-1][:12]}): not building")
+    return tag, False
+
+
 def _add_site_inputs(bundle: Path, recipe: Recipe, wheelhouse: str | None, ca_bundle: str | None, say) -> None:
     """Copy the site's wheelhouse and CA bundle into the build context (not into the bundle's hash)."""
     wheelhouse = wheelhouse or recipe.build.wheelhouse or os.environ.get("STACKCTL_WHEELHOUSE")

@@ -22,7 +22,7 @@ from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
 from stackctl.knowledge.kinds import platform_of
 from stackctl.state import store
-from stackctl.lifecycle.build import build
+from stackctl.lifecycle.build import build, use_shipped
 from stackctl.engine.container import container_kwargs, read_secrets, redacted
 from stackctl.engine.health import (
     health_url,
@@ -46,10 +46,12 @@ Gate = Callable[[Recipe, dict, Any], None]
 
 
 def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
-       say=print, rollback: bool = True, gate: Gate | None = None, command: str = "up") -> int:
+       say=print, rollback: bool = True, gate: Gate | None = None, command: str = "up",
+       image_id: str | None = None) -> int:
     """gate: called with (recipe, the bundle files, say) once the new server is healthy; it raises StackctlError
     to refuse the deployment (the CLI passes doctor's, stackctl/doctor/gate.py). The bundle is rendered once here
-    and handed to the build and the gate."""
+    and handed to the build and the gate. image_id: never build; run the stack's tag only when it is this image
+    (what a fleet rollout shipped, lifecycle/build.py use_shipped)."""
     from stackctl.host import PinningError, discover, pinning_for
 
     files = renderer.render_files(recipe)
@@ -78,6 +80,8 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
                                 timeout=timeout or recipe.checks.startup_timeout_s,
                                 decide_dtype=lambda image: _apply_dtype(recipe, facts, kwargs, say, _cpuset(pinning),
                                                                         engine, image))
+        if image_id:
+            return deployment.run(lambda: use_shipped(recipe, image_id, engine=engine, say=say, files=files))
         return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
                                             say=say, locked=True, files=files))
 

@@ -256,6 +256,10 @@ def test_task_names_the_tracker_reads_exist_in_the_playbooks():
     assert {t for t in tasks if t.startswith(fl.DOCTOR_TASK_PREFIX)} == {
         "Run stackctl doctor (preflight)", "Run stackctl doctor (gate)", "Run stackctl doctor"}
     assert {fl.ROLLOUT_PLAY, fl.DOCTOR_PLAY} <= plays
+    from stackctl.fleet.ansible import PHASE_TASKS
+
+    for phase, names in PHASE_TASKS.items():
+        assert names <= tasks, (phase, names - tasks)
 
 
 def test_runner_kwargs():
@@ -608,3 +612,35 @@ def test_the_cpu_isa_cap_of_the_controllers_shell_goes_to_the_hosts(monkeypatch)
     assert fl.doctor_extravars({}, scope="host")["stackctl_fleet_environment"] == wanted
     for playbook in ("rollout.yml", "doctor.yml"):
         assert 'environment: "{{ stackctl_fleet_environment | default({}) }}"' in (PLAYBOOKS / playbook).read_text()
+
+
+def test_each_hosts_phases_add_up_the_durations_of_their_tasks_and_print_after_the_controllers():
+    """ship = the archive's copy and load (or the pull and tag), up, gate: what a rollout spends on each host."""
+    from stackctl.fleet.report import phase_lines
+
+    tracker = fl.FleetTracker(["h1", "h2"], [["h1"], ["h2"]])
+    for task, seconds in (("Copy the image archive", 187.0), ("Load the image archive", 59.3),
+                          (fl.TASK_UP, 40.4), ("Run stackctl doctor (gate)", 12.1), ("Create the venv", 3.2)):
+        tracker.handle(_event("runner_on_ok", "h1", task, {"changed": True}, duration=seconds))
+    tracker.handle(_event("runner_on_ok", "h2", "Pull the image by digest", {"changed": True}, duration=20.0))
+    tracker.handle(_event("runner_on_skipped", "h2", "Copy the image archive", duration=0.01))
+    outcomes = tracker.results()
+    assert outcomes[0].phase_seconds == pytest.approx({"ship": 246.3, "up": 40.4, "gate": 12.1})
+    assert outcomes[1].to_dict()["phase_seconds"] == {"ship": 20.0}
+    assert phase_lines({"build": 600.4, "save": 40.0}, outcomes) == [
+        "phases: build 600 s, save 40 s", "  h1: ship 246 s, up 40 s, gate 12 s", "  h2: ship 20 s"]
+    assert phase_lines({}, fl.FleetTracker(["h1"]).results()) == []
+
+
+def test_registry_credentials_come_from_the_environment_both_or_neither(monkeypatch):
+    from stackctl.errors import StackctlError
+    from stackctl.fleet.images import registry_auth
+
+    monkeypatch.delenv("STACKCTL_REGISTRY_USER", raising=False)
+    monkeypatch.delenv("STACKCTL_REGISTRY_PASSWORD", raising=False)
+    assert registry_auth() is None
+    monkeypatch.setenv("STACKCTL_REGISTRY_USER", "ops")
+    with pytest.raises(StackctlError, match="set both or neither"):
+        registry_auth()
+    monkeypatch.setenv("STACKCTL_REGISTRY_PASSWORD", "s3cret")
+    assert registry_auth() == {"username": "ops", "password": "s3cret"}

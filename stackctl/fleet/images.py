@@ -1,0 +1,115 @@
+"""Build once, roll out a digest: the fleet's images are built on the controller, once per recipe, and shipped to
+the hosts, which never build (`stackctl up --image-id`). On ROCm the build compiles LMCache for HIP (10-20 minutes
+on 2 cores): once, not once per host, and every host runs the bytes the controller built.
+
+Two ways to ship: through a registry the hosts can reach (`--registry HOST:PORT`; the hosts pull by digest), or, for
+an air-gapped fleet, `docker save` into one archive per image on the controller, copied to each host over the
+Ansible connection and `docker load`ed there (playbooks/roles/stackctl_host/tasks/ship.yml).
+
+An edge: the Docker engine through the adapter, the lifecycle's build, the state directory for the archives.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+from stackctl.errors import StackctlError
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ShippedImage:
+    """One image of the rollout: the stack's tag, the image id every host must end up with, and how it travels:
+    `archive` (a docker save file on the controller) or `reference` (REGISTRY/REPO@sha256:DIGEST)."""
+
+    tag: str
+    id: str
+    size: int
+    archive: str | None = None
+    reference: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def build_once(recipes: dict, *, wheelhouse: str | None, ca_bundle: str | None, say: Say) -> tuple[dict, float]:
+    """Each distinct recipe's image built (or found current) on the controller: {host: (tag, image id, size)} and
+    the seconds it took."""
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.lifecycle.build import build
+
+    started = time.monotonic()
+    engine = dk.client()
+    built: dict[str, tuple[str, str, int]] = {}
+    per_host = {}
+    for host, recipe in recipes.items():
+        key = str(recipe.source)
+        if key not in built:
+            tag, _ = build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle, say=say)
+            image = dk.find_image(engine, tag)
+            built[key] = (tag, image.id, int(image.attrs.get("Size") or 0))
+        per_host[host] = built[key]
+    return per_host, time.monotonic() - started
+
+
+def ship_by_archive(images: dict, say: Say) -> tuple[dict, float]:
+    """`docker save` of each image into the controller's state dir, once per image id (kept for the next rollout of
+    the same image, written under a temporary name and renamed whole): {host: ShippedImage}, seconds."""
+    from stackctl.engine import docker_adapter as dk
+    from stackctl.state.store import fleet_dir
+
+    started = time.monotonic()
+    engine = dk.client()
+    folder = fleet_dir() / "images"
+    folder.mkdir(parents=True, exist_ok=True)
+    shipped: dict[str, ShippedImage] = {}
+    for host, (tag, image_id, size) in images.items():
+        archive = folder / f"{image_id.split(':')[-1][:16]}.tar"
+        if not archive.is_file():
+            partial = archive.with_name(f".{archive.name}.{os.getpid()}.part")
+            say(f"ship: docker save {tag} ({size / 1e9:.2f} GB) -> {archive}")
+            try:
+                with open(partial, "wb") as out:
+                    for chunk in dk.find_image(engine, tag).save(named=True):
+                        out.write(chunk)
+                os.replace(partial, archive)
+            finally:
+                partial.unlink(missing_ok=True)
+        shipped[host] = ShippedImage(tag, image_id, size, archive=str(archive))
+    return shipped, time.monotonic() - started
+
+
+def ship_by_registry(images: dict, registry: str, say: Say) -> tuple[dict, float]:
+    """Each image pushed to `registry` (HOST:PORT) once; hosts pull it by digest. Credentials come from the
+    environment only (STACKCTL_REGISTRY_USER / STACKCTL_REGISTRY_PASSWORD), never from the inventory or a file
+    stackctl writes. {host: ShippedImage}, seconds."""
+    from stackctl.engine import docker_adapter as dk
+
+    started = time.monotonic()
+    engine = dk.client()
+    auth = registry_auth()
+    pushed: dict[str, str] = {}
+    shipped = {}
+    for host, (tag, image_id, size) in images.items():
+        if image_id not in pushed:
+            repository = f"{registry}/{tag.split(':')[0]}"
+            version = tag.split(":")[-1]
+            dk.find_image(engine, tag).tag(repository, version)
+            say(f"ship: docker push {repository}:{version} ({size / 1e9:.2f} GB)")
+            digest = dk.push(engine, repository, version, auth)
+            pushed[image_id] = f"{repository}@{digest}"
+        shipped[host] = ShippedImage(tag, image_id, size, reference=pushed[image_id])
+    return shipped, time.monotonic() - started
+
+
+def registry_auth() -> dict | None:
+    """Registry credentials from the environment, or None (a registry without authentication)."""
+    user, password = os.environ.get("STACKCTL_REGISTRY_USER"), os.environ.get("STACKCTL_REGISTRY_PASSWORD")
+    if bool(user) != bool(password):
+        raise StackctlError("STACKCTL_REGISTRY_USER and STACKCTL_REGISTRY_PASSWORD: set both or neither (fix: "
+                            "export the registry's user and password in the shell that runs stackctl)")
+    return {"username": user, "password": password} if user else None
