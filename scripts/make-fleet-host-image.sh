@@ -33,7 +33,7 @@ context="$(mktemp -d /var/tmp/stackctl-fleet-host.XXXXXX)"
 trap 'rm -rf "$context"' EXIT
 
 # The host's boot: its engine in the background (no bridge and no iptables: the host's one interface is the veth the
-# tests give it; a registry on the controller is reached over plain HTTP on that link), then sshd in the foreground.
+# tests give it; a registry is trusted through /etc/docker/certs.d, as on a site's hosts), then sshd in the foreground.
 # Not --privileged (this machine's root lacks CAP_SYS_RESOURCE, which it asks for): the tests add every other
 # capability and a private cgroup namespace, and the host mounts its own cgroup hierarchies writable here, where its
 # engine puts its containers (docker mounts them read-only).
@@ -52,8 +52,7 @@ else
         mount -t cgroup -o "$options" cgroup "$hierarchy"
     done
 fi
-dockerd --bridge=none --iptables=false --ip6tables=false --data-root /var/lib/docker \
-    --insecure-registry 10.213.0.0/16 >/var/log/dockerd.log 2>&1 &
+dockerd --bridge=none --iptables=false --ip6tables=false --data-root /var/lib/docker >/var/log/dockerd.log 2>&1 &
 exec /usr/sbin/sshd -D -e
 EOF
 

@@ -1,8 +1,8 @@
 """Fleet test hosts that are machines: each a container of stackctl-test-fleet-host (scripts/make-fleet-host-image.sh)
 with its own Docker engine (data root on a host directory), its own network namespace and sshd on port 22 of its
 own address. The namespace is reached over a veth pair: host N is 10.213.N.2, this machine's end 10.213.N.1, so
-every host serves the same port, as in a real fleet, and nothing but this machine reaches it (no route leads
-anywhere else). Containers are named stackctl-fleet-machine-N; `remove()` takes the containers, the veth pairs
+every host serves the same port, as in a real fleet, and nothing but this machine reaches it. A host's one route
+out leads to 10.213.0.0/24 on this machine (a registry of the tests', registry.py), nowhere else. Containers are named stackctl-fleet-machine-N; `remove()` takes the containers, the veth pairs
 (they go with the namespace) and the engines' data away."""
 
 from __future__ import annotations
@@ -87,7 +87,9 @@ class MachineHosts:
         _run("ip", "link", "set", inside, "netns", pid)
         for command in (["ip", "link", "set", inside, "name", "eth0"],
                         ["ip", "addr", "add", f"{address(number)}/24", "dev", "eth0"],
-                        ["ip", "link", "set", "eth0", "up"], ["ip", "link", "set", "lo", "up"]):
+                        ["ip", "link", "set", "eth0", "up"], ["ip", "link", "set", "lo", "up"],
+                        # the controller's services (a registry: registry.py) and nothing else
+                        ["ip", "route", "add", "10.213.0.0/24", "via", f"10.213.{number}.1", "dev", "eth0"]):
             _run("nsenter", "-t", pid, "-n", *command)
         _run("ip", "addr", "add", f"10.213.{number}.1/24", "dev", outside)
         _run("ip", "link", "set", outside, "up")

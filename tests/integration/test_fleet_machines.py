@@ -5,12 +5,13 @@ and rolled forward, reached over HTTP at each host's own address on the same por
 The image is built once on this machine (the controller) and shipped; the hosts cannot build it (no route to a
 package index) and `stackctl up --image-id` there refuses any other image. The tests share two hosts and run in
 order: each starts from the fleet the one before left (a vLLM start and a 4 GB image load per host are the cost).
+Two hosts take the rollouts; a third joins through a registry (Debian's docker-registry, TLS and a password).
 """
 
 from __future__ import annotations
 
 import json
-import os
+import secrets
 import threading
 import time
 import urllib.request
@@ -19,6 +20,8 @@ import pytest
 from fleet_hosts import build_wheelhouse, fleet_unavailable, make_key
 from helpers import RECIPES, run_cli
 from machine_hosts import MachineHosts, ensure_image
+from registry import Registry
+from registry import unavailable as registry_unavailable
 from stacks import variant
 
 from stackctl.bundle.stackspec import recipe_hash
@@ -44,7 +47,7 @@ def machines(tmp_path_factory, smoke_image):
         pytest.fail(reason)
     ensure_image()
     key = make_key(tmp_path_factory.mktemp("ssh"))
-    hosts = MachineHosts(2, key, tmp_path_factory.mktemp("machines"))
+    hosts = MachineHosts(3, key, tmp_path_factory.mktemp("machines"))
     hosts.start()
     try:
         yield hosts
@@ -58,13 +61,13 @@ def fleet(machines, tmp_path_factory, stack_env):
     """What every rollout of the module shares: an inventory, a wheelhouse, a state dir on the controller."""
     folder = tmp_path_factory.mktemp("fleet")
     env = dict(stack_env, STACKCTL_STATE_DIR=str(folder / "state"))
-    return {"inventory": machines.inventory(folder / "hosts.ini"), "wheelhouse": build_wheelhouse(folder / "wheels"),
-            "folder": folder, "env": env}
+    return {"inventory": machines.inventory(folder / "hosts.ini", hosts=machines.hosts[:2]),
+            "wheelhouse": build_wheelhouse(folder / "wheels"), "folder": folder, "env": env}
 
 
-def rollout(fleet, recipe, *args):
-    return run_cli("fleet", "rollout", str(recipe), "-i", str(fleet["inventory"]), "--wheelhouse",
-                   str(fleet["wheelhouse"]), *args, env=fleet["env"], timeout=2400)
+def rollout(fleet, recipe, *args, inventory=None, env=None):
+    return run_cli("fleet", "rollout", str(recipe), "-i", str(inventory or fleet["inventory"]), "--wheelhouse",
+                   str(fleet["wheelhouse"]), *args, env=env or fleet["env"], timeout=2400)
 
 
 def served_hash(machines, host: str) -> str | None:
@@ -101,20 +104,21 @@ def test_rollout_builds_once_ships_the_image_and_every_host_serves_it(machines, 
     result = rollout(fleet, recipe, "--batch", "2", "--format", "json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     summary = json.loads(result.stdout)
-    images = summary["header"]["images"]
-    assert set(images) == set(machines.hosts) and len({i["id"] for i in images.values()}) == 1, images
+    images = summary["images"]
+    assert len({i["id"] for i in images.values()}) == 1, images
     image = images[machines.hosts[0]]
     # Built once on the controller, saved once, loaded on each host: the hosts run the controller's bytes.
     assert result.stderr.count(f"ship: docker save {image['tag']}") <= 1
     assert "built once, shipped by docker save/load" in result.stderr
-    for host in machines.hosts:
+    assert set(images) == set(machines.hosts[:2])
+    for host in machines.hosts[:2]:
         assert image_id_on(machines, host, image["tag"]) == image["id"], host
         assert served_hash(machines, host) == recipe_hash(load_recipe(recipe)), host
         assert answers(machines, host), host  # the same port on every host, each at its own address
         assert [line for line in machines.inner_containers(host) if line.startswith("stackctl-cpu-smoke ")], host
     # Each phase timed: the controller's, then each host's.
-    header = summary["header"]["phases"]
-    assert set(header) == {"build", "save"}, header
+    phases = summary["phases"]
+    assert set(phases) == {"build", "save"}, phases
     for host in summary["hosts"]:
         assert set(host["phase_seconds"]) == {"ship", "up", "gate"}, host
         assert host["phase_seconds"]["ship"] > 0 and host["phase_seconds"]["up"] > 0, host
@@ -122,13 +126,14 @@ def test_rollout_builds_once_ships_the_image_and_every_host_serves_it(machines, 
 
 def test_a_second_rollout_of_the_same_recipe_changes_nothing_and_says_so(machines, fleet, tmp_path):
     recipe = variant(tmp_path, "fleet", FLEET)
-    result = rollout(fleet, recipe, "--batch", "2")
+    result = rollout(fleet, recipe, "--batch", "2", "--format", "json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     for task in ("Copy the image archive", "Load the image archive", "Run stackctl up"):
         assert f"changed      {task}" not in result.stderr, task
-    assert "ship 0 s" not in result.stdout  # no ship phase at all: the image was there
-    for host in machines.hosts:
-        assert f"{host:<20} ok" in result.stderr or host in result.stdout
+    for host in json.loads(result.stdout)["hosts"]:
+        assert "ship" not in host["phase_seconds"], host  # the image was there: nothing shipped
+        assert host["result"] == "unchanged" or host["status"] == "ok", host
+    for host in machines.hosts[:2]:
         assert answers(machines, host), host
 
 
@@ -144,7 +149,7 @@ def test_up_on_a_host_refuses_an_image_that_is_not_the_plans(machines):
 
 def test_a_host_failing_its_rollout_is_rolled_back_and_the_hosts_not_reached_keep_the_old_version(
         machines, fleet, tmp_path):
-    first, second = machines.hosts
+    first, second = machines.hosts[:2]
     old = served_hash(machines, first)
     holder = machines.ssh(first, f"nohup python3 -m http.server 8001 --bind 0.0.0.0 >/dev/null 2>&1 & echo $!")
     try:
@@ -168,7 +173,7 @@ def test_a_new_version_rolls_batch_by_batch_while_the_other_host_keeps_serving(m
     def ask_both() -> None:  # bounded: one round a second, for at most the rollout's time limit
         deadline = time.monotonic() + 2400
         while not stop.is_set() and time.monotonic() < deadline:
-            rounds.append({host: answers(machines, host) for host in machines.hosts})
+            rounds.append({host: answers(machines, host) for host in machines.hosts[:2]})
             stop.wait(1.0)
 
     asker = threading.Thread(target=ask_both, daemon=True)
@@ -179,9 +184,46 @@ def test_a_new_version_rolls_batch_by_batch_while_the_other_host_keeps_serving(m
         stop.set()
         asker.join(30)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
-    failed = {host: sum(1 for r in rounds if not r[host]) for host in machines.hosts}
+    failed = {host: sum(1 for r in rounds if not r[host]) for host in machines.hosts[:2]}
     print(f"requests during the rollout: {len(rounds)} rounds; failed per host: {failed}")
     assert rounds and all(any(r.values()) for r in rounds), failed  # never both down at once
-    for host in machines.hosts:
+    for host in machines.hosts[:2]:
         assert served_hash(machines, host) == recipe_hash(load_recipe(recipe)), host
         assert answers(machines, host), host
+
+
+def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_behind(machines, fleet, tmp_path):
+    """The third host joins through a private registry (TLS from the site's CA, a password): the controller pushes
+    once, the host pulls by digest. The password comes from the environment and is found nowhere stackctl writes:
+    not in its output, the run folder (ansible-runner's extra variables and environment), the records, the
+    inventory or the host's stackctl folder."""
+    reason = registry_unavailable()
+    if reason:
+        pytest.fail(reason)
+    host = machines.hosts[2]
+    password = secrets.token_hex(16)
+    registry = Registry(tmp_path / "registry", "fleet", password).start()
+    try:
+        registry.trust_on(machines.containers[host])
+        env = dict(fleet["env"], STACKCTL_REGISTRY_USER="fleet", STACKCTL_REGISTRY_PASSWORD=password)
+        inventory = machines.inventory(tmp_path / "joining.ini", hosts=[host])
+        recipe = variant(tmp_path, "fleet", FLEET)
+        result = rollout(fleet, recipe, "--registry", "10.213.0.1:5000", "--format", "json", inventory=inventory,
+                         env=env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+        summary = json.loads(result.stdout)
+        image = summary["images"][host]
+        assert image["reference"].startswith("10.213.0.1:5000/stackctl/cpu-smoke@sha256:"), image
+        assert image["archive"] is None and "push" in summary["phases"]
+        assert image_id_on(machines, host, image["tag"]) == image["id"]
+        assert answers(machines, host)
+        assert "ship" in summary["hosts"][0]["phase_seconds"]
+        # The password: nowhere stackctl wrote or printed.
+        assert password not in result.stdout + result.stderr
+        written = [path for path in (fleet["folder"] / "state").rglob("*")  # image archives: docker save's bytes
+                   if path.is_file() and path.parent.name != "images"]
+        assert written and [p for p in written if password.encode() in p.read_bytes()] == []
+        assert password not in inventory.read_text()
+        assert password not in machines.ssh(host, "cat /opt/stackctl/rollout.json /opt/stackctl/recipes/*").stdout
+    finally:
+        registry.stop()
