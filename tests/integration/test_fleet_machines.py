@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 from fleet_hosts import build_wheelhouse, fleet_unavailable, make_key
-from helpers import RECIPES, run_cli
+from helpers import run_cli
 from machine_hosts import MachineHosts, ensure_image
 from registry import Registry
 from registry import unavailable as registry_unavailable
@@ -151,7 +151,7 @@ def test_a_host_failing_its_rollout_is_rolled_back_and_the_hosts_not_reached_kee
         machines, fleet, tmp_path):
     first, second = machines.hosts[:2]
     old = served_hash(machines, first)
-    holder = machines.ssh(first, f"nohup python3 -m http.server 8001 --bind 0.0.0.0 >/dev/null 2>&1 & echo $!")
+    holder = machines.ssh(first, "nohup python3 -m http.server 8001 --bind 0.0.0.0 >/dev/null 2>&1 & echo $!")
     try:
         recipe = variant(tmp_path, "fleet", PORT_TAKEN)
         result = rollout(fleet, recipe, "--batch", "1", "--rollback-on-fail")
