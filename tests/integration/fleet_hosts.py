@@ -142,20 +142,27 @@ class FleetHosts:
 
     def inventory(self, path: Path, hosts: list[str] | None = None, host_vars: dict | None = None) -> Path:
         """An INI inventory of (some of) the hosts, with per-host variables (e.g. stackctl_recipe)."""
-        lines = ["[fleet]"]
-        for host in hosts or self.hosts:
-            extra = "".join(f" {k}={v}" for k, v in (host_vars or {}).get(host, {}).items())
-            lines.append(f"{host} ansible_host=127.0.0.1 ansible_port={self.ports[host]}{extra}")
-        lines += ["", "[fleet:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.key}",
-                  "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                  "-o LogLevel=ERROR'",
-                  "ansible_python_interpreter=/usr/bin/python3", ""]
-        Path(path).write_text("\n".join(lines))
-        return Path(path)
+        addresses = {host: f"ansible_host=127.0.0.1 ansible_port={self.ports[host]}" for host in hosts or self.hosts}
+        return write_inventory(path, addresses, self.key, host_vars)
 
     def remove(self) -> None:
         for name in self.containers.values():
             subprocess.run(["docker", "rm", "-f", name], capture_output=True)
+
+
+def write_inventory(path: Path, addresses: dict[str, str], key: Path, host_vars: dict | None = None) -> Path:
+    """An INI inventory: each host with its connection variables (`addresses`) and its own variables, root over SSH
+    with the run's key, the hosts' own python3."""
+    lines = ["[fleet]"]
+    for host, connection in addresses.items():
+        extra = "".join(f" {k}={v}" for k, v in (host_vars or {}).get(host, {}).items())
+        lines.append(f"{host} {connection}{extra}")
+    lines += ["", "[fleet:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={key}",
+              "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+              "-o LogLevel=ERROR'",
+              "ansible_python_interpreter=/usr/bin/python3", ""]
+    Path(path).write_text("\n".join(lines))
+    return Path(path)
 
 
 def build_wheelhouse(directory: Path) -> Path:

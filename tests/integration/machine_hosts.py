@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from fleet_hosts import write_inventory
 from helpers import REPO
 
 IMAGE = "stackctl-test-fleet-host:latest"
@@ -115,16 +116,9 @@ class MachineHosts:
                               capture_output=True, text=True, timeout=timeout)
 
     def inventory(self, path: Path, hosts: list[str] | None = None, host_vars: dict | None = None) -> Path:
-        lines = ["[fleet]"]
-        for host in hosts or self.hosts:
-            extra = "".join(f" {k}={v}" for k, v in (host_vars or {}).get(host, {}).items())
-            lines.append(f"{host} ansible_host={self.address(host)} ansible_port=22{extra}")
-        lines += ["", "[fleet:vars]", "ansible_user=root", f"ansible_ssh_private_key_file={self.key}",
-                  "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                  "-o LogLevel=ERROR'",
-                  "ansible_python_interpreter=/usr/bin/python3", ""]
-        Path(path).write_text("\n".join(lines))
-        return Path(path)
+        """An INI inventory of (some of) the hosts, each at its own address on port 22."""
+        addresses = {host: f"ansible_host={self.address(host)} ansible_port=22" for host in hosts or self.hosts}
+        return write_inventory(path, addresses, self.key, host_vars)
 
     def inner_containers(self, host: str) -> list[str]:
         """The containers the host's own engine has (read through docker exec, not the fleet's SSH)."""
