@@ -60,7 +60,8 @@ def gpus(ctx):
     archs = sorted({g.gfx_arch or "unknown" for g in found})
     wrong = [a for a in archs if a not in ctx.recipe.versions.gpu_arch]
     if wrong:
-        return failed(f"GPU arch {', '.join(wrong)} not in versions.gpu_arch {ctx.recipe.versions.gpu_arch}",
+        return failed(f"GPU arch {', '.join(wrong)} not in versions.gpu_arch {ctx.recipe.versions.gpu_arch}, the HIP "
+                      "targets the image is built for (LMCache's kernels have no code object for this GPU)",
                       gpus=[g.to_dict() for g in found])
     return passed(f"{len(found)} x {', '.join(archs)} ({ctx.host.gpu_discovery.source})",
                   gpus=[g.to_dict() for g in found])

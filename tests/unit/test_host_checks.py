@@ -94,7 +94,8 @@ def test_gpus_pass_with_the_recipe_arch_and_enough_of_them():
 def test_gpus_fail_on_another_arch_too_few_or_none():
     result = judge("host.gpus", rocm(), MI355X)
     assert result.status == "fail"
-    assert result.message == "GPU arch gfx950 not in versions.gpu_arch ['gfx942']"
+    assert result.message == ("GPU arch gfx950 not in versions.gpu_arch ['gfx942'], the HIP targets the image is built "
+                              "for (LMCache's kernels have no code object for this GPU)")
     recipe = rocm()
     recipe.model.tensor_parallel = 16
     result = judge("host.gpus", recipe, MI300X)
