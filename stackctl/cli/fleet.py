@@ -15,6 +15,7 @@ import click
 
 from stackctl import fleet as fl
 from stackctl.errors import ExitCode, StackctlError
+from stackctl.fleet import images
 from stackctl.fleet.execute import find_ansible, playbook_args, run_playbook
 from stackctl.fleet.planning import plan_fleet
 from stackctl.fleet.records import keep_host_records
@@ -89,37 +90,41 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     fl.check_shared_tiers(recipes)
     host_batches = fl.batches(hosts, batch_size)
     run_dir = new_fleet_run_dir("rollout", ("runner", "hosts"), create=not dry_run)
-    artifacts = run_dir / "hosts"
     wheel_dir, wheel_id = ready_wheelhouse(wheelhouse, run_dir, say, dry_run=dry_run)
     phases: dict[str, float] = {}
+    login = None
     if not (skip_up or dry_run):
-        _build_and_ship(recipes, plans, registry, phases)
-    extravars = fl.rollout_extravars(
-        plans, batch=batch_size, max_fail=max_fail_pct, skip_up=skip_up, wheelhouse=wheel_dir,
-        wheelhouse_archive=str(run_dir / f"wheelhouse-{wheel_id}.tar"), wheelhouse_hash=wheel_id,
-        artifacts_dir=str(artifacts), tune=tune, allow_reboot=allow_reboot, doctor_skip=tuple(skip),
-        rollback_on_fail=rollback_on_fail)
-    kwargs = playbook_args(run_dir, fl.ROLLOUT_PLAYBOOK, inventory, extravars,
-                           forks or fl.default_forks(len(hosts)), verbose)
-    if dry_run:
-        click.echo(json.dumps({"batches": host_batches, "runner": kwargs}, indent=2, default=str))
-        return
-    say(f"rollout to {len(hosts)} host(s) in {len(host_batches)} batch(es); stop after a batch with more than "
-        f"{max_fail_pct}% failed" + ("; doctor-only (--skip-up)" if skip_up else ""))
-    tracker = fl.FleetTracker(hosts, host_batches, fl.ROLLOUT_PLAY, plans)
-    try:
-        run_playbook(runner_module, kwargs, tracker, say)
-    finally:  # also on Ctrl-C or a failed run: every reached host's record is kept
-        outcomes = tracker.results()
-        keep_host_records(outcomes, artifacts)
-    header = {"action": "rollout", "inventory": str(inventory), "recipe": recipe, "batches": host_batches,
-              "max_fail_percentage": max_fail_pct, "skip_up": skip_up, "wheelhouse_id": wheel_id,
-              "artifacts": str(artifacts), "phases": {name: round(value, 2) for name, value in phases.items()},
-              "images": {host: plan["image"] for host, plan in plans.items() if "image" in plan}}
-    _print(outcomes, header, output_format, "rollout",
-           f"stackctl fleet rollout: {len(hosts)} host(s), records in {artifacts}",
-           extra_lines=fl.phase_lines(phases, outcomes))
-    ctx.exit(fl.exit_status(outcomes))
+        login = _build_and_ship(recipes, plans, registry, phases)
+    try:  # the credentials file goes whatever happens, Ctrl-C included
+        artifacts = run_dir / "hosts"
+        extravars = fl.rollout_extravars(
+            plans, batch=batch_size, max_fail=max_fail_pct, skip_up=skip_up, wheelhouse=wheel_dir,
+            wheelhouse_archive=str(run_dir / f"wheelhouse-{wheel_id}.tar"), wheelhouse_hash=wheel_id,
+            artifacts_dir=str(artifacts), tune=tune, allow_reboot=allow_reboot, doctor_skip=tuple(skip),
+            rollback_on_fail=rollback_on_fail, registry_credentials=str(login or ""))
+        kwargs = playbook_args(run_dir, fl.ROLLOUT_PLAYBOOK, inventory, extravars,
+                               forks or fl.default_forks(len(hosts)), verbose)
+        if dry_run:
+            click.echo(json.dumps({"batches": host_batches, "runner": kwargs}, indent=2, default=str))
+            return
+        say(f"rollout to {len(hosts)} host(s) in {len(host_batches)} batch(es); stop after a batch with more than "
+            f"{max_fail_pct}% failed" + ("; doctor-only (--skip-up)" if skip_up else ""))
+        tracker = fl.FleetTracker(hosts, host_batches, fl.ROLLOUT_PLAY, plans)
+        try:
+            run_playbook(runner_module, kwargs, tracker, say)
+        finally:  # also on Ctrl-C or a failed run: every reached host's record is kept
+            outcomes = tracker.results()
+            keep_host_records(outcomes, artifacts)
+        header = {"action": "rollout", "inventory": str(inventory), "recipe": recipe, "batches": host_batches,
+                  "max_fail_percentage": max_fail_pct, "skip_up": skip_up, "wheelhouse_id": wheel_id,
+                  "artifacts": str(artifacts), "phases": {name: round(value, 2) for name, value in phases.items()},
+                  "images": {host: plan["image"] for host, plan in plans.items() if "image" in plan}}
+        _print(outcomes, header, output_format, "rollout",
+               f"stackctl fleet rollout: {len(hosts)} host(s), records in {artifacts}",
+               extra_lines=fl.phase_lines(phases, outcomes))
+        ctx.exit(fl.exit_status(outcomes))
+    finally:
+        images.forget_credentials(login)
 
 
 @fleet.command()
@@ -170,13 +175,13 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     ctx.exit(ExitCode.FAILED if mismatches else fl.exit_status(outcomes))
 
 
-def _build_and_ship(recipes: dict, plans: dict, registry: str | None, phases: dict) -> None:
-    """The image of each recipe built once here and made ready to ship; each host's plan names its image."""
-    from stackctl.fleet import images
-
+def _build_and_ship(recipes: dict, plans: dict, registry: str | None, phases: dict):
+    """The image of each recipe built once here and made ready to ship; each host's plan names its image. Returns
+    the file of the registry credentials for the hosts' login (None without credentials)."""
     built, phases["build"] = images.build_once(recipes, wheelhouse=None, ca_bundle=None, say=say)
+    auth = images.registry_auth()
     if registry:
-        shipped, phases["push"] = images.ship_by_registry(built, registry, say)
+        shipped, phases["push"] = images.ship_by_registry(built, registry, auth, say)
     else:
         shipped, phases["save"] = images.ship_by_archive(built, say)
     for host, image in shipped.items():
@@ -184,6 +189,7 @@ def _build_and_ship(recipes: dict, plans: dict, registry: str | None, phases: di
     say("image: " + "; ".join(sorted({f"{i.tag} = {i.id.split(':')[-1][:12]} ({i.size / 1e9:.2f} GB)"
                                       for i in shipped.values()})) + ", built once, shipped "
         + (f"through {registry}" if registry else "by docker save/load"))
+    return images.hand_credentials_to_hosts(auth if registry else None)
 
 
 def _plan(recipe: str | None, inventory: str):

@@ -40,7 +40,7 @@ def default_forks(host_count: int) -> int:
 def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, skip_up: bool, wheelhouse: str,
                       wheelhouse_archive: str, wheelhouse_hash: str, artifacts_dir: str, tune: bool = False,
                       allow_reboot: bool = False, doctor_skip: tuple = (),
-                      rollback_on_fail: bool = False) -> dict:
+                      rollback_on_fail: bool = False, registry_credentials: str = "") -> dict:
     """Extra variables of playbooks/rollout.yml."""
     return {
         "stackctl_fleet_serial": batch if batch is not None else "100%",
@@ -55,6 +55,7 @@ def rollout_extravars(plans: dict, *, batch: int | str | None, max_fail: int, sk
         "stackctl_host_allow_reboot": allow_reboot,
         "stackctl_host_doctor_skip": list(doctor_skip),
         "stackctl_host_artifacts_dir": artifacts_dir,
+        "stackctl_host_registry_credentials": registry_credentials,
         **host_environment(),
     }
 

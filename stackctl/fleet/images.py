@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from stackctl.errors import StackctlError
 
@@ -83,15 +84,13 @@ def ship_by_archive(images: dict, say: Say) -> tuple[dict, float]:
     return shipped, time.monotonic() - started
 
 
-def ship_by_registry(images: dict, registry: str, say: Say) -> tuple[dict, float]:
-    """Each image pushed to `registry` (HOST:PORT) once; hosts pull it by digest. Credentials come from the
-    environment only (STACKCTL_REGISTRY_USER / STACKCTL_REGISTRY_PASSWORD), never from the inventory or a file
-    stackctl writes. {host: ShippedImage}, seconds."""
+def ship_by_registry(images: dict, registry: str, auth: dict | None, say: Say) -> tuple[dict, float]:
+    """Each image pushed to `registry` (HOST:PORT) once; hosts pull it by digest. Credentials (`auth`) come from the
+    environment only (registry_auth), never from the inventory. {host: ShippedImage}, seconds."""
     from stackctl.engine import docker_adapter as dk
 
     started = time.monotonic()
     engine = dk.client()
-    auth = registry_auth()
     pushed: dict[str, str] = {}
     shipped = {}
     for host, (tag, image_id, size) in images.items():
@@ -104,6 +103,32 @@ def ship_by_registry(images: dict, registry: str, say: Say) -> tuple[dict, float
             pushed[image_id] = f"{repository}@{digest}"
         shipped[host] = ShippedImage(tag, image_id, size, reference=pushed[image_id])
     return shipped, time.monotonic() - started
+
+
+def hand_credentials_to_hosts(auth: dict | None) -> Path | None:
+    """The registry credentials, for the hosts' `docker login`, in a file only root reads (a private temporary
+    folder outside the run folder), and out of this process's environment: ansible-runner writes its whole
+    environment into its artifacts (artifacts/ID/command), so the playbook reads the file instead
+    (playbooks/roles/stackctl_host/tasks/ship.yml, no_log). The caller removes it with forget_credentials."""
+    import json
+    import tempfile
+
+    for name in ("STACKCTL_REGISTRY_USER", "STACKCTL_REGISTRY_PASSWORD"):
+        os.environ.pop(name, None)
+    if auth is None:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="stackctl-registry-"))
+    path = folder / "login.json"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        json.dump(auth, handle)
+    return path
+
+
+def forget_credentials(path: Path | None) -> None:
+    if path is not None:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
 
 
 def registry_auth() -> dict | None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import json
 import secrets
+import tempfile
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from fleet_hosts import build_wheelhouse, fleet_unavailable, make_key
@@ -195,8 +197,9 @@ def test_a_new_version_rolls_batch_by_batch_while_the_other_host_keeps_serving(m
 def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_behind(machines, fleet, tmp_path):
     """The third host joins through a private registry (TLS from the site's CA, a password): the controller pushes
     once, the host pulls by digest. The password comes from the environment and is found nowhere stackctl writes:
-    not in its output, the run folder (ansible-runner's extra variables and environment), the records, the
-    inventory or the host's stackctl folder."""
+    not in its output, the run folder (ansible-runner's extra variables and its `command` artifact, which holds the
+    whole environment: that is how this test first found it there), the records, the inventory or the host's
+    stackctl folder."""
     reason = registry_unavailable()
     if reason:
         pytest.fail(reason)
@@ -224,6 +227,7 @@ def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_
                    if path.is_file() and path.parent.name != "images"]
         assert written and [p for p in written if password.encode() in p.read_bytes()] == []
         assert password not in inventory.read_text()
+        assert not list(Path(tempfile.gettempdir()).glob("stackctl-registry-*"))  # the hosts' login file is gone
         assert password not in machines.ssh(host, "cat /opt/stackctl/rollout.json /opt/stackctl/recipes/*").stdout
     finally:
         registry.stop()
