@@ -236,6 +236,16 @@ def push(engine, repository: str, tag: str, auth: dict | None = None) -> str:
     return digest
 
 
+def untag(engine, reference: str) -> None:
+    """Remove one name of an image (the image stays under its other names)."""
+    import docker
+
+    try:
+        engine.images.remove(reference, noprune=True)
+    except docker.errors.ImageNotFound:
+        pass
+
+
 def stream_build(engine, kwargs: dict, out=None) -> None:
     """Run a build, showing progress: on a terminal one line updated in place (current step and its latest output);
     otherwise every line of build output, plain, for CI logs. A failure shows the end of the output. Ctrl-C

@@ -99,7 +99,10 @@ def ship_by_registry(images: dict, registry: str, auth: dict | None, say: Say) -
             version = tag.split(":")[-1]
             dk.find_image(engine, tag).tag(repository, version)
             say(f"ship: docker push {repository}:{version} ({size / 1e9:.2f} GB)")
-            digest = dk.push(engine, repository, version, auth)
+            try:
+                digest = dk.push(engine, repository, version, auth)
+            finally:  # the registry's name goes again: `status` and compose name the image by the stack's tag
+                dk.untag(engine, f"{repository}:{version}")
             pushed[image_id] = f"{repository}@{digest}"
         shipped[host] = ShippedImage(tag, image_id, size, reference=pushed[image_id])
     return shipped, time.monotonic() - started

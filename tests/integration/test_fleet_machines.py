@@ -221,6 +221,10 @@ def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_
         assert image_id_on(machines, host, image["tag"]) == image["id"]
         assert answers(machines, host)
         assert "ship" in summary["hosts"][0]["phase_seconds"]
+        # The push's name is gone from the controller's image: `stackctl status` names it by the stack's tag.
+        import docker
+
+        assert docker.from_env().images.get(image["tag"]).tags == [image["tag"]]
         # The password: nowhere stackctl wrote or printed.
         assert password not in result.stdout + result.stderr
         written = [path for path in (fleet["folder"] / "state").rglob("*")  # image archives: docker save's bytes
