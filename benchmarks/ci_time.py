@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 BUDGET_S = 5400
-PHASE = re.compile(r"^\s*(\d+) s  (.+)$")  # the "wall time per phase" block of scripts/phases.sh
+PHASE = re.compile(r"^\s*([\d,]+) s\s+(?:\d+%\s+)?(.+)$")  # the "wall time per phase" block of scripts/phases.sh
 DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S+?)::(\S+)")
 
 
@@ -26,7 +26,8 @@ def phases(log: str) -> list[tuple[str, int]]:
     block = log.rsplit("==> wall time per phase", 1)
     if len(block) < 2:
         return []
-    return [(m[2], int(m[1])) for line in block[1].splitlines() if (m := PHASE.match(line))]
+    found = [(m[2].strip(), int(m[1].replace(",", ""))) for line in block[1].splitlines() if (m := PHASE.match(line))]
+    return [(name, seconds) for name, seconds in found if name != "total"]  # phases.sh adds its own total line
 
 
 def durations(log: str) -> dict[tuple[str, str], float]:

@@ -8,6 +8,9 @@ scripts/smoke.sh`), which leaves the cpu-smoke and cpu-lmcache stacks running:
     python scripts/update-samples.py              # every sample
     python scripts/update-samples.py --only dtype # one (names: SAMPLES below)
 
+The S3 tier's settings and keys come from the test store the main job started (/tmp/stackctl-ceph/s3.env), as the
+main job itself reads them.
+
 tests/unit/test_shipped_samples.py fails when a sample no longer matches what the shipped recipes prove (token counts,
 check ids, column names) or carries no stamp.
 """
@@ -45,7 +48,7 @@ def stamp() -> str:
     if os.environ.get("STACKCTL_CPU_ISA_CAP"):
         isa += f", capped to {os.environ['STACKCTL_CPU_ISA_CAP']}"
     commit = git("rev-parse", "--short", "HEAD")
-    if git("status", "--porcelain", "--untracked-files=no"):
+    if git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!README.md", ":!bench-results"):  # not ours
         commit += " with uncommitted changes"
     return (f"written by scripts/update-samples.py on {cpu} ({os.cpu_count()} cores, {isa}), "
             f"{datetime.date.today().isoformat()}, commit {commit}")
@@ -55,10 +58,19 @@ def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
 
 
+def s3_settings() -> dict:
+    """The main job's S3 store settings (KEY=VALUE lines), or nothing when it did not start one."""
+    path = Path("/tmp/stackctl-ceph/s3.env")
+    if not path.is_file():
+        return {}
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line and not line.startswith("#"))
+    return {key.strip(): value.strip().strip("'\"") for key, value in pairs}
+
+
 def stackctl(*args: str, env: dict | None = None) -> str:
     """stdout of `python -m stackctl ARGS`; a failure stops the script, naming the command (no sample is written)."""
     done = subprocess.run([sys.executable, "-m", "stackctl", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=1800)
+                          env={**os.environ, **s3_settings(), **(env or {})}, timeout=1800)
     if done.returncode != 0:
         sys.exit(f"update-samples: stackctl {' '.join(args)} exited {done.returncode}: "
                  f"{(done.stderr or done.stdout).strip()[-600:]}")
