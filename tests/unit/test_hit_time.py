@@ -79,3 +79,25 @@ def test_bench_reports_a_cold_rate_above_the_peak_as_a_failed_measurement_and_es
     hit = result["arms"]["hbm"]
     hit.update(arm_figures(floor, "hbm", hit, result))
     assert hit["breakdown"]["prefill_s"] is None and "no recompute rate" in hit["prefill_text"]
+
+
+def test_doctor_measures_the_peak_again_when_a_cold_rate_is_above_the_kept_one(monkeypatch):
+    """up's probe, run while another stack started, kept 80.7 GFLOP/s; doctor's cold prefill then ran at 103.8 and
+    was reported as a failed measurement. Doctor measures again (the best of both is kept) before it says so."""
+    from stackctl.doctor import dtype_checks
+
+    cost = MODEL
+    seconds = cost.flops(0, 129) / 103.8e9
+    low, quiet = MatmulPeak({"bfloat16": 80.7}, 2), MatmulPeak({"bfloat16": 166.0}, 2)
+    asked = []
+
+    def peak(ctx, fresh=False):
+        asked.append(fresh)
+        return (quiet, "") if fresh else (low, "")
+
+    monkeypatch.setattr(dtype_checks, "prefill_floor", lambda ctx: Floor(cost, "bfloat16", low))
+    monkeypatch.setattr(dtype_checks, "matmul_peak", peak)
+    text = dtype_checks.cold_rate_text(object(), 129, 0, seconds)
+    assert asked == [True] and text.endswith("103.8 GFLOP/s = 63% of this host's bfloat16 matmul peak)"), text
+    monkeypatch.setattr(dtype_checks, "matmul_peak", lambda ctx, fresh=False: (low, ""))
+    assert "measurement failed: 103.8 GFLOP/s is above" in dtype_checks.cold_rate_text(object(), 129, 0, seconds)
