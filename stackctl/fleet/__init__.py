@@ -21,6 +21,8 @@ The edges, imported by stackctl/cli/fleet.py (the command surface) and not by th
 - planning: the inventory as Ansible reads it, and each host's recipe loaded and checked (plan_fleet)
 - execute: finding ansible-runner, its arguments for one run folder, running a playbook with progress lines
 - records: each reached host's rollout record, written through the state module (which owns the run folders)
+- images: the image built once on the controller, saved into the state dir or pushed to a registry, and the
+  registry credentials handed to the hosts' login in a root-only file
 
 Only execute and planning import ansible_runner, and only inside the functions that run it, so importing this
 package is cheap.
