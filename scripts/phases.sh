@@ -7,6 +7,8 @@
 #   shown_phase NAME COMMAND...   # output on the terminal (and in the log); prints "==> NAME", the output, "12 s";
 #                                 # LAST_PHASE_OUTPUT then names a file holding that output
 #   skip_phase NAME REASON        # a phase with nothing to do: "==> NAME: REASON"
+#   background_phase NAME COMMAND...  # starts it now, beside the phases that follow (its output to a log of its
+#                                     # own); `await_phase NAME` waits for it and records its wall time, start to end
 #
 # STACKCTL_JOB_LOG names the log (default /tmp/stackctl-job.log); the first script to source this file starts it.
 
@@ -17,6 +19,7 @@ if [ -z "${JOB_STARTED:-}" ]; then
     JOB_OUTPUT_DIR="${STACKCTL_JOB_LOG%.log}-phases"
     rm -rf "$JOB_OUTPUT_DIR" && mkdir -p "$JOB_OUTPUT_DIR"
     JOB_PHASES=()
+    BACKGROUND_PHASES=()
     printf 'Installer output (apt, pip, debootstrap, image builds) goes to %s\n' "$STACKCTL_JOB_LOG"
 fi
 
@@ -60,6 +63,43 @@ shown_phase() {
     fi
     _phase_record "$name" "$started"
     printf '%s: %d s\n' "$name" "$LAST_PHASE_SECONDS"
+}
+
+background_phase() {
+    local name=$1 log
+    shift
+    log="$JOB_OUTPUT_DIR/background-$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-').log"
+    printf '==> %s: started in the background (output: %s)\n' "$name" "$log"
+    printf '\n==> %s: %s (in the background: output in %s)\n' "$name" "$*" "$log" >> "$STACKCTL_JOB_LOG"
+    (
+        started=$(date +%s) status=0
+        "$@" > "$log" 2>&1 < /dev/null || status=$?
+        printf '%d %d\n' "$status" $(($(date +%s) - started)) > "$log.done"
+    ) &
+    BACKGROUND_PHASES+=("$name=$!=$log")
+}
+
+await_phase() {  # NAME: wait for the background phase, then print and record it as quiet_phase does
+    local entry pid="" log="" status seconds
+    for entry in "${BACKGROUND_PHASES[@]}"; do
+        if [ "${entry%%=*}" = "$1" ]; then
+            pid=${entry#*=}
+            log=${pid#*=}
+            pid=${pid%%=*}
+        fi
+    done
+    printf '==> %s (in the background) ... ' "$1"
+    wait "$pid" || true
+    read -r status seconds < "$log.done"
+    cat "$log" >> "$STACKCTL_JOB_LOG"
+    if [ "$status" -ne 0 ]; then
+        printf 'FAILED (exit %d after %d s)\n' "$status" "$seconds"
+        printf -- '--- last 40 lines of %s ---\n' "$log"
+        tail -n 40 "$log" | sed 's/^/    /'
+        return "$status"
+    fi
+    JOB_PHASES+=("$(printf '%5d s  %s (in the background)' "$seconds" "$1")")
+    printf '%d s\n' "$seconds"
 }
 
 skip_phase() {

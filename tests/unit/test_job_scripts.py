@@ -63,6 +63,29 @@ def test_a_shown_phase_prints_its_output_and_keeps_a_copy(tmp_path):
     assert "==> base image: present" in out and "    -    base image (present)" in out
 
 
+def test_a_background_phase_runs_beside_the_next_and_is_recorded_when_awaited(tmp_path):
+    """The HIP build runs beside the CPU image builds in CI: both started, the background one awaited, each timed
+    from its own start (the two 3 s sleeps overlap: the job takes about the longer one, not their sum)."""
+    result = bash("background_phase 'hip build' bash -c 'sleep 3; echo compiled'; quiet_phase 'cpu image' sleep 3;"
+                  " await_phase 'hip build'; print_phases", tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].startswith("==> hip build: started in the background (output: ")
+    assert re.fullmatch(r"==> hip build \(in the background\) \.\.\. [34] s", lines[3]), lines
+    assert re.fullmatch(r" +[34] s  hip build \(in the background\)", lines[5]), lines
+    total = int(re.fullmatch(r" +(\d+) s  total", lines[6])[1])
+    assert total < 6, lines  # overlapped: 3 s each, not 6 s in a row
+    assert "compiled" in (tmp_path / "job.log").read_text() and "compiled" not in result.stdout
+
+
+def test_a_failed_background_phase_shows_its_tail_and_stops_the_job(tmp_path):
+    result = bash("background_phase 'hip build' bash -c 'echo clang: error: no such target; exit 2';"
+                  " await_phase 'hip build'; echo NEXT", tmp_path)
+    assert result.returncode == 2 and "NEXT" not in result.stdout
+    assert "==> hip build (in the background) ... FAILED (exit 2 after" in result.stdout
+    assert "    clang: error: no such target" in result.stdout
+
+
 def test_the_summary_reads_bench_and_doctor_as_the_job_wrote_them(tmp_path):
     summary = summary_module()
     probe = tmp_path / "probe.json"
