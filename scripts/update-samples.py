@@ -115,6 +115,23 @@ def connector_result() -> None:
     path.write_text(json.dumps(figures, indent=2) + "\n")
 
 
+# The load sweep bench-results/sweep/ holds: six load points around where the arms' KV cache overflows, eight turns per
+# user (8 to 64 requests per point and arm: a median and its quartiles), each point capped at 5 minutes.
+SWEEP = ("--sweep", "--sweep-users", "1,2,3,4,6,8", "--turns", "8", "--max-seconds", "300")
+
+
+def sweep_result() -> None:
+    """bench --sweep of the cpu-lmcache stack's image (HBM only against LMCache's CPU tier): bench-results/sweep/,
+    the JSON and the Markdown stamped (the PNG is drawn from the same result)."""
+    out = RESULTS / "sweep"
+    stackctl("bench", LMCACHE, *SWEEP, "-o", str(out))
+    figures = json.loads((out / "sweep.json").read_text())
+    figures["written_by"] = stamp()
+    (out / "sweep.json").write_text(json.dumps(figures, indent=2) + "\n")
+    table = (out / "sweep.md").read_text()
+    (out / "sweep.md").write_text(f"<!-- {figures['written_by']} -->\n{table}")
+
+
 def write_readme_sample(name: str, body: str) -> None:
     text = README.read_text()
     found = [match for match in MARK.finditer(text) if match["name"] == name]
@@ -129,6 +146,7 @@ SAMPLES = {
     "lmcache": lambda: write_readme_sample("lmcache", lmcache_sample()),
     "dtype": lambda: write_readme_sample("dtype", dtype_sample()),
     "connector": connector_result,
+    "sweep": sweep_result,
 }
 
 

@@ -1,7 +1,7 @@
 """The sweep's arithmetic, pure: one load point's figures from its requests and the server's counters, the crossover
 load (the smallest load at which an offload arm's p50 TTFT beats the HBM-only arm's by more than TIE, interpolated
-between the points around it), `stackctl plan`'s prediction for the same loads, and the sentence that explains a
-difference from the figures themselves."""
+between the points around it) and its interval from the spread of both arms' TTFT, `stackctl plan`'s prediction for
+the same loads, and the sentence that explains a difference from the figures themselves."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from stackctl.bench.workload import percentile
 
 
 def point_figures(requests: list[dict], errors: int, wall_s: float, before: dict, after: dict) -> dict:
-    """One arm at one load point: TTFT p50/p95 over its requests, throughput (prompt and generated tokens per
+    """One arm at one load point: TTFT p50/p95 over its requests and its spread (p25-p75), throughput (prompt and generated tokens per
     second of wall time) and the hit rates the server counted between the two counter readings: its own prefix
     cache (HBM) and the connector's (LMCache's hit tokens; vLLM's external prefix cache counters)."""
     ttft = sorted(r["ttft_s"] for r in requests)
@@ -24,6 +24,7 @@ def point_figures(requests: list[dict], errors: int, wall_s: float, before: dict
     return {
         "completed": len(requests), "errors": errors, "wall_s": wall_s,
         "ttft_p50_s": percentile(ttft, 50), "ttft_p95_s": percentile(ttft, 95),
+        "ttft_p25_s": percentile(ttft, 25), "ttft_p75_s": percentile(ttft, 75),
         "tokens_per_s": (tokens_in + tokens_out) / wall, "output_tokens_per_s": tokens_out / wall,
         "prompt_tokens": tokens_in, "queried_tokens": queries,
         "hbm_hit_tokens": hbm_hits, "offload_hit_tokens": offload_hits,
@@ -58,12 +59,45 @@ def crossover(loads: Sequence[float], baseline: Sequence[float | None], arm: Seq
     return {"kind": "none", "load": None, "between": [pairs[-1][0], None] if pairs else None}
 
 
+def crossover_interval(loads: Sequence[float], baseline_spread: Sequence[tuple[float, float] | None],
+                       arm_spread: Sequence[tuple[float, float] | None]) -> dict:
+    """Where the crossover can lie given each point's spread (p25, p75 of TTFT per load): from the earliest load
+    the arm could win (its p25 against the baseline's p75) to the latest it surely wins (its p75 against the
+    baseline's p25). `low`/`high` are loads; `low` None means at or below the smallest load, `high` None beyond
+    the largest (the arm's slow quartile never beats the baseline's fast one in range). `kind` "none" when even
+    the arm's fast quartile never wins."""
+    best, worst = [], []
+    for base, arm in zip(baseline_spread, arm_spread):
+        best.append((base[1], arm[0]) if base and arm else (None, None))
+        worst.append((base[0], arm[1]) if base and arm else (None, None))
+    earliest = crossover(loads, [b for b, _ in best], [a for _, a in best])
+    latest = crossover(loads, [b for b, _ in worst], [a for _, a in worst])
+    if earliest["kind"] == "none":
+        return {"kind": "none", "low": None, "high": None}
+    low = None if earliest["kind"] == "below-range" else earliest["load"]
+    return {"kind": "interval", "low": low, "high": latest["load"] if latest["kind"] != "none" else None}
+
+
 def crossover_text(found: dict, unit: str = "users") -> str:
     if found["kind"] == "none":
-        return "none in range"
-    if found["kind"] == "below-range":
-        return f"at or below {found['load']:g} {unit}"
-    return f"{found['load']:.1f} {unit}"
+        text = "none in range"
+    elif found["kind"] == "below-range":
+        text = f"at or below {found['load']:g} {unit}"
+    else:
+        text = f"{found['load']:.1f} {unit}"
+    interval = found.get("interval")
+    if interval:
+        text += f" ({interval_text(interval, unit)})"
+    return text
+
+
+def interval_text(interval: dict, unit: str = "users") -> str:
+    """The interval in words, saying what it is drawn from."""
+    if interval["kind"] == "none":
+        return "not even the offload arm's fastest quarter of requests beats HBM-only's slowest in range"
+    low = "at or below the smallest load" if interval["low"] is None else f"{interval['low']:.1f}"
+    high = "beyond the largest load" if interval["high"] is None else f"{interval['high']:.1f} {unit}"
+    return f"somewhere from {low} to {high}, by both arms' TTFT interquartile ranges"
 
 
 def predicted_crossover(hbm_tokens: int | None, context_tokens: int) -> float | None:

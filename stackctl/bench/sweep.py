@@ -286,6 +286,8 @@ def _judge(result: dict, recipe, arms: list[SweepArm], kv_bytes: int, serve_dtyp
                 continue
             other = _p50s(result, arm.name, context)
             found = math.crossover(result["users"], base, other)
+            found["interval"] = math.crossover_interval(result["users"], _spreads(result, baseline.name, context),
+                                                        _spreads(result, arm.name, context))
             top = {p["arm"]: p for p in result["points"]
                    if p["context_tokens"] == context and p["users"] == result["users"][-1]}
             served = None
@@ -303,6 +305,17 @@ def _p50s(result: dict, arm: str, context: int) -> list[float | None]:
     by_load = {p["users"]: p["ttft_p50_s"] for p in result["points"]
                if p["arm"] == arm and p["context_tokens"] == context}
     return [by_load.get(load) for load in result["users"]]
+
+
+def _spreads(result: dict, arm: str, context: int) -> list[tuple[float, float] | None]:
+    """Each load's (p25, p75) TTFT for the arm, None where a point lacks them."""
+    by_load = {p["users"]: (p.get("ttft_p25_s"), p.get("ttft_p75_s")) for p in result["points"]
+               if p["arm"] == arm and p["context_tokens"] == context}
+    spreads: list[tuple[float, float] | None] = []
+    for load in result["users"]:
+        low, high = by_load.get(load, (None, None))
+        spreads.append((low, high) if low is not None and high is not None else None)
+    return spreads
 
 
 def _served(point: dict) -> float:

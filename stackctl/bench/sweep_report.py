@@ -1,5 +1,6 @@
 """The sweep's reports: a Markdown table (one row per load point and arm, then the crossover and plan's
-prediction), a PNG (p50 TTFT against users, one line per arm, p95 dashed, the crossovers marked) and the JSON."""
+prediction), a PNG (p50 TTFT against users, one line per arm, its p25-p75 spread shaded, p95 dashed, the crossovers
+with their intervals and plan's prediction marked) and the JSON."""
 
 from __future__ import annotations
 
@@ -21,15 +22,16 @@ def markdown(result: dict) -> str:
         lines.append(f"- {arm['title']}: the server allocated " + (
             f"{held['tokens']:,} tokens of KV ({held['num_gpu_blocks']} blocks x {held['block_size']})"
             if held else "an amount of KV it did not report") + binding)
-    lines += ["", "| users | context | working set (tokens) | arm | requests | errors | TTFT p50 (s) | TTFT p95 (s) | "
-              "tokens/s | HBM hit rate | offload hit rate | offload hit tokens | plan's regime |",
-              "|" + "---|" * 13]
+    lines += ["", "| users | context | working set (tokens) | arm | requests | errors | TTFT p50 (s) | TTFT p25-p75 (s) | "
+              "TTFT p95 (s) | tokens/s | HBM hit rate | offload hit rate | offload hit tokens | plan's regime |",
+              "|" + "---|" * 14]
     regimes = {(p["users"], p["context_tokens"]): p["regime"] for p in result.get("plan", [])}
     for point in result["points"]:
         lines.append("| " + " | ".join([
             str(point["users"]), f"{point['context_tokens']:,}", f"{point['working_set_tokens']:,}",
             titles.get(point["arm"], point["arm"]).split(" (")[0], str(point["completed"]), str(point["errors"]),
-            _fixed(point["ttft_p50_s"], 3), _fixed(point["ttft_p95_s"], 3), f"{point['tokens_per_s']:.0f}",
+            _fixed(point["ttft_p50_s"], 3), _spread(point), _fixed(point["ttft_p95_s"], 3),
+            f"{point['tokens_per_s']:.0f}",
             _share(point["hbm_hit_rate"]), _share(point["offload_hit_rate"]), f"{point['offload_hit_tokens']:,.0f}",
             regimes.get((point["users"], point["context_tokens"]), "-")]) + " |")
     lines.append("")
@@ -50,21 +52,30 @@ def plot(result: dict, path: Path) -> Path:
     for context in result["contexts"]:
         suffix = f", {context:,}-token contexts" if len(result["contexts"]) > 1 else ""
         for name, title in titles.items():
-            points = sorted((p["users"], p["ttft_p50_s"], p["ttft_p95_s"]) for p in result["points"]
+            points = sorted((p["users"], p["ttft_p50_s"], p["ttft_p95_s"], p.get("ttft_p25_s"), p.get("ttft_p75_s"))
+                            for p in result["points"]
                             if p["arm"] == name and p["context_tokens"] == context and p["ttft_p50_s"] is not None)
             if not points:
                 continue
-            line, = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{title}{suffix}")
-            axes.plot([p[0] for p in points], [p[2] for p in points], linestyle="--", alpha=0.5,
-                      color=line.get_color())
+            loads = [p[0] for p in points]
+            line, = axes.plot(loads, [p[1] for p in points], marker="o", label=f"{title}{suffix}")
+            axes.plot(loads, [p[2] for p in points], linestyle="--", alpha=0.5, color=line.get_color())
+            if all(p[3] is not None and p[4] is not None for p in points):
+                axes.fill_between(loads, [p[3] for p in points], [p[4] for p in points], alpha=0.15,
+                                  color=line.get_color())
     for found in result.get("crossovers", []):
         if found["load"] is not None:
             axes.axvline(found["load"], color="black", alpha=0.6, label=f"measured crossover {found['load']:.1f}")
+        interval = found.get("interval")
+        if interval and interval["kind"] == "interval":
+            low = result["users"][0] if interval["low"] is None else interval["low"]
+            high = result["users"][-1] if interval["high"] is None else interval["high"]
+            axes.axvspan(low, high, color="black", alpha=0.07, label="crossover interval (TTFT quartiles)")
         if found.get("predicted_users"):
             axes.axvline(found["predicted_users"], color="grey", linestyle=":",
                          label=f"plan: HBM full at {found['predicted_users']:.1f}")
     axes.set_xlabel("concurrent users")
-    axes.set_ylabel("TTFT (s): p50 solid, p95 dashed")
+    axes.set_ylabel("TTFT (s): p50 solid, p25-p75 shaded, p95 dashed")
     axes.set_title(f"{result['stack']}: TTFT against load (KV cache ~{result['kv_tokens']:,} tokens)")
     axes.set_xticks(result["users"])
     axes.grid(alpha=0.3)
@@ -87,6 +98,11 @@ def write(result: dict, out_dir: Path) -> dict:
 
 def _fixed(value, digits: int) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _spread(point: dict) -> str:
+    low, high = point.get("ttft_p25_s"), point.get("ttft_p75_s")
+    return "-" if low is None or high is None else f"{low:.3f}-{high:.3f}"
 
 
 def _share(value) -> str:

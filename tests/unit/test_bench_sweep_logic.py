@@ -62,6 +62,30 @@ def test_a_crossover_below_the_range_none_in_range_and_missing_points():
     assert crossover.crossover([], [], []) == {"kind": "none", "load": None, "between": None}
 
 
+def test_the_crossovers_interval_runs_from_the_arms_best_quartile_to_its_worst():
+    loads = [1, 2, 3, 4, 6]
+    # (p25, p75) per load: HBM-only grows slower; LMCache's spread overlaps it at 2 and 3 users.
+    hbm = [(0.10, 0.12), (0.11, 0.14), (0.30, 0.50), (0.60, 0.80), (1.8, 2.2)]
+    lmcache = [(0.12, 0.15), (0.11, 0.13), (0.30, 0.40), (0.35, 0.45), (0.6, 0.8)]
+    interval = crossover.crossover_interval(loads, hbm, lmcache)
+    # Earliest: LMCache's p25 against HBM's p75 x 0.9: 0.12 - 0.108 > 0 at 1 user, 0.11 - 0.126 < 0 at 2 users.
+    assert interval["kind"] == "interval" and interval["low"] == pytest.approx(1 + 0.012 / (0.012 + 0.016))
+    # Latest: LMCache's p75 against HBM's p25 x 0.9: 0.40 - 0.27 > 0 at 3, 0.45 - 0.54 < 0 at 4 users.
+    assert interval["high"] == pytest.approx(3 + 0.13 / (0.13 + 0.09))
+    found = {**crossover.crossover(loads, [0.11, 0.125, 0.4, 0.7, 2.0], [0.135, 0.12, 0.35, 0.4, 0.7]),
+             "interval": interval}
+    assert crossover.crossover_text(found).endswith(
+        f"users (somewhere from {interval['low']:.1f} to {interval['high']:.1f} users, by both arms' TTFT "
+        "interquartile ranges)")
+    # Winning already at the smallest load at its best, never surely in range: open at both ends.
+    assert crossover.crossover_interval([1, 2], [(1.0, 1.2), (1.0, 1.2)], [(0.5, 1.3), (0.5, 1.3)]) == {
+        "kind": "interval", "low": None, "high": None}
+    assert "at or below the smallest load to beyond the largest load" in crossover.interval_text(
+        {"kind": "interval", "low": None, "high": None})
+    # Not even at its best: no interval; points without a spread (an old sweep.json) are left out.
+    assert crossover.crossover_interval([1, 2], [(0.1, 0.1), None], [(0.5, 0.6), (0.1, 0.1)])["kind"] == "none"
+
+
 def test_plan_and_measurement_agree_or_the_sentence_says_why_from_the_figures():
     loads, hbm, lmcache = [1, 2, 4, 8], [0.10, 0.12, 0.60, 2.00], [0.12, 0.14, 0.40, 0.80]
     found = crossover.crossover(loads, hbm, lmcache)
@@ -156,6 +180,7 @@ def result_of_a_sweep():
         for users, p50 in zip([1, 2, 4, 8], p50s):
             points.append({"arm": arm, "users": users, "context_tokens": 1024, "working_set_tokens": users * 1024,
                            "completed": users * 4, "errors": 0, "ttft_p50_s": p50, "ttft_p95_s": p50 * 2,
+                           "ttft_p25_s": p50 * 0.8, "ttft_p75_s": p50 * 1.2,
                            "tokens_per_s": 900.0, "hbm_hit_rate": 0.5, "offload_hit_rate": 0.25 if arm != "hbm" else 0.0,
                            "offload_hit_tokens": 512.0})
     return {"stack": "cpu-lmcache", "model": "bench", "users": [1, 2, 4, 8], "contexts": [1024], "turns": 4,
@@ -163,7 +188,7 @@ def result_of_a_sweep():
             "points": points, "plan": [{"users": u, "context_tokens": 1024, "regime": r, "hbm_tokens": 3072}
                                        for u, r in zip([1, 2, 4, 8], ["fits-hbm"] * 2 + ["cpu-tier-pays-off"] * 2)],
             "crossovers": [{"arm": "lmcache", "context_tokens": 1024, "kind": "interpolated", "load": 2.18,
-                            "predicted_users": 3.0, "server_users": 3.0, "explanation": "plan assumes ...; they agree."}]}
+                            "interval": {"kind": "interval", "low": 1.6, "high": 3.4}, "predicted_users": 3.0, "server_users": 3.0, "explanation": "plan assumes ...; they agree."}]}
 
 
 def test_the_sweep_reports_have_a_row_per_point_and_arm_and_the_crossover(tmp_path):
@@ -174,8 +199,8 @@ def test_the_sweep_reports_have_a_row_per_point_and_arm_and_the_crossover(tmp_pa
     table = paths["markdown"].read_text()
     rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| users")]
     assert len(rows) == 8
-    assert rows[2] == ("| 4 | 1,024 | 4,096 | HBM only | 16 | 0 | 0.600 | 1.200 | 900 | 50.0% | 0.0% | 512 | "
-                       "cpu-tier-pays-off |")
+    assert rows[2] == ("| 4 | 1,024 | 4,096 | HBM only | 16 | 0 | 0.600 | 0.480-0.720 | 1.200 | 900 | 50.0% | 0.0% | "
+                       "512 | cpu-tier-pays-off |")
     assert "- HBM only (vLLM prefix cache, no offload): the server allocated 3,072 tokens of KV (24 blocks x 128); OpenMP on cores [0], reserved [1]" in table
     assert "- LMCache (CPU tier): the server allocated an amount of KV it did not report\n" in table
     assert "Crossover (LMCache vs HBM only, 1,024-token contexts): plan assumes ...; they agree." in table
