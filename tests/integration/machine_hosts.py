@@ -46,8 +46,9 @@ def _run(*argv: str, **kwargs) -> subprocess.CompletedProcess:
 class MachineHosts:
     """N machine hosts (numbered from `first`); `inventory()` writes an INI inventory for them."""
 
-    def __init__(self, count: int, key: Path, data_dir: Path, first: int = 1):
+    def __init__(self, count: int, key: Path, data_dir: Path, first: int = 1, mounts: tuple[str, ...] = ()):
         self.key = Path(key)
+        self.mounts = mounts  # docker -v specs on every host: a directory they share, as an NFS mount is
         self.data_dir = Path(data_dir)
         self.numbers = {f"machine-{n}": n for n in range(first, first + count)}
         self.hosts = list(self.numbers)
@@ -81,7 +82,7 @@ class MachineHosts:
         engine_data = self.data_dir / host / "docker"
         engine_data.mkdir(parents=True, exist_ok=True)
         _run("docker", "run", "-d", "--name", name, "--hostname", host, *ENGINE_OPTIONS,
-             "-v", f"{engine_data}:/var/lib/docker", IMAGE)
+             "-v", f"{engine_data}:/var/lib/docker", *[arg for spec in self.mounts for arg in ("-v", spec)], IMAGE)
         pid = _run("docker", "inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
         outside, inside = f"sfm{number}", f"sfm{number}i"
         _run("ip", "link", "add", outside, "type", "veth", "peer", "name", inside)

@@ -1,11 +1,13 @@
 """`stackctl fleet rollout` for real: hosts that are machines (tests/integration/machine_hosts.py: each its own Docker
-engine, network namespace and address, sshd on port 22), the cpu-smoke stack started on each, gated, rolled back
-and rolled forward, reached over HTTP at each host's own address on the same port.
+engine, network namespace and address, sshd on port 22), the LMCache stack started on each, gated, rolled back
+and rolled forward, reached over HTTP at each host's own address on the same port, and its cache shared between
+them: a prompt stored through one host is loaded through the other.
 
 The image is built once on this machine (the controller) and shipped; the hosts cannot build it (no route to a
 package index) and `stackctl up --image-id` there refuses any other image. The tests share two hosts and run in
-order: each starts from the fleet the one before left (a vLLM start and a 4 GB image load per host are the cost).
-Two hosts take the rollouts; a third joins through a registry (Debian's docker-registry, TLS and a password).
+order: each starts from the fleet the one before left (a vLLM start and a 5 GB image load per host are the cost).
+Two hosts take the rollouts; a third joins through a registry (Debian's docker-registry, TLS and a password). The
+hosts share one directory, mounted on each at /shared/kv as an NFS export would be: the LMCache stack's fs tier.
 """
 
 from __future__ import annotations
@@ -31,25 +33,38 @@ from stackctl.recipe import load_recipe
 
 pytestmark = [pytest.mark.docker, pytest.mark.ansible, pytest.mark.slow]
 
-PORT = 8000
-# The fleet's recipe: cpu-smoke, its server bound to every address of its host (each host is a network namespace of
-# its own: only this machine reaches it), so the controller can ask it over HTTP as a load balancer would.
-FLEET = {"port = 8000": 'port = 8000\nhost = "0.0.0.0"'}
+PORT = 8020
+# The fleet's recipe: cpu-lmcache, its server bound to every address of its host (each host is a network namespace of
+# its own: only this machine reaches it), so the controller can ask it over HTTP as a load balancer would. Its fs
+# tier is the directory the hosts share, its CPU tier each host's own; the main job's disk and S3 tiers are this
+# machine's, and the hosts have neither.
+FLEET = {"port = 8020": 'port = 8020\nhost = "0.0.0.0"',
+         '[[cache.tiers]]\nkind = "disk"\npath = "/tmp/stackctl-tiers/disk"\nsize_gb = 1\n\n': "",
+         'path = "/tmp/stackctl-tiers/fs"': 'path = "/shared/kv"',
+         '[[cache.tiers]]\nkind = "s3"\nurl = "s3://stackctl-kv.rgw.stackctl.test:17443"\nregion = "us-east-1"\n'
+         'ca_file = "/tmp/stackctl-ceph/tls/ca.pem"\naccess_key_env = "STACKCTL_S3_ACCESS_KEY"\n'
+         'secret_key_env = "STACKCTL_S3_SECRET_KEY"\n\n': ""}
 # Version 2: a runtime change (the image stays; the recipe hash and the container change).
 VERSION_2 = {**FLEET, "max_num_batched_tokens = 4096": "max_num_batched_tokens = 2048"}
 # Version 2 on another port, which a process on machine-1 holds: the new server there cannot serve.
-PORT_TAKEN = {"port = 8000": 'port = 8001\nhost = "0.0.0.0"'}
+PORT_TAKEN = {**FLEET, "port = 8020": 'port = 8021\nhost = "0.0.0.0"'}
+
+
+def fleet_recipe(folder: Path, replacements: dict) -> Path:
+    return variant(folder, "fleet", replacements, base="cpu-lmcache.toml")
 
 
 @pytest.fixture(scope="module")
-def machines(tmp_path_factory, smoke_image):
-    """Two machine hosts for the module (the cpu-smoke image built on the controller: the rollouts find it current)."""
+def machines(tmp_path_factory):
+    """Three machine hosts for the module, sharing one directory at /shared/kv (the fs tier's)."""
     reason = fleet_unavailable()
     if reason:
         pytest.fail(reason)
     ensure_image()
     key = make_key(tmp_path_factory.mktemp("ssh"))
-    hosts = MachineHosts(3, key, tmp_path_factory.mktemp("machines"))
+    shared = tmp_path_factory.mktemp("shared-kv")
+    hosts = MachineHosts(3, key, tmp_path_factory.mktemp("machines"), mounts=(f"{shared}:/shared/kv",))
+    hosts.shared = shared
     hosts.start()
     try:
         yield hosts
@@ -80,7 +95,7 @@ def served_hash(machines, host: str) -> str | None:
 
 def answers(machines, host: str, port: int = PORT) -> bool:
     """One completion from the host's server, at the host's own address."""
-    body = json.dumps({"model": "tiny", "prompt": "w1 w2 w3", "max_tokens": 1}).encode()
+    body = json.dumps({"model": "bench", "prompt": "w1 w2 w3", "max_tokens": 1}).encode()
     request = urllib.request.Request(f"http://{machines.address(host)}:{port}/v1/completions", data=body,
                                      headers={"Content-Type": "application/json"})
     try:
@@ -102,7 +117,7 @@ def _outer_containers() -> list[str]:
 
 
 def test_rollout_builds_once_ships_the_image_and_every_host_serves_it(machines, fleet, tmp_path):
-    recipe = variant(tmp_path, "fleet", FLEET)
+    recipe = fleet_recipe(tmp_path, FLEET)
     result = rollout(fleet, recipe, "--batch", "2", "--format", "json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     summary = json.loads(result.stdout)
@@ -117,7 +132,7 @@ def test_rollout_builds_once_ships_the_image_and_every_host_serves_it(machines, 
         assert image_id_on(machines, host, image["tag"]) == image["id"], host
         assert served_hash(machines, host) == recipe_hash(load_recipe(recipe)), host
         assert answers(machines, host), host  # the same port on every host, each at its own address
-        assert [line for line in machines.inner_containers(host) if line.startswith("stackctl-cpu-smoke ")], host
+        assert [line for line in machines.inner_containers(host) if line.startswith("stackctl-cpu-lmcache ")], host
     # Each phase timed: the controller's, then each host's.
     phases = summary["phases"]
     assert set(phases) == {"build", "save"}, phases
@@ -127,7 +142,7 @@ def test_rollout_builds_once_ships_the_image_and_every_host_serves_it(machines, 
 
 
 def test_a_second_rollout_of_the_same_recipe_changes_nothing_and_says_so(machines, fleet, tmp_path):
-    recipe = variant(tmp_path, "fleet", FLEET)
+    recipe = fleet_recipe(tmp_path, FLEET)
     result = rollout(fleet, recipe, "--batch", "2", "--format", "json")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     for task in ("Copy the image archive", "Load the image archive", "Run stackctl up"):
@@ -153,9 +168,9 @@ def test_a_host_failing_its_rollout_is_rolled_back_and_the_hosts_not_reached_kee
         machines, fleet, tmp_path):
     first, second = machines.hosts[:2]
     old = served_hash(machines, first)
-    holder = machines.ssh(first, "nohup python3 -m http.server 8001 --bind 0.0.0.0 >/dev/null 2>&1 & echo $!")
+    holder = machines.ssh(first, "nohup python3 -m http.server 8021 --bind 0.0.0.0 >/dev/null 2>&1 & echo $!")
     try:
-        recipe = variant(tmp_path, "fleet", PORT_TAKEN)
+        recipe = fleet_recipe(tmp_path, PORT_TAKEN)
         result = rollout(fleet, recipe, "--batch", "1", "--rollback-on-fail")
     finally:
         machines.ssh(first, f"kill {holder.stdout.strip()}")
@@ -168,7 +183,7 @@ def test_a_host_failing_its_rollout_is_rolled_back_and_the_hosts_not_reached_kee
 
 
 def test_a_new_version_rolls_batch_by_batch_while_the_other_host_keeps_serving(machines, fleet, tmp_path):
-    recipe = variant(tmp_path, "fleet", VERSION_2)
+    recipe = fleet_recipe(tmp_path, VERSION_2)
     rounds: list[dict[str, bool]] = []
     stop = threading.Event()
 
@@ -194,6 +209,62 @@ def test_a_new_version_rolls_batch_by_batch_while_the_other_host_keeps_serving(m
         assert answers(machines, host), host
 
 
+def complete(machines, host: str, prompt: str, port: int = PORT) -> str:
+    """The server's greedy answer to PROMPT (the LMCache stack's model: `bench`)."""
+    body = json.dumps({"model": "bench", "prompt": prompt, "max_tokens": 8, "temperature": 0}).encode()
+    request = urllib.request.Request(f"http://{machines.address(host)}:{port}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return json.loads(response.read())["choices"][0]["text"]
+
+
+def lmcache_activity(machines, host: str):
+    """LMCache's own account of the host's server so far (its log, read on the host), parsed as doctor parses it."""
+    from stackctl.doctor.lmcache_log import activity
+
+    return activity(machines.ssh(host, "docker logs stackctl-cpu-lmcache 2>&1").stdout)
+
+
+def new_file_sizes(folder: Path, old: set) -> dict:
+    sizes = {}
+    for path in set(folder.iterdir()) - old:
+        try:
+            sizes[path] = path.stat().st_size
+        except FileNotFoundError:  # a writer's temporary file, renamed meanwhile
+            pass
+    return sizes
+
+
+def test_a_prompt_stored_through_one_host_is_loaded_through_the_other(machines, fleet, tmp_path):
+    """The cache across the fleet: cpu-lmcache on both hosts, its fs tier the directory they share. A prompt sent to
+    machine-1 is stored there; the same prompt sent to machine-2 is LMCache's hit on machine-2 (its own log counts
+    the tokens loaded) and the same answer. That hit is the hash seed proven across the fleet: each server hashes a
+    chunk with its own PYTHONHASHSEED, so a second host finds the first one's chunks only when both seeds agree."""
+    first, second = machines.hosts[:2]
+    prompt = " ".join(f"w{secrets.randbelow(10_000)}" for _ in range(700))
+    before = {host: lmcache_activity(machines, host) for host in (first, second)}
+    files_before = set(machines.shared.iterdir())
+    stored_answer = complete(machines, first, prompt)
+    # The fs tier is written behind the answer, a file per 128-token chunk: wait for machine-1's log to count the
+    # chunks stored and for that many new files whose sizes held still for a second.
+    deadline, sizes, stored = time.monotonic() + 120, None, 0
+    while time.monotonic() < deadline:
+        stored = lmcache_activity(machines, first).stored_tokens - before[first].stored_tokens
+        now = new_file_sizes(machines.shared, files_before)
+        if stored >= 512 and len(now) >= stored // 128 and now == sizes:
+            break
+        sizes = now
+        time.sleep(1)
+    assert stored >= 512 and len(sizes or {}) >= stored // 128, (stored, sizes)
+    loaded_answer = complete(machines, second, prompt)
+    on_second = lmcache_activity(machines, second)
+    loaded = on_second.retrieved_tokens - before[second].retrieved_tokens
+    print(f"machine-1 stored {stored} tokens; machine-2 loaded {loaded} of them from the shared fs tier")
+    # Every chunk machine-1 stored, but the last when the prompt ends on a chunk's edge (its last token is computed).
+    assert stored - 128 <= loaded <= stored and on_second.hit_tokens >= loaded, (loaded, on_second.to_dict())
+    assert loaded_answer == stored_answer
+
+
 def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_behind(machines, fleet, tmp_path):
     """The third host joins through a private registry (TLS from the site's CA, a password): the controller pushes
     once, the host pulls by digest. The password comes from the environment and is found nowhere stackctl writes:
@@ -210,13 +281,13 @@ def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_
         registry.trust_on(machines.containers[host])
         env = dict(fleet["env"], STACKCTL_REGISTRY_USER="fleet", STACKCTL_REGISTRY_PASSWORD=password)
         inventory = machines.inventory(tmp_path / "joining.ini", hosts=[host])
-        recipe = variant(tmp_path, "fleet", FLEET)
+        recipe = fleet_recipe(tmp_path, FLEET)
         result = rollout(fleet, recipe, "--registry", "10.213.0.1:5000", "--format", "json", inventory=inventory,
                          env=env)
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
         summary = json.loads(result.stdout)
         image = summary["images"][host]
-        assert image["reference"].startswith("10.213.0.1:5000/stackctl/cpu-smoke@sha256:"), image
+        assert image["reference"].startswith("10.213.0.1:5000/stackctl/cpu-lmcache@sha256:"), image
         assert image["archive"] is None and "push" in summary["phases"]
         assert image_id_on(machines, host, image["tag"]) == image["id"]
         assert answers(machines, host)
