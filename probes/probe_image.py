@@ -32,7 +32,11 @@ Output shape (schema 1):
                            "__hipRegisterFatBinary": "referenced" | "defined" | "absent"},
                "hip_offload": null | {"bundles": 1, "compressed_bundles": 0,
                                       "targets": ["gfx942", "gfx90a:xnack-"],
-                                      "targets_complete": true}},
+                                      "targets_complete": true,
+                                      "code_objects": {"gfx942": {"bundles": 6, "unreadable": 0,
+                                        "kernels": [[symbol, wavefront_size, sgpr_spill_count,
+                                                     vgpr_spill_count, private_segment_fixed_size,
+                                                     uses_dynamic_stack], ...]}}}},
        "error": null}                                                    # text when the ELF is unreadable
     ]
   },
@@ -59,6 +63,9 @@ hip_offload.targets are the AMD GPU target ids found in the .hip_fatbin section:
 uncompressed clang offload bundles ("__CLANG_OFFLOAD_BUNDLE__") and from a byte scan for
 "amdgcn-amd-amdhsa--gfx...". A compressed bundle ("CCOB") hides its entry list, so targets_complete is
 false whenever one is present: the targets listed are then only those seen in the clear.
+hip_offload.code_objects reads every uncompressed bundle's code object per target (all bundles of the
+section, one per translation unit, not the first only): its kernels from the AMDGPU metadata note
+(NT_AMDGPU_METADATA, a MessagePack map: amdhsa.kernels), each with its wavefront size, spills and scratch.
 
 --hash-probe computes vLLM's prefix block hashes of a fixed token list with the image's own vLLM
 (init_none_hash + hash_block_tokens). Run it in two processes and compare the hashes: different
@@ -78,6 +85,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import io
 import json
 import os
 import re
@@ -280,7 +288,7 @@ ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 SECTION_HEADER = struct.Struct("<IIQQQQIIQQ")
 DYN_ENTRY = struct.Struct("<qQ")
 SYM_ENTRY = struct.Struct("<IBBHQQ")
-SHT_NOBITS, SHT_DYNAMIC, SHT_DYNSYM = 8, 6, 11
+SHT_NOBITS, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOTE = 8, 6, 11, 7
 DT_NULL, DT_NEEDED = 0, 1
 SHN_UNDEF, SHN_XINDEX = 0, 0xFFFF
 
@@ -396,21 +404,92 @@ def iter_chunks(handle: BinaryIO, section: Section) -> Iterator[tuple[int, bytes
         position += SCAN_CHUNK
 
 
-def bundle_entry_ids(handle: BinaryIO, start: int, limit: int) -> list[str]:
-    """Entry ids (e.g. hipv4-amdgcn-amd-amdhsa--gfx942) from an uncompressed bundle header."""
+def bundle_entries(handle: BinaryIO, start: int, limit: int) -> list[tuple[str, int, int]]:
+    """(entry id, offset from the bundle's start, size) per entry of an uncompressed bundle header; entry ids are
+    e.g. hipv4-amdgcn-amd-amdhsa--gfx942 (the host entry is empty)."""
     header = read_at(handle, start, min(limit, 1 << 16))
     if len(header) < 32:
         return []
     (count,) = struct.unpack_from("<Q", header, 24)
-    ids, cursor = [], 32
+    entries, cursor = [], 32
     for _ in range(min(count, 1024)):
         if cursor + 24 > len(header):
             break
-        _offset, _size, id_length = struct.unpack_from("<QQQ", header, cursor)
+        offset, size, id_length = struct.unpack_from("<QQQ", header, cursor)
         cursor += 24
-        ids.append(header[cursor : cursor + id_length].decode("ascii", "replace"))
+        entries.append((header[cursor : cursor + id_length].decode("ascii", "replace"), offset, size))
         cursor += id_length
-    return ids
+    return entries
+
+
+# ---------------------------------------------------------------- AMDGPU code objects
+
+NT_AMDGPU_METADATA = 32
+MSGPACK_FIXED = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
+                 0xD2: ">i", 0xD3: ">q"}
+MSGPACK_SIZED = {0xC4: (1, bytes), 0xC5: (2, bytes), 0xC6: (4, bytes), 0xD9: (1, str), 0xDA: (2, str),
+                 0xDB: (4, str), 0xDC: (2, list), 0xDD: (4, list), 0xDE: (2, dict), 0xDF: (4, dict)}
+
+
+def msgpack_value(data: bytes, at: int) -> tuple[Any, int]:
+    """One MessagePack value at `at` and the offset after it (the subset LLVM writes: no extension types)."""
+    tag = data[at]
+    at += 1
+    if tag <= 0x7F or tag >= 0xE0:
+        return (tag if tag <= 0x7F else tag - 0x100), at
+    if tag in (0xC0, 0xC2, 0xC3):
+        return {0xC0: None, 0xC2: False, 0xC3: True}[tag], at
+    if tag in MSGPACK_FIXED:
+        fmt = MSGPACK_FIXED[tag]
+        return struct.unpack_from(fmt, data, at)[0], at + struct.calcsize(fmt)
+    if 0xA0 <= tag <= 0xBF:
+        kind, length = str, tag & 0x1F
+    elif 0x90 <= tag <= 0x9F:
+        kind, length = list, tag & 0x0F
+    elif 0x80 <= tag <= 0x8F:
+        kind, length = dict, tag & 0x0F
+    elif tag in MSGPACK_SIZED:
+        width, kind = MSGPACK_SIZED[tag]
+        length = int.from_bytes(data[at : at + width], "big")
+        at += width
+    else:
+        raise ElfError(f"MessagePack tag 0x{tag:02x} not supported")
+    if kind in (str, bytes):
+        raw = data[at : at + length]
+        return (raw.decode("utf-8", "replace") if kind is str else raw), at + length
+    items = []
+    for _ in range(length * (2 if kind is dict else 1)):
+        value, at = msgpack_value(data, at)
+        items.append(value)
+    return (dict(zip(items[::2], items[1::2])) if kind is dict else items), at
+
+
+def code_object_metadata(blob: bytes) -> dict[str, Any] | None:
+    """The AMDGPU metadata map of a code object (an AMDGPU ELF), None when it carries none."""
+    handle = io.BytesIO(blob)
+    for note_section in (s for s in read_sections(handle) if s.type == SHT_NOTE):
+        notes, cursor = section_data(handle, note_section), 0
+        while cursor + 12 <= len(notes):
+            name_size, desc_size, note_type = struct.unpack_from("<III", notes, cursor)
+            cursor += 12
+            owner = notes[cursor : cursor + name_size].rstrip(b"\0")
+            cursor += (name_size + 3) & ~3
+            desc = notes[cursor : cursor + desc_size]
+            cursor += (desc_size + 3) & ~3
+            if owner == b"AMDGPU" and note_type == NT_AMDGPU_METADATA:
+                value, _ = msgpack_value(desc, 0)
+                return value if isinstance(value, dict) else None
+    return None
+
+
+def code_object_kernels(blob: bytes) -> list[list[Any]]:
+    """[symbol, wavefront size, SGPR spills, VGPR spills, scratch bytes per work-item, dynamic stack] per kernel."""
+    metadata = code_object_metadata(blob)
+    if metadata is None:
+        raise ElfError("no AMDGPU metadata note")
+    return [[kernel.get(".name"), kernel.get(".wavefront_size"), kernel.get(".sgpr_spill_count"),
+             kernel.get(".vgpr_spill_count"), kernel.get(".private_segment_fixed_size"),
+             kernel.get(".uses_dynamic_stack")] for kernel in metadata.get("amdhsa.kernels") or []]
 
 
 def is_compressed_bundle_header(chunk: bytes, start: int) -> bool:
@@ -431,16 +510,29 @@ def hip_offload_facts(handle: BinaryIO, section: Section) -> dict[str, Any]:
                 compressed.add(position + match.start())
         for match in TARGET_PATTERN.finditer(chunk):
             targets.add(match.group(1).decode("ascii"))
-    for offset in bundle_offsets:
-        for entry_id in bundle_entry_ids(handle, section.offset + offset, section.size - offset):
+    code_objects: dict[str, dict[str, Any]] = {}
+    for offset in sorted(bundle_offsets):
+        for entry_id, entry_offset, size in bundle_entries(handle, section.offset + offset, section.size - offset):
             found = TARGET_PATTERN.search(entry_id.encode("ascii", "replace"))
-            if found:
-                targets.add(found.group(1).decode("ascii"))
+            if not found:
+                continue
+            target = found.group(1).decode("ascii")
+            targets.add(target)
+            seen = code_objects.setdefault(target, {"bundles": 0, "unreadable": 0, "kernels": []})
+            seen["bundles"] += 1
+            try:
+                if offset + entry_offset + size > section.size:
+                    raise ElfError("code object runs past the section")
+                seen["kernels"] += code_object_kernels(read_at(handle, section.offset + offset + entry_offset, size))
+            except (ElfError, struct.error, IndexError, ValueError) as exc:
+                seen["unreadable"] += 1
+                note_error(f"code object for {target} in the bundle at 0x{offset:x}", exc)
     return {
         "bundles": len(bundle_offsets),
         "compressed_bundles": len(compressed),
         "targets": sorted(targets),
         "targets_complete": bool(bundle_offsets) and not compressed,
+        "code_objects": code_objects,
     }
 
 

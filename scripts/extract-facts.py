@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from factgen import download, lmcache_facts, vllm_facts  # noqa: E402
+from factgen import download, hip_kernels, lmcache_facts, vllm_facts  # noqa: E402
 from factgen.pysource import SourceTree  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "stackctl" / "knowledge" / "facts"
@@ -45,7 +45,8 @@ def lmcache(version: str) -> dict:
     archive = download.release("lmcache", version)
     root = download.unpack(archive, lambda p: p.startswith("lmcache/") and p.endswith(".py"))
     return {"schema": SCHEMA, "package": "lmcache", "version": version, "read_from": archive.name,
-            **lmcache_facts.extract(SourceTree(root))}
+            **lmcache_facts.extract(SourceTree(root)),
+            "hip_kernels": hip_kernels.extract(hip_kernels.sdist_files(archive))}
 
 
 def write(facts: dict) -> Path:

@@ -74,11 +74,44 @@ def _hip_build(verdict, gpu_arch: list[str], details: dict):
     if not verdict.targets_known:
         raise Unavailable(f"HIP build of {verdict.module} links {verdict.hip_runtime}, but its offload bundles are "
                           f"compressed: the code-object targets cannot be listed (seen: {has})")
+    kernels = _kernel_verdict(verdict, details)
+    if kernels["failed"]:
+        return failed(f"HIP build of {verdict.module} ({has}): {kernels['failed']}", **details)
     if verdict.extra_archs:
         return warned(f"HIP build of {verdict.module} also carries {', '.join(verdict.extra_archs)}, which "
-                      f"versions.gpu_arch does not name (has {has}): not built from this recipe", **details)
+                      f"versions.gpu_arch does not name (has {has}): not built from this recipe; "
+                      f"{kernels['summary']}", **details)
     return passed(f"HIP build of {verdict.module}: code objects for {has} (exactly versions.gpu_arch), "
-                  f"links {verdict.hip_runtime}", **details)
+                  f"links {verdict.hip_runtime}; {kernels['summary']}", **details)
+
+
+def _kernel_verdict(verdict, details: dict) -> dict:
+    """Each target's kernels from its code objects (every offload bundle of the module), against the kernels the
+    release's HIP sources launch: {"failed": why or "", "summary": per target}. A kernel with no code object for a
+    target, or compiled for a wavefront other than 64 (every CDNA GPU runs 64), fails; spills and scratch are
+    figures. Unreadable code objects or a release whose kernels are unknown make the summary say so."""
+    details["kernels"] = [vars(k) for k in verdict.kernels]
+    if not verdict.kernels:
+        return {"failed": "", "summary": "kernels not read (no code object metadata in its offload bundles)"}
+    for target in verdict.kernels:
+        if target.missing:
+            return {"failed": f"no code object for {len(target.missing)} kernel(s) on {target.target}: "
+                              f"{', '.join(target.missing[:3])} (the release's HIP sources launch them)",
+                    "summary": ""}
+        if target.not_wave64:
+            return {"failed": f"{len(target.not_wave64)} kernel(s) for {target.target} compiled for a wavefront "
+                              f"other than 64, which its GPUs run: {target.not_wave64[0][:80]}", "summary": ""}
+    launched = verdict.kernels_launched
+    parts = []
+    for target in verdict.kernels:
+        costs = "no spills or scratch" if not (target.spills or target.scratch) else \
+            f"{target.spills} spill(s), {target.scratch} kernel(s) using scratch"
+        unread = f", {target.unreadable} code object(s) unreadable" if target.unreadable else ""
+        parts.append(f"{target.target}: {target.count} kernel instances in {target.bundles} bundle(s){unread}, "
+                     f"wavefront 64, {costs}")
+    whose = (f"all {launched} kernels its HIP sources launch have code" if launched
+             else "this release's kernel list is not known: none judged missing")
+    return {"failed": "", "summary": f"{'; '.join(parts)} ({whose})"}
 
 
 def _cpu_lmcache_build(probe: dict, version: str | None):

@@ -56,6 +56,53 @@ class BackendVerdict:
     evidence: list[str] = field(default_factory=list)
     extra_archs: list[str] = field(default_factory=list)  # targets in the module that the recipe does not name
     hip_runtime: str | None = None  # the HIP runtime the module links (DT_NEEDED libamdhip64.so.N)
+    kernels: list[TargetKernels] = field(default_factory=list)  # per target, from its code objects' metadata
+    kernels_launched: int = 0  # kernels the release's HIP sources launch (0: not known for this version)
+
+
+@dataclass(frozen=True)
+class TargetKernels:
+    """One target's kernels across every offload bundle of the module, against those the release launches."""
+
+    target: str
+    bundles: int
+    unreadable: int  # code objects whose metadata could not be read: the count below is then incomplete
+    count: int  # kernel symbols (template instances each)
+    missing: list[str]  # kernels the release's HIP sources launch with no code object here, with where each is
+    not_wave64: list[str]  # kernels compiled for another wavefront size (CDNA GPUs run 64)
+    spills: int  # SGPR + VGPR spills, summed over kernels
+    scratch: int  # kernels with a private segment (scratch) or a dynamic stack
+
+
+def kernel_instances(symbols: list[str], name: str) -> int:
+    """How many mangled kernel symbols are instances of the source kernel NAME: an Itanium-mangled name carries each
+    identifier as <length><identifier>, so `41load_and_reshape_multi_layer_fused_kernel` is that kernel and not
+    `load_and_reshape_multi_layer_kernel` (35)."""
+    token = f"{len(name)}{name}"
+    return sum(1 for symbol in symbols if token in symbol)
+
+
+def target_kernels(elf: dict[str, Any], launched: dict[str, str]) -> list[TargetKernels]:
+    """Per target with code objects: its kernels against `launched` (name -> where the release defines it; empty
+    when the release's kernels are not known)."""
+    found = []
+    for target, seen in sorted(((elf.get("hip_offload") or {}).get("code_objects") or {}).items()):
+        kernels = seen.get("kernels") or []
+        symbols = [k[0] or "" for k in kernels]
+        found.append(TargetKernels(
+            base_arch(target), seen.get("bundles", 0), seen.get("unreadable", 0), len(kernels),
+            [f"{name} ({where})" for name, where in launched.items() if not kernel_instances(symbols, name)],
+            [k[0] for k in kernels if k[1] != 64], sum((k[2] or 0) + (k[3] or 0) for k in kernels),
+            sum(1 for k in kernels if (k[4] or 0) > 0 or k[5])))
+    return found
+
+
+def launched_kernels(lmcache_version: str | None) -> dict[str, str]:
+    """The kernels the release's HIP sources launch (facts/lmcache-VERSION.json, hip_kernels), {} when unknown."""
+    from stackctl.knowledge import facts
+
+    release = facts.release("lmcache", lmcache_version) if lmcache_version else None
+    return dict(release.section("hip_kernels").get("kernels") or {}) if release is not None else {}
 
 
 def expected_modules(lmcache_version: str | None) -> tuple[str, ...]:
@@ -157,8 +204,9 @@ def classify_backend(probe: dict[str, Any], lmcache_version: str | None,
     if hip and not cuda:
         targets, known, missing, target_evidence = _hip_targets(elf, expected_archs)
         extra = extra_archs(targets, expected_archs) if known else []
+        launched = launched_kernels(version)
         return BackendVerdict("hip", name, targets, known, missing, evidence + target_evidence, extra,
-                              hip_runtime(elf))
+                              hip_runtime(elf), target_kernels(elf, launched), len(launched))
     evidence.append("both CUDA and HIP markers" if cuda else "no CUDA or HIP markers")
     return BackendVerdict("unknown", name, evidence=evidence)
 

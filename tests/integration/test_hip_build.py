@@ -1,7 +1,9 @@
 """The ROCm build path compiled for real: stackctl's ROCm Dockerfile builds LMCache's GPU module from its sdist with
 BUILD_WITH_HIP on Debian's HIP toolchain (scripts/make-hip-toolchain.sh, with the tests' stand-in for a ROCm torch,
 tests/hip/), and `stackctl doctor --scope image` judges the artifact by its ELF: HIP code objects for exactly the
-recipe's gpu_arch, linked to the HIP runtime. No GPU is needed to compile or to read the module.
+recipe's gpu_arch, linked to the HIP runtime, and in them every kernel LMCache's HIP sources launch (each offload
+bundle's code object read, one per translation unit), wavefront 64, spills and scratch counted. No GPU is needed to
+compile or to read the module.
 
 CI compiles one target (tests/hip/rocm-build-check-gfx942.toml, the shipped recipe with one arch) as a phase of
 its own before the tests (.ci/run), under the same lock this module takes, so the tests here find the images built. Both targets (the shipped recipe): benchmarks/hip_build.py.
@@ -10,6 +12,7 @@ its own before the tests (.ci/run), under the same lock this module takes, so th
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -72,8 +75,10 @@ def test_doctor_passes_the_real_hip_build_and_names_its_targets(hip_image, stack
     code, results = _doctor(stack_env, RECIPE)
     backend = results["image.lmcache-backend"]
     assert backend["status"] == "pass", backend
-    assert backend["message"] == ("HIP build of cuda_ops: code objects for gfx942 (exactly versions.gpu_arch), "
-                                  "links libamdhip64.so.6"), backend
+    assert re.fullmatch(r"HIP build of cuda_ops: code objects for gfx942 \(exactly versions\.gpu_arch\), links "
+                        r"libamdhip64\.so\.6; gfx942: (\d+) kernel instances in 6 bundle\(s\), wavefront 64, no spills or "
+                        r"scratch \(all 14 kernels its HIP sources launch have code\)", backend["message"]), backend
+    assert backend["details"]["kernels"][0]["count"] >= 14
     assert results["image.cuda-only-packages"]["status"] == "pass", results["image.cuda-only-packages"]
     failing = {k: v["message"] for k, v in results.items() if v["status"] == "fail"}
     assert code == 0 and not failing, failing
@@ -91,6 +96,70 @@ def test_the_probes_targets_are_what_llvms_offload_bundler_lists(hip_image):
         "clang-offload-bundler-21 --list --type=o --input=/tmp/fatbin"))
     assert "hipv4-amdgcn-amd-amdhsa--gfx942" in listing.splitlines(), listing
     assert "gfx950" not in listing and "[libamdhip64.so.6]" in listing, listing
+
+
+# Every offload bundle of the section (one per translation unit) cut apart, each unbundled by LLVM's own tool and its
+# kernel descriptors (`NAME.kd` symbols) counted by llvm-readelf: what the probe reads from the metadata notes.
+COUNT_KERNELS_WITH_LLVM = r"""set -e
+so=$(python -c 'import importlib.util as u; print(u.find_spec("lmcache").submodule_search_locations[0])')/cuda_ops*.so
+objcopy -O binary --only-section=.hip_fatbin $so /tmp/fatbin
+python - <<'PY'
+import re
+data = open("/tmp/fatbin", "rb").read()
+starts = [m.start() for m in re.finditer(b"__CLANG_OFFLOAD_BUNDLE__", data)] + [len(data)]
+for index, (start, end) in enumerate(zip(starts, starts[1:])):
+    open(f"/tmp/bundle{index}", "wb").write(data[start:end])
+PY
+for bundle in /tmp/bundle*; do
+    clang-offload-bundler-21 --unbundle --type=o --targets=hipv4-amdgcn-amd-amdhsa--gfx942 --input=$bundle \
+        --output=$bundle.co
+    /usr/lib/llvm-21/bin/llvm-readelf --dyn-syms $bundle.co | grep -c '[.]kd$'
+done
+"""
+
+
+def test_the_probes_kernels_are_what_llvm_reads_from_every_bundle(hip_image, stack_env):
+    """The probe's kernel count per target (its own MessagePack reading of the AMDGPU metadata notes) equals the
+    kernel descriptors llvm-readelf counts in the code objects clang-offload-bundler unbundles, bundle by bundle."""
+    per_bundle = [int(line) for line in _in_image(hip_image, COUNT_KERNELS_WITH_LLVM).split()]
+    _, results = _doctor(stack_env, RECIPE)
+    gfx942 = results["image.lmcache-backend"]["details"]["kernels"][0]
+    assert len(per_bundle) == gfx942["bundles"] == 6 and all(per_bundle), per_bundle
+    assert sum(per_bundle) == gfx942["count"], (per_bundle, gfx942)
+
+
+def test_a_module_that_lost_a_kernel_fails_naming_the_kernel_and_the_target(hip_image, stack_env, tmp_path):
+    """The real module, edited: one kernel's name changed in its code objects (same length, so every offset holds),
+    under the tag of a recipe of its own. Doctor names the kernel LMCache launches that has no code object."""
+    recipe = tmp_path / "rocm-build-check-edited.toml"
+    recipe.write_text(RECIPE.read_text().replace('name = "rocm-build-check-gfx942"',
+                                                 'name = "rocm-build-check-edited"', 1))
+    edited = _image_tag(recipe)
+    module = _in_image(hip_image, "python -c 'import importlib.util as u; "
+                                  "print(u.find_spec(\"lmcache\").submodule_search_locations[0])'").strip()
+    name = _in_image(hip_image, f"cd {module} && ls cuda_ops*.so").strip()
+    container = subprocess.run(["docker", "create", hip_image], capture_output=True, text=True, check=True,
+                               timeout=120).stdout.strip()
+    try:
+        subprocess.run(["docker", "cp", f"{container}:{module}/{name}", str(tmp_path / name)], check=True, timeout=300)
+    finally:
+        subprocess.run(["docker", "rm", container], capture_output=True, timeout=120)
+    data = (tmp_path / name).read_bytes()
+    kernel = b"41load_and_reshape_multi_layer_fused_kernel"
+    assert data.count(kernel) > 0
+    (tmp_path / name).write_bytes(data.replace(kernel, b"41load_and_reshape_multi_layer_fuxed_kernel"))
+    (tmp_path / "Dockerfile").write_text(f"FROM {hip_image}\nCOPY {name} {module}/{name}\n")
+    subprocess.run(["docker", "build", "--network", "none", "-q", "-t", edited, str(tmp_path)], check=True,
+                   capture_output=True, timeout=600)
+    try:
+        code, results = _doctor(stack_env, recipe)
+    finally:
+        subprocess.run(["docker", "rmi", edited], capture_output=True, timeout=120)
+    backend = results["image.lmcache-backend"]
+    assert code == 1 and backend["status"] == "fail", backend
+    assert backend["message"] == ("HIP build of cuda_ops (gfx942): no code object for 1 kernel(s) on gfx942: "
+                                  "load_and_reshape_multi_layer_fused_kernel (csrc/cuda/mem_kernels.cu:429) (the "
+                                  "release's HIP sources launch them)"), backend
 
 
 def test_doctor_fails_the_real_build_against_a_recipe_asking_another_target(hip_image, stack_env, tmp_path):

@@ -47,7 +47,8 @@ def test_a_correct_rocm_image_passes_every_image_check(good_image):
     recipe = atom_recipe()
     expected = {
         "image.lmcache-backend": "HIP build of cuda_ops: code objects for gfx942 (exactly versions.gpu_arch), "
-                                 "links libamdhip64.so.7",
+                                 "links libamdhip64.so.7; gfx942: 14 kernel instances in 1 bundle(s), wavefront 64, "
+                                 "no spills or scratch (all 14 kernels its HIP sources launch have code)",
         "image.cuda-only-packages": f"none among {len(good_image['distributions'])} distributions",
         "image.aiofile": "aiofile importable",
         "image.atom-plugin": "atom -> atom.plugin.vllm.register:register_platform",

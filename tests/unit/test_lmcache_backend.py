@@ -85,7 +85,7 @@ def test_hip_build_with_all_archs():
         evidence=["LMCache 0.5.6 loads lmcache.cuda_ops", "DT_NEEDED libamdhip64.so.6", "section .hip_fatbin",
                   "section .hipFatBinSegment", "symbol __hipRegisterFatBinary (referenced)",
                   "offload targets gfx942, gfx950"],
-        extra_archs=["gfx950"], hip_runtime="libamdhip64.so.6",
+        extra_archs=["gfx950"], hip_runtime="libamdhip64.so.6", kernels_launched=14,
     )
 
 

@@ -50,17 +50,38 @@ def judge(case: str, version: str, archs=("gfx942",)):
     return CHECKS["image.lmcache-backend"].run(ProbeContext(rocm_recipe(version, archs), {"lmcache": facts}))
 
 
-@pytest.mark.parametrize(("case", "version", "module", "archs", "runtime"), [
-    ("lmcache-0.4.4-hip", "0.4.4", "c_ops", ("gfx942",), "libamdhip64.so.6"),
-    ("lmcache-0.5.3-hip", "0.5.3", "c_ops", ("gfx942",), "libamdhip64.so.6"),
-    ("lmcache-0.5.4-hip", "0.5.4", "cuda_ops", ("gfx942", "gfx950"), "libamdhip64.so.7"),
-    ("lmcache-0.5.6-hip", "0.5.6", "cuda_ops", ("gfx942",), "libamdhip64.so.7"),
+@pytest.mark.parametrize(("case", "version", "module", "archs", "runtime", "kernels"), [
+    ("lmcache-0.4.4-hip", "0.4.4", "c_ops", ("gfx942",), "libamdhip64.so.6", 12),
+    ("lmcache-0.5.3-hip", "0.5.3", "c_ops", ("gfx942",), "libamdhip64.so.6", 14),
+    ("lmcache-0.5.4-hip", "0.5.4", "cuda_ops", ("gfx942", "gfx950"), "libamdhip64.so.7", 14),
+    ("lmcache-0.5.6-hip", "0.5.6", "cuda_ops", ("gfx942",), "libamdhip64.so.7", 14),
 ])
-def test_a_correct_hip_build_of_every_generation_passes(case, version, module, archs, runtime):
+def test_a_correct_hip_build_of_every_generation_passes(case, version, module, archs, runtime, kernels):
     result = judge(case, version, archs)
     assert result.status == "pass", result.message
+    per_target = "; ".join(f"{arch}: {kernels} kernel instances in 1 bundle(s), wavefront 64, no spills or scratch"
+                           for arch in archs)
     assert result.message == (f"HIP build of {module}: code objects for {', '.join(archs)} (exactly "
-                              f"versions.gpu_arch), links {runtime}")
+                              f"versions.gpu_arch), links {runtime}; {per_target} (all {kernels} kernels its HIP "
+                              "sources launch have code)")
+
+
+def test_a_build_that_lost_a_kernel_on_one_target_fails_naming_the_kernel_the_target_and_its_source():
+    result = judge("lmcache-0.5.6-hip-lost-kernel", "0.5.6", archs=("gfx942", "gfx950"))
+    assert result.status == "fail"
+    assert result.message == ("HIP build of cuda_ops (gfx942, gfx950): no code object for 1 kernel(s) on gfx950: "
+                              "load_and_reshape_multi_layer_fused_kernel (csrc/cuda/mem_kernels.cu:429) (the "
+                              "release's HIP sources launch them)")
+    by_target = {k["target"]: k for k in result.details["kernels"]}
+    assert by_target["gfx942"]["missing"] == [] and by_target["gfx950"]["count"] == 13
+
+
+def test_a_build_for_wavefront_32_fails_and_spills_and_scratch_are_counted():
+    result = judge("lmcache-0.5.6-hip-wave32", "0.5.6")
+    assert result.status == "fail" and "14 kernel(s) for gfx942 compiled for a wavefront other than 64" in \
+        result.message, result.message
+    gfx942 = result.details["kernels"][0]
+    assert (gfx942["spills"], gfx942["scratch"]) == (14 * 3, 14)
 
 
 @pytest.mark.parametrize(("case", "version", "cudart"), [
