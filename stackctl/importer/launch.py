@@ -94,6 +94,20 @@ class _Scan:
     lmcache_server: list[str] | None = None
 
 
+def other_engine(text: str) -> tuple[str, str, int] | None:
+    """(engine, the command as written, its line) of the first server of another engine the script starts, outside
+    comments; None when it starts none stackctl knows of."""
+    from stackctl.knowledge.serving_engines import OTHER_ENGINES
+
+    for number, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0]
+        for engine, commands in OTHER_ENGINES:
+            for command in commands:
+                if re.search(rf"(?<![\w.-]){re.escape(command)}(?![\w-])", code):
+                    return engine, command, number
+    return None
+
+
 def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     """The first server launch in a shell script (a StackctlError when there is none)."""
     blocks = cut_blocks(text)
@@ -102,6 +116,13 @@ def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     exported: set[str] = set()
     launches = _scan(blocks.text, variables, exported, scan, in_container=False)
     if not launches:
+        other = other_engine(text)
+        if other:
+            engine, command, line = other
+            raise StackctlError(f"line {line}: the script starts {engine} (`{command}`), not vLLM: stackctl serves "
+                                f"vLLM, with or without AMD's ATOM plugin, so it has no recipe for this launch (fix: "
+                                f"start from a vLLM launch of the same model, or `stackctl init --list` for a "
+                                f"shipped recipe)")
         raise StackctlError("no server command found (fix: the script must run `vllm serve MODEL ...`, `python -m "
                             "vllm.entrypoints.openai.api_server --model MODEL ...` or `docker run ... IMAGE [vllm "
                             "serve] MODEL ...`)")

@@ -47,6 +47,18 @@ SERVING_ENGINES_BY_NAME = {engine.name: engine for engine in SERVING_ENGINE_RECO
 SERVING_ENGINES: tuple[str, ...] = tuple(SERVING_ENGINES_BY_NAME)
 
 
+# Servers stackctl does not run, as launches start them: (engine, what it is, the commands that start it). A launch of
+# one is refused by name (the importer), not searched for a vLLM server it does not have.
+OTHER_ENGINES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("SGLang", ("sglang.launch_server", "sglang serve")),
+    ("Text Generation Inference", ("text-generation-launcher",)),
+    ("TensorRT-LLM", ("trtllm-serve",)),
+    ("llama.cpp", ("llama-server",)),
+    ("Ollama", ("ollama serve",)),
+    ("LMDeploy", ("lmdeploy serve",)),
+)
+
+
 def serving_engine(name: str) -> ServingEngine:
     """The record of a serving engine; an unknown name is an error naming the known ones."""
     return _lookup(SERVING_ENGINES_BY_NAME, "serving engine", name)

@@ -300,15 +300,38 @@ def _compilation_key_removed(recipe: Recipe) -> Iterator[Hit]:
                    f"`{entry['key']}` is not accepted by vLLM >= {entry['until']}; use `{entry['replacement']}`")
 
 
+def _removed_for_every_supported_vllm(entry: dict) -> bool:
+    """Whether every vLLM release stackctl supports was released after ENTRY's variable was removed."""
+    from stackctl.rules.fact_rules import OLDEST_SUPPORTED
+
+    return compat.in_range(OLDEST_SUPPORTED["vllm"], since=entry["since"]) is True
+
+
+def _removed_env_present(recipe: Recipe) -> list[dict]:
+    return [e for e in compat.table()["removed_env"] if e["name"] in recipe.serve.env]
+
+
+def _removed_env_unknown_version(recipe: Recipe) -> Iterator[Hit]:
+    """With the vLLM version unknown, a variable removed before the oldest vLLM stackctl supports is ignored by any
+    release the stack can run: named with the release that removed it, not left out as "not applied"."""
+    for entry in _removed_env_present(recipe):
+        if _removed_for_every_supported_vllm(entry):
+            yield (("serve", "env", entry["name"]), f"{entry['name']} is ignored by every vLLM since {entry['since']} "
+                                                   "(the vLLM version is not known, and no release since reads it)")
+
+
 @rule("removed-env-var", "warning",
       "an environment variable the pinned vLLM no longer knows",
       "remove it from serve.env", needs_version="vllm",
-      applies=lambda r: any(e["name"] in r.serve.env for e in compat.table()["removed_env"]))
+      applies=lambda r: any(not _removed_for_every_supported_vllm(e) for e in _removed_env_present(r)),
+      unknown_check=_removed_env_unknown_version)
 def _removed_env(recipe: Recipe) -> Iterator[Hit]:
     """At start-up vLLM checks every `VLLM_*` variable of its environment against the ones it knows and logs
     `Unknown vLLM environment variable detected: VLLM_USE_V1` (vLLM 0.27.1 vllm/envs.py:2122-2128, called from
     vllm/engine/arg_utils.py:1910, a hard failure only with --fail-on-environ-validation). The variable is ignored: the
-    setting the recipe seems to make does nothing. The removal versions are in stackctl/knowledge/compat.toml.
+    setting the recipe seems to make does nothing. The removal versions are in stackctl/knowledge/compat.toml. With
+    the version unknown, a variable removed before the oldest release stackctl supports is still named: no release
+    the stack can run reads it.
     """
     version = vllm_version(recipe)
     for entry in compat.table()["removed_env"]:

@@ -26,9 +26,8 @@ CASES = sorted(p for p in (FIXTURES / "corpus").iterdir() if (p / "expected.toml
 # A citation names the package, its release and file:line, or the input's own file:line.
 CITATION = re.compile(r"\b(vllm|lmcache) \d+\.\d+\.\d+ [\w/.-]+\.(py|rst):\d+|\binput [\w.-]+:\d+")
 # Cases the figures below leave out, each for a reason the rules own (see expected.toml's comment).
-KNOWN_MISSES = {"vllm-issue-15469-swap-space"}  # removed-env-var is not applied without a pinned release
-KNOWN_EXTRAS = {"rocm-k8s-device-plugin-vllm", "vllm-docs-k8s-amd",  # vLLM 0.6.4 judged with 0.10.2's facts
-                "vllm-issue-15469-swap-space"}                      # version-unknown instead of removed-env-var
+KNOWN_MISSES: set[str] = set()
+KNOWN_EXTRAS = {"rocm-k8s-device-plugin-vllm", "vllm-docs-k8s-amd"}  # vLLM 0.6.4 judged with 0.10.2's facts
 
 
 def test_the_corpus_holds_sixty_real_launches_of_every_shape_each_with_its_source():
@@ -82,7 +81,8 @@ def test_known_misses_and_extras_are_still_what_they_were():
     and fixes them, move them back)."""
     results = {r.name: r for r in map(detection.run_case, (FIXTURES / "corpus" / n for n in KNOWN_MISSES |
                                                              KNOWN_EXTRAS))}
-    assert results["vllm-issue-15469-swap-space"].missed == {"removed-env-var"}
+    for name in KNOWN_MISSES:
+        assert results[name].missed, name
     for name in KNOWN_EXTRAS:
         assert results[name].unexpected, name
 

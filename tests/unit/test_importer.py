@@ -95,6 +95,20 @@ def test_expansion_follows_shell_quoting():
                         "$UNSET", ""]
 
 
+@pytest.mark.parametrize(("fixture", "command", "line"), [("sglang-docker.sh", "sglang.launch_server", 8),
+                                                        ("sglang-rocm.sh", "sglang serve", 8)])
+def test_a_launch_of_another_engine_is_refused_naming_it(fixture, command, line):
+    """An SGLang launch (docker and ROCm shapes from SGLang's and AMD's guides) is named, with its line and why,
+    instead of "no server command found"."""
+    with pytest.raises(StackctlError) as raised:
+        importer.import_launch_text((LAUNCH / fixture).read_text(), None, "t")
+    assert str(raised.value).startswith(f"launch.sh: line {line}: the script starts SGLang (`{command}`), not vLLM: stackctl "
+                                        "serves vLLM, with or without AMD's ATOM plugin"), raised.value
+    # Named in a comment only, nothing is refused for it: still no server found.
+    with pytest.raises(StackctlError, match="no server command found"):
+        importer.import_launch_text("# compare with: python -m sglang.launch_server --model-path m\necho\n", None, "t")
+
+
 def test_unterminated_quote_and_missing_server_are_user_errors():
     with pytest.raises(StackctlError, match="unterminated"):
         importer.import_launch_text("vllm serve '/m", None, "t")
@@ -576,10 +590,12 @@ def test_versions_from_pip_pins_and_image_tag():
     assert recipe.versions.vllm == "0.10.1"
 
 
-def test_unknown_versions_are_a_warning_naming_the_rules_not_applied():
+def test_a_variable_no_supported_vllm_reads_is_named_even_with_the_version_unknown():
     recipe, _ = imported(f"export VLLM_USE_V1=1 PYTHONHASHSEED=0\nvllm serve /m {LMC}\n")
-    findings = [f for f in run_rules(recipe) if f.rule_id == "version-unknown"]
-    assert len(findings) == 1 and findings[0].severity == "warning" and "removed-env-var" in findings[0].message
+    findings = {f.rule_id: f for f in run_rules(recipe)}
+    assert findings["removed-env-var"].message == ("VLLM_USE_V1 is ignored by every vLLM since 0.11.0 (the vLLM "
+                                                   "version is not known, and no release since reads it)")
+    assert "removed-env-var" not in getattr(findings.get("version-unknown"), "message", "")
     recipe, _ = imported(f"export VLLM_USE_V1=1 PYTHONHASHSEED=0\npip install vllm==0.27.1\nvllm serve /m {LMC}\n")
     assert "removed-env-var" in [f.rule_id for f in run_rules(recipe)]
 
