@@ -6,6 +6,7 @@ the same loads, and the sentence that explains a difference from the figures the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import comb
 
 from stackctl.bench.workload import percentile
 
@@ -25,6 +26,7 @@ def point_figures(requests: list[dict], errors: int, wall_s: float, before: dict
         "completed": len(requests), "errors": errors, "wall_s": wall_s,
         "ttft_p50_s": percentile(ttft, 50), "ttft_p95_s": percentile(ttft, 95),
         "ttft_p25_s": percentile(ttft, 25), "ttft_p75_s": percentile(ttft, 75),
+        "ttft_p50_ci_s": median_interval(ttft),
         "tokens_per_s": (tokens_in + tokens_out) / wall, "output_tokens_per_s": tokens_out / wall,
         "prompt_tokens": tokens_in, "queried_tokens": queries,
         "hbm_hit_tokens": hbm_hits, "offload_hit_tokens": offload_hits,
@@ -59,13 +61,33 @@ def crossover(loads: Sequence[float], baseline: Sequence[float | None], arm: Seq
     return {"kind": "none", "load": None, "between": [pairs[-1][0], None] if pairs else None}
 
 
+MEDIAN_CONFIDENCE = 0.90
+
+
+def median_interval(ordered: Sequence[float], confidence: float = MEDIAN_CONFIDENCE) -> list[float] | None:
+    """A distribution-free interval for the median of sorted ORDERED: the order statistics x(j) and x(n+1-j) with
+    the largest j whose binomial tail P(Bin(n, 1/2) < j) stays within (1 - confidence) / 2 on each side (8
+    requests: x(2)..x(7), 93%); the whole range when n is too small for that. None without requests."""
+    n = len(ordered)
+    if n == 0:
+        return None
+    tail, j = 0.0, 0
+    while j < n // 2:
+        tail += comb(n, j) / 2 ** n
+        if tail > (1 - confidence) / 2:
+            break
+        j += 1
+    j = max(j, 1)
+    return [ordered[j - 1], ordered[n - j]]
+
+
 def crossover_interval(loads: Sequence[float], baseline_spread: Sequence[tuple[float, float] | None],
                        arm_spread: Sequence[tuple[float, float] | None]) -> dict:
-    """Where the crossover can lie given each point's spread (p25, p75 of TTFT per load): from the earliest load
-    the arm could win (its p25 against the baseline's p75) to the latest it surely wins (its p75 against the
-    baseline's p25). `low`/`high` are loads; `low` None means at or below the smallest load, `high` None beyond
-    the largest (the arm's slow quartile never beats the baseline's fast one in range). `kind` "none" when even
-    the arm's fast quartile never wins."""
+    """Where the crossover can lie given each point's interval of its median TTFT (low, high per load): from the
+    earliest load the arm could win (its low against the baseline's high) to the latest it surely wins (its high
+    against the baseline's low). `low`/`high` are loads; `low` None means at or below the smallest load, `high` None beyond
+    the largest (the arm's high never beats the baseline's low in range). `kind` "none" when even the arm's low
+    never wins."""
     best, worst = [], []
     for base, arm in zip(baseline_spread, arm_spread):
         best.append((base[1], arm[0]) if base and arm else (None, None))
@@ -94,10 +116,10 @@ def crossover_text(found: dict, unit: str = "users") -> str:
 def interval_text(interval: dict, unit: str = "users") -> str:
     """The interval in words, saying what it is drawn from."""
     if interval["kind"] == "none":
-        return "not even the offload arm's fastest quarter of requests beats HBM-only's slowest in range"
+        return "not even the low end of the offload arm's median interval beats HBM-only's high end in range"
     low = "at or below the smallest load" if interval["low"] is None else f"{interval['low']:.1f}"
     high = "beyond the largest load" if interval["high"] is None else f"{interval['high']:.1f} {unit}"
-    return f"somewhere from {low} to {high}, by both arms' TTFT interquartile ranges"
+    return f"somewhere from {low} to {high}, by both arms' {MEDIAN_CONFIDENCE:.0%} intervals of the median TTFT"
 
 
 def predicted_crossover(hbm_tokens: int | None, context_tokens: int) -> float | None:

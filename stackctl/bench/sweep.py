@@ -308,14 +308,10 @@ def _p50s(result: dict, arm: str, context: int) -> list[float | None]:
 
 
 def _spreads(result: dict, arm: str, context: int) -> list[tuple[float, float] | None]:
-    """Each load's (p25, p75) TTFT for the arm, None where a point lacks them."""
-    by_load = {p["users"]: (p.get("ttft_p25_s"), p.get("ttft_p75_s")) for p in result["points"]
+    """Each load's interval of the arm's median TTFT (low, high), None where a point lacks one."""
+    by_load = {p["users"]: p.get("ttft_p50_ci_s") for p in result["points"]
                if p["arm"] == arm and p["context_tokens"] == context}
-    spreads: list[tuple[float, float] | None] = []
-    for load in result["users"]:
-        low, high = by_load.get(load, (None, None))
-        spreads.append((low, high) if low is not None and high is not None else None)
-    return spreads
+    return [tuple(by_load[load]) if by_load.get(load) else None for load in result["users"]]
 
 
 def _served(point: dict) -> float:

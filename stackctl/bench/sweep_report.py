@@ -1,6 +1,6 @@
 """The sweep's reports: a Markdown table (one row per load point and arm, then the crossover and plan's
-prediction), a PNG (p50 TTFT against users, one line per arm, its p25-p75 spread shaded, p95 dashed, the crossovers
-with their intervals and plan's prediction marked) and the JSON."""
+prediction), a PNG (p50 TTFT against users, one line per arm, the interval of its median shaded, p95 dashed, the
+crossovers with their intervals and plan's prediction marked) and the JSON."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def plot(result: dict, path: Path) -> Path:
     for context in result["contexts"]:
         suffix = f", {context:,}-token contexts" if len(result["contexts"]) > 1 else ""
         for name, title in titles.items():
-            points = sorted((p["users"], p["ttft_p50_s"], p["ttft_p95_s"], p.get("ttft_p25_s"), p.get("ttft_p75_s"))
+            points = sorted((p["users"], p["ttft_p50_s"], p["ttft_p95_s"], *(p.get("ttft_p50_ci_s") or (None, None)))
                             for p in result["points"]
                             if p["arm"] == name and p["context_tokens"] == context and p["ttft_p50_s"] is not None)
             if not points:
@@ -70,12 +70,12 @@ def plot(result: dict, path: Path) -> Path:
         if interval and interval["kind"] == "interval":
             low = result["users"][0] if interval["low"] is None else interval["low"]
             high = result["users"][-1] if interval["high"] is None else interval["high"]
-            axes.axvspan(low, high, color="black", alpha=0.07, label="crossover interval (TTFT quartiles)")
+            axes.axvspan(low, high, color="black", alpha=0.07, label="crossover interval (median TTFT intervals)")
         if found.get("predicted_users"):
             axes.axvline(found["predicted_users"], color="grey", linestyle=":",
                          label=f"plan: HBM full at {found['predicted_users']:.1f}")
     axes.set_xlabel("concurrent users")
-    axes.set_ylabel("TTFT (s): p50 solid, p25-p75 shaded, p95 dashed")
+    axes.set_ylabel("TTFT (s): p50 solid (its 90% interval shaded), p95 dashed")
     axes.set_title(f"{result['stack']}: TTFT against load (KV cache ~{result['kv_tokens']:,} tokens)")
     axes.set_xticks(result["users"])
     axes.grid(alpha=0.3)

@@ -62,9 +62,18 @@ def test_a_crossover_below_the_range_none_in_range_and_missing_points():
     assert crossover.crossover([], [], []) == {"kind": "none", "load": None, "between": None}
 
 
-def test_the_crossovers_interval_runs_from_the_arms_best_quartile_to_its_worst():
+def test_the_median_interval_is_the_order_statistics_the_binomial_tail_allows():
+    # 8 requests: P(Bin(8, 1/2) <= 1) = 9/256 = 3.5% per side, <= 2 would be 14%: x(2)..x(7), 93%.
+    assert crossover.median_interval([1, 2, 3, 4, 5, 6, 7, 8]) == [2, 7]
+    # 64 requests: the interval narrows around the median.
+    low, high = crossover.median_interval(list(range(64)))
+    assert 24 <= low < 31 and 32 < high <= 39
+    assert crossover.median_interval([5.0]) == [5.0, 5.0] and crossover.median_interval([]) is None
+
+
+def test_the_crossovers_interval_runs_from_the_arms_best_median_to_its_worst():
     loads = [1, 2, 3, 4, 6]
-    # (p25, p75) per load: HBM-only grows slower; LMCache's spread overlaps it at 2 and 3 users.
+    # (low, high) of each median per load: HBM-only grows slower; LMCache's overlaps it at 2 and 3 users.
     hbm = [(0.10, 0.12), (0.11, 0.14), (0.30, 0.50), (0.60, 0.80), (1.8, 2.2)]
     lmcache = [(0.12, 0.15), (0.11, 0.13), (0.30, 0.40), (0.35, 0.45), (0.6, 0.8)]
     interval = crossover.crossover_interval(loads, hbm, lmcache)
@@ -75,14 +84,14 @@ def test_the_crossovers_interval_runs_from_the_arms_best_quartile_to_its_worst()
     found = {**crossover.crossover(loads, [0.11, 0.125, 0.4, 0.7, 2.0], [0.135, 0.12, 0.35, 0.4, 0.7]),
              "interval": interval}
     assert crossover.crossover_text(found).endswith(
-        f"users (somewhere from {interval['low']:.1f} to {interval['high']:.1f} users, by both arms' TTFT "
-        "interquartile ranges)")
+        f"users (somewhere from {interval['low']:.1f} to {interval['high']:.1f} users, by both arms' 90% intervals "
+        "of the median TTFT)")
     # Winning already at the smallest load at its best, never surely in range: open at both ends.
     assert crossover.crossover_interval([1, 2], [(1.0, 1.2), (1.0, 1.2)], [(0.5, 1.3), (0.5, 1.3)]) == {
         "kind": "interval", "low": None, "high": None}
     assert "at or below the smallest load to beyond the largest load" in crossover.interval_text(
         {"kind": "interval", "low": None, "high": None})
-    # Not even at its best: no interval; points without a spread (an old sweep.json) are left out.
+    # Not even at its best: no interval; points without an interval (an old sweep.json) are left out.
     assert crossover.crossover_interval([1, 2], [(0.1, 0.1), None], [(0.5, 0.6), (0.1, 0.1)])["kind"] == "none"
 
 
@@ -180,7 +189,7 @@ def result_of_a_sweep():
         for users, p50 in zip([1, 2, 4, 8], p50s):
             points.append({"arm": arm, "users": users, "context_tokens": 1024, "working_set_tokens": users * 1024,
                            "completed": users * 4, "errors": 0, "ttft_p50_s": p50, "ttft_p95_s": p50 * 2,
-                           "ttft_p25_s": p50 * 0.8, "ttft_p75_s": p50 * 1.2,
+                           "ttft_p25_s": p50 * 0.8, "ttft_p75_s": p50 * 1.2, "ttft_p50_ci_s": [p50 * 0.9, p50 * 1.1],
                            "tokens_per_s": 900.0, "hbm_hit_rate": 0.5, "offload_hit_rate": 0.25 if arm != "hbm" else 0.0,
                            "offload_hit_tokens": 512.0})
     return {"stack": "cpu-lmcache", "model": "bench", "users": [1, 2, 4, 8], "contexts": [1024], "turns": 4,
