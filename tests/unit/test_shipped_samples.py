@@ -72,3 +72,23 @@ def test_the_dtype_sample_is_doctors_line_with_both_measured_figures():
 @pytest.mark.parametrize("path", sorted((REPO / "bench-results").rglob("*.json")), ids=lambda p: p.name)
 def test_every_shipped_result_is_stamped_by_the_script(path):
     assert STAMP.fullmatch(json.loads(path.read_text()).get("written_by", "")), path
+
+
+def test_the_shipped_sweep_measures_five_loads_or_more_with_intervals_beside_plans_prediction():
+    """bench-results/sweep/ (scripts/update-samples.py --only sweep): at least five load points per arm, each with
+    enough requests for a median and its interval, the crossover with its interval beside plan's prediction, and the
+    plot drawn from the same result."""
+    from PIL import Image
+
+    sweep = json.loads((REPO / "bench-results" / "sweep" / "sweep.json").read_text())
+    assert len(sweep["users"]) >= 5
+    for point in sweep["points"]:
+        assert point["completed"] >= 8 and point["errors"] == 0, point
+        low, high = point["ttft_p50_ci_s"]
+        assert low <= point["ttft_p50_s"] <= high, point
+    (found,) = sweep["crossovers"]
+    assert found["interval"]["kind"] in ("interval", "none") and found["predicted_users"] > 0, found
+    table = (REPO / "bench-results" / "sweep" / "sweep.md").read_text()
+    assert STAMP.search(table) and "| TTFT p25-p75 (s) |" in table and "intervals of the median TTFT" in table
+    with Image.open(REPO / "bench-results" / "sweep" / "sweep.png") as image:
+        assert image.format == "PNG"
