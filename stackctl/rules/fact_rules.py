@@ -550,13 +550,14 @@ def _lmcache_value_problem(value, type_text: str) -> str | None:
 @fact_rule("lmcache-env-unknown", "warning",
       "an LMCACHE_* variable the pinned LMCache does not read: it is ignored",
       "remove it, or use the variable of the key the message names", "lmcache",
-      judged=lambda recipe: bool(_env_names(recipe, "LMCACHE_")))
+      judged=lambda recipe: bool(_env_names(recipe, "LMCACHE_") or _env_names(recipe, "LM_CACHE_")))
 def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """LMCache takes a config key from the variable `LMCACHE_<KEY>` (LMCache 0.5.6 lmcache/v1/config.py:1003,
     upper case of the key, for every key of `_CONFIG_DEFINITIONS`), the deprecated names from their own
     LMCACHE_<OLD> variables, and reads a few variables by name elsewhere (LMCACHE_CONFIG_FILE, LMCACHE_LOG_LEVEL,
-    ...: every LMCACHE_* literal of its code). Anything else, such as a pre-0.5 name, is never read. Each
-    release's names are in stackctl/knowledge/facts/lmcache-VERSION.json.
+    ...: every LMCACHE_* literal of its code). Anything else, such as a pre-0.5 name, is never read, nor is a name
+    spelled with the package's words apart (`LM_CACHE_CHUNK_SIZE`: no LMCache release reads an LM_CACHE_ variable).
+    Each release's names are in stackctl/knowledge/facts/lmcache-VERSION.json.
     """
     config, aliases = release.section("config"), release.section("aliases")
     read = release.section("env_read")
@@ -570,6 +571,11 @@ def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
         close = difflib.get_close_matches(key, list(config), n=1, cutoff=0.75)
         hint = f" (did you mean LMCACHE_{close[0].upper()}?)" if close else ""
         yield (path, f"{name} is not read by {release.label()}{hint}")
+    for path, name in _env_names(recipe, "LM_CACHE_"):
+        meant = "LMCACHE_" + name[len("LM_CACHE_"):]
+        known = meant[len("LMCACHE_"):].lower() in config or meant in read
+        hint = f" (did you mean {meant}?)" if known else ""
+        yield (path, f"{name} is not read by {release.label()}: its variables start with LMCACHE_{hint}")
 
 
 def unprefixed_lmcache_keys(env: dict, release: factdb.Release, upper: bool = False) -> list[tuple[str, str]]:

@@ -174,3 +174,18 @@ def test_lmcache_rules_read_no_release_when_the_recipe_gives_them_nothing(monkey
     recipe.serve.env["LMCACHE_NOT_A_KEY"] = "1"
     assert "lmcache-env-unknown" in {f.rule_id for f in run_rules(recipe)}
     assert "lmcache" in read
+
+
+def test_an_lmcache_variable_spelled_lm_cache_or_one_letter_off_is_named_with_the_one_meant():
+    """Launches write LM_CACHE_ (the package's words apart) or drop a letter; LMCache reads neither
+    (lmcache 0.5.6 lmcache/v1/config.py:1001-1009 asks os.getenv(f"LMCACHE_{name.upper()}") per key)."""
+    recipe = load_recipe(RECIPES / "cpu-lmcache.toml")
+    recipe.serve.env.update({"LM_CACHE_CHUNK_SIZE": "256", "LMCACHE_CHUNK_SIZ": "256", "LM_CACHE_WHATEVER": "1"})
+    messages = {f.key: f.message for f in run_rules(recipe) if f.rule_id == "lmcache-env-unknown"}
+    assert messages == {
+        "serve.env.LM_CACHE_CHUNK_SIZE": "LM_CACHE_CHUNK_SIZE is not read by LMCache 0.5.6: its variables start with "
+                                         "LMCACHE_ (did you mean LMCACHE_CHUNK_SIZE?)",
+        "serve.env.LMCACHE_CHUNK_SIZ": "LMCACHE_CHUNK_SIZ is not read by LMCache 0.5.6 (did you mean "
+                                       "LMCACHE_CHUNK_SIZE?)",
+        "serve.env.LM_CACHE_WHATEVER": "LM_CACHE_WHATEVER is not read by LMCache 0.5.6: its variables start with "
+                                       "LMCACHE_"}
