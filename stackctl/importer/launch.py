@@ -14,7 +14,7 @@ from pathlib import Path
 from stackctl.errors import StackctlError
 from stackctl.importer.container import DockerRun, read_docker_run, runs_server
 from stackctl.importer.lmcache_server import container_note, form_notes, server_args_at
-from stackctl.importer.packages import read_installs
+from stackctl.importer.packages import image_change, read_installs
 from stackctl.importer.shell import (
     ASSIGNMENT,
     KEYWORDS,
@@ -196,6 +196,11 @@ def _scan(text: str, variables: dict, exported: set, scan: _Scan, in_container: 
         else:
             argv = [part for word in words for part in expand(word, variables)]
             read_installs(argv, scan.pins, scan.installs)
+            change = image_change(argv)
+            if change:
+                scan.notes.append(f"the launch changes the image before serving: {change}; not imported (stackctl "
+                                  "builds the image from the recipe and does not replay it: bake the change into a "
+                                  "base image and name it in stack.base_image, or drop it)")
             server_at = server_args_at(argv)
             if server_at is not None:
                 if scan.lmcache_server is None:

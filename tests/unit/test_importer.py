@@ -109,6 +109,20 @@ def test_a_launch_of_another_engine_is_refused_naming_it(fixture, command, line)
         importer.import_launch_text("# compare with: python -m sglang.launch_server --model-path m\necho\n", None, "t")
 
 
+def test_steps_that_change_the_image_before_serving_are_named_never_dropped():
+    """A `sed -i` over vLLM's sources, a patch, a pip install the recipe has no key for: a recipe cannot carry them,
+    so the import says so (its notes head the recipe); the pins it can carry still become versions."""
+    script = ("docker run --rm --device /dev/kfd --network host rocm/vllm:rocm7.0.0_vllm_0.10.2_20251006 bash -c "
+              "\"sed -i 's/max_tokens=16/max_tokens=64/' /usr/local/lib/python3.12/dist-packages/vllm/entrypoints/"
+              "openai/protocol.py && pip install flash-attn lmcache==0.3.7 && git apply /fix.patch && vllm serve "
+              "Qwen/Qwen3-8B\"\n")
+    recipe, text = imported(script)
+    flat = " ".join(line.lstrip("# ").strip() for line in text.split("[stack]")[0].splitlines())
+    assert "edits /usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/protocol.py in place (sed -i)" in flat
+    assert "installs flash-attn (pip); not imported" in flat and "applies a patch (git apply /fix.patch)" in flat
+    assert recipe.versions.lmcache == "0.3.7"  # what the recipe can say, it keeps
+
+
 def test_unterminated_quote_and_missing_server_are_user_errors():
     with pytest.raises(StackctlError, match="unterminated"):
         importer.import_launch_text("vllm serve '/m", None, "t")
