@@ -2,7 +2,8 @@
 """Make the small ELF fixtures in tests/fixtures/elf/: LMCache package directories whose native module is a HIP or
 a CUDA build, shaped like the real ones (module name per version, DT_NEEDED, fatbin sections, registration symbol,
 a clang offload bundle naming the gfx target, with a code object per target that holds the AMDGPU metadata note of
-the kernels the release launches: stackctl/knowledge/facts, hip_kernels). The probe (probes/probe_image.py) reads them as it reads an image.
+the kernels the release launches: stackctl/knowledge/facts, hip_kernels). The probe (probes/probe_image.py) reads
+them as it reads an image.
 
 The real PyPI wheels show the CUDA shapes: lmcache 0.4.4 c_ops links libcudart.so.12, 0.4.5 and 0.5.3 c_ops link
 libcudart.so.13, 0.5.4 ships cuda_ops (libcudart.so.13). A HIP build keeps the module name of its version

@@ -116,7 +116,8 @@ def connector_result() -> None:
 
 
 # The load sweep bench-results/sweep/ holds: six load points around where the arms' KV cache overflows, eight turns per
-# user (8 to 64 requests per point and arm: a median and its quartiles), each point capped at 5 minutes.
+# user (8 to 64 requests per point and arm: a median, its quartiles and its 90% interval), each point capped at 5
+# minutes.
 SWEEP = ("--sweep", "--sweep-users", "1,2,3,4,6,8", "--turns", "8", "--max-seconds", "300")
 
 

@@ -12,9 +12,10 @@ from stackctl.bench.workload import percentile
 
 
 def point_figures(requests: list[dict], errors: int, wall_s: float, before: dict, after: dict) -> dict:
-    """One arm at one load point: TTFT p50/p95 over its requests and its spread (p25-p75), throughput (prompt and generated tokens per
-    second of wall time) and the hit rates the server counted between the two counter readings: its own prefix
-    cache (HBM) and the connector's (LMCache's hit tokens; vLLM's external prefix cache counters)."""
+    """One arm at one load point: TTFT p50/p95 over its requests, its spread (p25-p75) and an interval of its median,
+    throughput (prompt and generated tokens per second of wall time) and the hit rates the server counted between
+    the two counter readings: its own prefix cache (HBM) and the connector's (LMCache's hit tokens; vLLM's external
+    prefix cache counters)."""
     ttft = sorted(r["ttft_s"] for r in requests)
     tokens_in = sum(r["prompt_tokens"] for r in requests)
     tokens_out = sum(r["completion_tokens"] for r in requests)
@@ -85,15 +86,14 @@ def crossover_interval(loads: Sequence[float], baseline_spread: Sequence[tuple[f
                        arm_spread: Sequence[tuple[float, float] | None]) -> dict:
     """Where the crossover can lie given each point's interval of its median TTFT (low, high per load): from the
     earliest load the arm could win (its low against the baseline's high) to the latest it surely wins (its high
-    against the baseline's low). `low`/`high` are loads; `low` None means at or below the smallest load, `high` None beyond
-    the largest (the arm's high never beats the baseline's low in range). `kind` "none" when even the arm's low
-    never wins."""
-    best, worst = [], []
-    for base, arm in zip(baseline_spread, arm_spread):
-        best.append((base[1], arm[0]) if base and arm else (None, None))
-        worst.append((base[0], arm[1]) if base and arm else (None, None))
-    earliest = crossover(loads, [b for b, _ in best], [a for _, a in best])
-    latest = crossover(loads, [b for b, _ in worst], [a for _, a in worst])
+    against the baseline's low). `low`/`high` are loads; `low` None means at or below the smallest load, `high`
+    None beyond the largest (the arm's high never beats the baseline's low in range). `kind` "none" when even the
+    arm's low never wins."""
+    def end(spreads, index):  # one end of each interval; crossover() leaves out a point missing either arm's
+        return [spread[index] if spread else None for spread in spreads]
+
+    earliest = crossover(loads, end(baseline_spread, 1), end(arm_spread, 0))
+    latest = crossover(loads, end(baseline_spread, 0), end(arm_spread, 1))
     if earliest["kind"] == "none":
         return {"kind": "none", "low": None, "high": None}
     low = None if earliest["kind"] == "below-range" else earliest["load"]

@@ -22,8 +22,8 @@ def markdown(result: dict) -> str:
         lines.append(f"- {arm['title']}: the server allocated " + (
             f"{held['tokens']:,} tokens of KV ({held['num_gpu_blocks']} blocks x {held['block_size']})"
             if held else "an amount of KV it did not report") + binding)
-    lines += ["", "| users | context | working set (tokens) | arm | requests | errors | TTFT p50 (s) | TTFT p25-p75 (s) | "
-              "TTFT p95 (s) | tokens/s | HBM hit rate | offload hit rate | offload hit tokens | plan's regime |",
+    lines += ["", "| users | context | working set (tokens) | arm | requests | errors | TTFT p50 (s) | "
+              "TTFT p25-p75 (s) | TTFT p95 (s) | tokens/s | HBM hit rate | offload hit rate | offload hit tokens | plan's regime |",
               "|" + "---|" * 14]
     regimes = {(p["users"], p["context_tokens"]): p["regime"] for p in result.get("plan", [])}
     for point in result["points"]:

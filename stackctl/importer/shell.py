@@ -229,7 +229,7 @@ def cut_blocks(text: str) -> ScriptBlocks:
     i = 0
     while i < len(lines):
         line = lines[i]
-        code = _code_part(line)
+        code = code_part(line)
         function = _FUNCTION.match(code)
         if function:
             name = function.group(1) or function.group(2)
@@ -261,7 +261,7 @@ def _function_body(lines: list[str], start: int, rest: str) -> tuple[list[str], 
     i += 1
     while True:
         for piece in pieces:
-            for char in _code_part(piece):
+            for char in code_part(piece):
                 if char == "{":
                     depth, opened = depth + 1, True
                 elif char == "}":
@@ -277,7 +277,7 @@ def _function_body(lines: list[str], start: int, rest: str) -> tuple[list[str], 
     return text.splitlines(), i
 
 
-def _code_part(line: str) -> str:
+def code_part(line: str) -> str:
     """The line without quoted text and comments (enough to find braces, heredoc markers and redirections)."""
     out, quote = [], ""
     for char in line:

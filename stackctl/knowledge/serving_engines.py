@@ -47,8 +47,8 @@ SERVING_ENGINES_BY_NAME = {engine.name: engine for engine in SERVING_ENGINE_RECO
 SERVING_ENGINES: tuple[str, ...] = tuple(SERVING_ENGINES_BY_NAME)
 
 
-# Servers stackctl does not run, as launches start them: (engine, what it is, the commands that start it). A launch of
-# one is refused by name (the importer), not searched for a vLLM server it does not have.
+# Servers stackctl does not run: (engine, the commands that start it, as launches write them). A launch of one is
+# refused by name (the importer), not searched for a vLLM server it does not have.
 OTHER_ENGINES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("SGLang", ("sglang.launch_server", "sglang serve")),
     ("Text Generation Inference", ("text-generation-launcher",)),

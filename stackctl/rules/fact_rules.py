@@ -572,9 +572,9 @@ def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
         hint = f" (did you mean LMCACHE_{close[0].upper()}?)" if close else ""
         yield (path, f"{name} is not read by {release.label()}{hint}")
     for path, name in _env_names(recipe, "LM_CACHE_"):
-        meant = "LMCACHE_" + name[len("LM_CACHE_"):]
-        known = meant[len("LMCACHE_"):].lower() in config or meant in read
-        hint = f" (did you mean {meant}?)" if known else ""
+        key = name[len("LM_CACHE_"):]
+        meant = "LMCACHE_" + key
+        hint = f" (did you mean {meant}?)" if key.lower() in config or meant in read else ""
         yield (path, f"{name} is not read by {release.label()}: its variables start with LMCACHE_{hint}")
 
 

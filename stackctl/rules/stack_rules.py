@@ -12,6 +12,7 @@ from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
 from stackctl.knowledge.serving_engines import serving_engine_of
 from stackctl.recipe.model import Recipe, Tier
+from stackctl.rules.fact_rules import OLDEST_SUPPORTED
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 from stackctl.rules.seed import lmcache_connections, seed_need
 
@@ -302,8 +303,6 @@ def _compilation_key_removed(recipe: Recipe) -> Iterator[Hit]:
 
 def _removed_for_every_supported_vllm(entry: dict) -> bool:
     """Whether every vLLM release stackctl supports was released after ENTRY's variable was removed."""
-    from stackctl.rules.fact_rules import OLDEST_SUPPORTED
-
     return compat.in_range(OLDEST_SUPPORTED["vllm"], since=entry["since"]) is True
 
 
