@@ -89,11 +89,21 @@ def _kernel_verdict(verdict, details: dict) -> dict:
     """Each target's kernels from its code objects (every offload bundle of the module), against the kernels the
     release's HIP sources launch: {"failed": why or "", "summary": per target}. A kernel with no code object for a
     target, or compiled for a wavefront other than 64 (every CDNA GPU runs 64), fails; spills and scratch are
-    figures. Unreadable code objects or a release whose kernels are unknown make the summary say so."""
+    figures. A release whose kernels are unknown makes the summary say none was judged; kernels the release launches
+    that cannot be seen (no code object metadata, or missing where some code objects are unreadable) skip the check
+    with the reason: they may be there."""
     details["kernels"] = [vars(k) for k in verdict.kernels]
     if not verdict.kernels:
+        if verdict.kernels_launched:
+            raise Unavailable(f"HIP build of {verdict.module}: no code object in its offload bundles carries the "
+                              "AMDGPU metadata its kernels are read from, so the kernels LMCache launches cannot be "
+                              "checked")
         return {"failed": "", "summary": "kernels not read (no code object metadata in its offload bundles)"}
     for target in verdict.kernels:
+        if target.missing and target.unreadable:
+            raise Unavailable(f"HIP build of {verdict.module}: {len(target.missing)} kernel(s) LMCache launches not "
+                              f"seen on {target.target} ({', '.join(target.missing[:2])}), but {target.unreadable} "
+                              "of its code objects could not be read: they may be there")
         if target.missing:
             return {"failed": f"no code object for {len(target.missing)} kernel(s) on {target.target}: "
                               f"{', '.join(target.missing[:3])} (the release's HIP sources launch them)",

@@ -126,3 +126,22 @@ def test_compressed_offload_bundles_skip_with_the_reason():
     result = _judge_facts(_with_elf(hip_offload={"bundles": 0, "compressed_bundles": 1, "targets": [],
                                                  "targets_complete": False}))
     assert result.status == "skip" and "compressed" in result.message and "libamdhip64.so.7" in result.message
+
+
+def test_kernels_that_cannot_be_seen_skip_the_check_never_pass_or_fail():
+    """No code object metadata at all, or a kernel missing where a code object could not be read: the kernels the
+    release launches may be there, so the check skips with the reason."""
+    facts = _with_elf()
+    offload = next(m for m in facts["native_modules"] if m["module"] == "cuda_ops")["elf"]["hip_offload"]
+    unread = dict(offload, code_objects={})
+    result = _judge_facts(_with_elf(hip_offload=unread))
+    assert result.status == "skip" and "cannot be checked" in result.message, result.message
+    gfx942 = offload["code_objects"]["gfx942"]
+    partly = dict(offload, code_objects={"gfx942": dict(gfx942, kernels=gfx942["kernels"][1:], unreadable=1)})
+    result = _judge_facts(_with_elf(hip_offload=partly))
+    assert result.status == "skip" and "1 of its code objects could not be read: they may be there" in \
+        result.message, result.message
+    # Every launched kernel seen despite an unreadable code object: nothing can be missing; the count says so.
+    readable = dict(offload, code_objects={"gfx942": dict(gfx942, unreadable=1)})
+    result = _judge_facts(_with_elf(hip_offload=readable))
+    assert result.status == "pass" and "1 code object(s) unreadable" in result.message, result.message
