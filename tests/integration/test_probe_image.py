@@ -198,8 +198,11 @@ def test_hip_build_and_its_targets(tmp_path, version, module_file, built_archs, 
     assert "libamdhip64.so.6" in elf["needed"]
     assert {".hip_fatbin", ".hipFatBinSegment"} <= set(elf["sections"])
     assert elf["symbols"] == {"__cudaRegisterFatBinary": "absent", "__hipRegisterFatBinary": "referenced"}
+    # The bundle's code objects are ELF headers with nothing behind them: counted, and named as unreadable.
     assert elf["hip_offload"] == {"bundles": 1, "compressed_bundles": 0, "targets": built_archs,
-                                  "targets_complete": True}
+                                  "targets_complete": True,
+                                  "code_objects": {arch: {"bundles": 1, "kernels": [], "unreadable": 1}
+                                                   for arch in built_archs}}
     verdict = classify_backend(report, None, expected_archs)
     assert (verdict.kind, verdict.module) == ("hip", module_file.split(".")[0])
     assert (verdict.targets, verdict.targets_known, verdict.missing_archs) == (built_archs, True, missing)
@@ -211,7 +214,8 @@ def test_compressed_bundle_reports_targets_unknown(tmp_path):
     build_hip_module(package, "cuda_ops.cpython-311-x86_64-linux-gnu.so", compressed_bundle())
     report, _ = run_probe("--lmcache-dir", str(package))
     offload = report["lmcache"]["native_modules"][0]["elf"]["hip_offload"]
-    assert offload == {"bundles": 0, "compressed_bundles": 1, "targets": [], "targets_complete": False}
+    assert offload == {"bundles": 0, "compressed_bundles": 1, "targets": [], "targets_complete": False,
+                       "code_objects": {}}
     verdict = classify_backend(report, None, ["gfx942"])
     assert (verdict.kind, verdict.targets_known, verdict.missing_archs) == ("hip", False, [])
 
