@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from factgen import typekind
+from factgen import offload_keys, typekind
 from factgen.pysource import SourceTree, class_fields, literal_string
 
 CLI_ARGS_MODULES = ("vllm.entrypoints.openai.cli_args", "vllm.entrypoints.launchers.cli_args",
@@ -28,6 +28,7 @@ def extract(tree: SourceTree) -> dict:
         "pass_config": config_keys(tree, "vllm.config.compilation", "PassConfig"),
         "kv_connectors": kv_connectors(tree),
         "kv_connector_modules": kv_connector_modules(tree),
+        "kv_connector_keys": offload_keys.extract(tree),
         "env": env_vars(tree),
         "hash_functions": hash_functions(tree),
         "none_hash": none_hash(tree),

@@ -70,18 +70,17 @@ def _engine(draft: Draft, launch: Launch, flags: ServerFlags):
 
 
 def _vllm_connector_tiers(draft: Draft, engine, extra: dict) -> None:
-    """vLLM's own connectors: cpu_bytes_to_use (server-wide; the SimpleCPUOffloadConnector defaults to 8 GiB,
-    simple_cpu_offload_connector.py:86-87), and the SimpleCPUOffloadConnector's disk backend (:107-131)."""
+    """vLLM's own connectors, in the form stackctl writes (flags.py kept any other verbatim: offload_config.py):
+    cpu_bytes_to_use (server-wide; the OffloadingConnector's CPU spec requires it, the SimpleCPUOffloadConnector
+    defaults to 8 GiB, vLLM 0.33.0 simple_cpu_offload_connector.py:101), and the SimpleCPUOffloadConnector's disk
+    backend (:130-143, 100 GiB by default)."""
     size = _number(extra.get("cpu_bytes_to_use", 8 * GiB))
-    _cpu_tier(draft, None if size is None else size / GiB, f"cpu_bytes_to_use of the {engine.connector}")
-    if extra.get("kv_offload_backend") == "disk" and extra.get("disk_path"):
+    default = "" if "cpu_bytes_to_use" in extra else " (not set: its default, 8 GiB)"
+    _cpu_tier(draft, None if size is None else size / GiB, f"cpu_bytes_to_use of the {engine.connector}{default}")
+    if extra.get("kv_offload_backend") == "disk":
         disk_size = _number(extra.get("disk_capacity_bytes", 100 * GiB)) or 0
         draft.tiers.append(({"kind": "disk", "path": extra["disk_path"], "size_gb": round(disk_size / GiB, 3)},
                             [f"the {engine.connector}'s disk backend (disk_path, disk_capacity_bytes)"]))
-    known = {"cpu_bytes_to_use", "kv_offload_backend", "disk_path", "disk_capacity_bytes"}
-    rest = sorted(set(extra) - known)
-    if rest:
-        draft.notes.append(f"{engine.connector} settings without a recipe key: {', '.join(rest)}: not imported")
 
 
 def _lmcache_server(draft: Draft, launch: Launch, flags: ServerFlags) -> None:

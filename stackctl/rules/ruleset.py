@@ -9,7 +9,7 @@ rules on LMCache settings carried in cache.extra and serve.env (lmcache_rules.py
 from __future__ import annotations
 
 from stackctl.findings import Finding, key_path_text
-from stackctl.rules import stack_rules, fact_rules, guard_rules, lmcache_rules, host_rules, rocm_rules  # noqa: F401, I001  (each registers its rules)
+from stackctl.rules import stack_rules, fact_rules, offload_rules, guard_rules, lmcache_rules, host_rules, rocm_rules  # noqa: F401, I001  (each registers its rules)
 from stackctl.recipe.positions import lookup
 from stackctl.rules.registry import RULES, VERSION_UNKNOWN, Hit, Rule, package_version
 from stackctl.secrets import redact

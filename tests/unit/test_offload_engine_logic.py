@@ -228,15 +228,36 @@ def test_import_an_lmcache_server_vllm_does_not_reach_is_a_note():
     ("vllm serve /models/m --kv-offloading-size 16\n", "vllm-native", 16.0),
     ("VLLM_USE_SIMPLE_KV_OFFLOAD=1 vllm serve /models/m --kv-offloading-size 8\n", "vllm-simple", 8.0),
     ("vllm serve /models/m --kv-transfer-config '{\"kv_connector\":\"SimpleCPUOffloadConnector\","
-     "\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"cpu_bytes_to_use\":4294967296,"
-     "\"lazy_offload\":true}}'\n", "vllm-simple", 4.0),
+     "\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"cpu_bytes_to_use\":4294967296}}'\n",
+     "vllm-simple", 4.0),
 ])
 def test_import_vllm_own_offload(script, offload, size):
     r, text = imported(script)
     assert (r.cache.offload, [(t.kind, t.size_gb) for t in r.cache.tiers]) == (offload, [("cpu", size)])
     assert "LMCache version is not visible" not in text
-    if "lazy_offload" in script:
-        assert "lazy_offload: not imported" in text
+    assert not r.serve.extra_args
+
+
+SIMPLE = '{"kv_connector":"SimpleCPUOffloadConnector","kv_role":"kv_both","kv_connector_extra_config":{%s}}'
+OFFLOADING = '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{%s}}'
+
+
+@pytest.mark.parametrize("config,why", [
+    (SIMPLE % '"cpu_bytes_to_use":4294967296,"lazy_offload":true', "lazy_offload"),
+    (OFFLOADING % '"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":1073741824,"secondary_tiers":[]',
+     "spec_name TieringOffloadingSpec"),
+    (OFFLOADING % '"num_cpu_blocks":1000', "no cpu_bytes_to_use"),
+    (OFFLOADING % '"cpu_bytes_to_use":1073741824,"spec_module_path":"my.spec"', "spec_module_path"),
+    ('{"kv_connector":"OffloadingConnector","kv_role":"kv_producer",'
+     '"kv_connector_extra_config":{"cpu_bytes_to_use":1073741824}}', "kv_role kv_producer"),
+])
+def test_import_keeps_a_vllm_offload_config_the_recipe_cannot_say_verbatim(config, why):
+    """A tiering spec, a key without a recipe key or a size left to the spec is neither turned into a plain CPU
+    offload nor given an invented size: the config reaches vLLM as the launch wrote it, with a note saying why."""
+    r, text = imported(f"vllm serve /models/m --kv-transfer-config '{config}'\n")
+    assert not r.cache.enabled and not r.cache.tiers
+    assert r.serve.extra_args == ["--kv-transfer-config", config]
+    assert why in text and "kept verbatim in serve.extra_args" in text
 
 
 def test_import_offloading_backend_unknown_to_stackctl_stays_verbatim():
