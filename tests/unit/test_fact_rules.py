@@ -139,7 +139,8 @@ NEW_RULES = ["vllm-flag-removed", "vllm-flag-unknown", "vllm-flag-value", "vllm-
              "compilation-config-key-unknown", "compilation-config-value", "vllm-env-unknown", "kv-connector-unknown",
              "lmcache-key-unknown", "lmcache-key-renamed", "lmcache-key-value", "lmcache-env-unknown",
              "lmcache-remote-url-scheme", "layerwise-not-told-to-vllm", "gds-buffer-size-missing",
-             "gds-cufile-on-rocm", "shared-store-hash-seed"]
+             "gds-cufile-on-rocm", "shared-store-hash-seed", "offload-spec-unknown", "offload-key-missing",
+             "offload-key-unknown"]
 
 
 @pytest.mark.parametrize("rule_id", NEW_RULES)

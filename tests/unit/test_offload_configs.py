@@ -1,0 +1,203 @@
+"""vLLM's offload connector configs: the facts generator's reader of the specs and keys (scripts/factgen/
+offload_keys.py, on source trees laid out like vLLM's own, the statements cut from vLLM 0.11.2 / 0.33.0
+vllm/v1/kv_offload/), the facts it wrote for every release, and the rules that judge a launch's
+--kv-transfer-config with them (stackctl/rules/offload_rules.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+from helpers import REPO
+
+from stackctl.knowledge import facts
+from stackctl.recipe.loader import load_recipe_text
+from stackctl.rules.ruleset import run_rules
+
+sys.path.insert(0, str(REPO / "scripts"))
+
+from factgen import offload_keys  # noqa: E402
+from factgen.pysource import SourceTree  # noqa: E402
+
+OFFLOAD = "vllm/v1/kv_offload/"
+CONNECTORS = "vllm/distributed/kv_transfer/kv_connector/v1/"
+FACTORY = '''
+    class OffloadingSpecFactory:
+        @classmethod
+        def create_spec(cls, config):
+            extra_config = config.kv_transfer_config.kv_connector_extra_config
+            spec_name = extra_config.get("spec_name", "CPUOffloadingSpec")
+            if spec_name in cls._registry:
+                spec_cls = cls._registry[spec_name]()
+            else:
+                spec_module_path = extra_config.get("spec_module_path")
+                if spec_module_path is None:
+                    raise ValueError(f"Unsupported spec type: {spec_name}")
+            return spec_cls(config)
+
+    OffloadingSpecFactory.register_spec("CPUOffloadingSpec", "vllm.v1.kv_offload.cpu.spec", "CPUOffloadingSpec")
+    OffloadingSpecFactory.register_spec(
+        "TieringOffloadingSpec", "vllm.v1.kv_offload.tiering.spec", "TieringOffloadingSpec"
+    )
+'''
+
+
+def _tree(tmp_path, files: dict[str, str]) -> SourceTree:
+    for path, text in files.items():
+        target = tmp_path / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    return SourceTree(tmp_path)
+
+
+def test_specs_keys_defaults_and_required_keys_are_read_from_the_source(tmp_path):
+    tree = _tree(tmp_path, {
+        OFFLOAD + "factory.py": FACTORY,
+        OFFLOAD + "base.py": '''
+            class OffloadingSpec:
+                def __init__(self, config):
+                    self.extra_config = config.extra_config
+                    self.prompt_only = bool(self.extra_config.get("offload_prompt_only", True))
+        ''',
+        OFFLOAD + "cpu/spec.py": '''
+            from vllm.v1.kv_offload.base import OffloadingSpec
+            DEFAULT_TRACKER = 64_000
+
+            class CPUOffloadingSpec(OffloadingSpec):
+                def __init__(self, config):
+                    super().__init__(config)
+                    cpu_bytes_to_use = self.extra_config.get("cpu_bytes_to_use")
+                    if not cpu_bytes_to_use:
+                        raise Exception("cpu_bytes_to_use must be specified in kv_connector_extra_config")
+                    self.size = int(self.extra_config.get("max_tracker_size", DEFAULT_TRACKER))
+        ''',
+        OFFLOAD + "tiering/spec.py": '''
+            from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
+
+            class TieringOffloadingSpec(CPUOffloadingSpec):
+                def __init__(self, config):
+                    super().__init__(config)
+                    self.tiers = self.extra_config.get("secondary_tiers", [])
+        ''',
+        CONNECTORS + "offloading_connector.py": '''
+            def chunking(kv_transfer_config):
+                tokens = kv_transfer_config.kv_connector_extra_config.get("block_size")
+                return "canonical_layout" in kv_transfer_config.kv_connector_extra_config
+        ''',
+        CONNECTORS + "simple_cpu_offload_connector.py": '''
+            GiB = 1024 ** 3
+            def size(extra_config):
+                return int(extra_config.get("cpu_bytes_to_use", 8 * GiB)), extra_config["lazy_offload"]
+        ''',
+    })
+    found = offload_keys.extract(tree)
+    offloading = found["OffloadingConnector"]
+    assert offloading["default_spec"] == {"name": "CPUOffloadingSpec", "where": OFFLOAD + "factory.py:6"}
+    common = offloading["keys"]
+    assert set(common) == {"spec_name", "spec_module_path", "offload_prompt_only", "block_size", "canonical_layout"}
+    assert not common["spec_module_path"]["required"]  # read on one branch only
+    assert common["offload_prompt_only"] | {"where": ""} == {"default": True, "type": "bool", "required": False,
+                                                             "where": ""}
+    cpu = offloading["specs"]["CPUOffloadingSpec"]
+    assert (cpu["module"], cpu["where"]) == ("vllm.v1.kv_offload.cpu.spec", OFFLOAD + "factory.py:15")
+    assert cpu["keys"]["cpu_bytes_to_use"]["required"] is True
+    assert cpu["keys"]["max_tracker_size"] | {"where": ""} == {"default": 64000, "type": "int", "required": False,
+                                                               "where": ""}
+    tiering = offloading["specs"]["TieringOffloadingSpec"]["keys"]
+    assert set(tiering) == {"cpu_bytes_to_use", "max_tracker_size", "secondary_tiers"}  # the CPU spec's, inherited
+    simple = found["SimpleCPUOffloadConnector"]["keys"]
+    assert simple["cpu_bytes_to_use"]["default"] == 8 * 1024 ** 3 and "lazy_offload" in simple
+    assert "MultiConnector" not in found  # no such module in this tree
+
+
+def _offloading(version: str) -> dict:
+    return facts.load("vllm", version)["kv_connector_keys"]["OffloadingConnector"]
+
+
+def test_the_facts_follow_the_releases():
+    """What the generator read from the real sdists: the CPU spec's size key changed in 0.14, the tiering spec came
+    in 0.22, vLLM 0.10 has no OffloadingConnector."""
+    assert "OffloadingConnector" not in facts.load("vllm", "0.10.2")["kv_connector_keys"]
+    old = _offloading("0.13.0")["specs"]["CPUOffloadingSpec"]["keys"]
+    assert old["num_cpu_blocks"]["required"] and "cpu_bytes_to_use" not in old
+    for version in ("0.14.1", "0.21.0", "0.33.0"):
+        keys = _offloading(version)["specs"]["CPUOffloadingSpec"]["keys"]
+        assert keys["cpu_bytes_to_use"]["required"] and "num_cpu_blocks" not in keys, version
+    assert set(_offloading("0.21.0")["specs"]) == {"CPUOffloadingSpec"}
+    assert set(_offloading("0.22.1")["specs"]) == {"CPUOffloadingSpec", "TieringOffloadingSpec"}
+    assert "connectors" in facts.load("vllm", "0.33.0")["kv_connector_keys"]["MultiConnector"]["keys"]
+
+
+RECIPE = '''
+[stack]
+name = "offload"
+platform = "rocm"
+engine = "vllm"
+
+[versions]
+%s
+lmcache = "0.5.6"
+
+[model]
+path = "/models/m"
+
+[serve]
+extra_args = ["--kv-transfer-config", '%s']
+
+[cache]
+enabled = false
+hash_seed = 0
+'''
+
+
+def _findings(config: dict, vllm: str | None) -> dict[str, str]:
+    pin = f'vllm = "{vllm}"' if vllm else ""
+    recipe = load_recipe_text(RECIPE % (pin, json.dumps(config)), "offload.toml")
+    return {f.rule_id: f.message for f in run_rules(recipe)}
+
+
+def _offloading_config(**extra) -> dict:
+    return {"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_extra_config": extra}
+
+
+@pytest.mark.parametrize("vllm, extra, expected", [
+    ("0.33.0", {"cpu_bytes_to_use": 1 << 30}, set()),
+    ("0.33.0", {"num_cpu_blocks": 1000}, {"offload-key-missing", "offload-key-unknown"}),
+    ("0.13.0", {"num_cpu_blocks": 1000}, set()),
+    ("0.13.0", {"cpu_bytes_to_use": 1 << 30}, {"offload-key-missing", "offload-key-unknown"}),
+    ("0.21.0", {"spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": 1 << 30}, {"offload-spec-unknown"}),
+    ("0.22.1", {"spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": 1 << 30, "secondary_tiers": []}, set()),
+    ("0.33.0", {"spec_name": "MySpec", "spec_module_path": "my.module", "anything": 1}, set()),  # out of tree
+    ("0.33.0", {"spec_name": "MySpec"}, {"offload-spec-unknown"}),
+])
+def test_offloading_connector_judged_against_its_release(vllm, extra, expected):
+    found = _findings(_offloading_config(**extra), vllm)
+    assert {rule for rule in found if rule.startswith("offload-")} == expected
+
+
+def test_messages_name_the_release_the_file_line_and_the_way_out():
+    found = _findings(_offloading_config(num_cpu_blocks=1000), "0.33.0")
+    assert "vLLM 0.33.0's CPUOffloadingSpec requires cpu_bytes_to_use" in found["offload-key-missing"]
+    assert "vllm/v1/kv_offload/cpu/spec.py:" in found["offload-key-missing"]
+    assert "given instead: num_cpu_blocks" in found["offload-key-missing"]
+    assert "read up to vLLM 0.13.0, vllm/v1/kv_offload/cpu.py:" in found["offload-key-unknown"]
+    tiering = _findings(_offloading_config(spec_name="TieringOffloadingSpec", cpu_bytes_to_use=1), "0.19.1")
+    assert "vLLM 0.22.1 registers it" in tiering["offload-spec-unknown"]
+
+
+def test_a_multi_connectors_children_are_judged_one_by_one():
+    config = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+        {"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+        _offloading_config(num_cpu_blocks=1000)]}}
+    found = _findings(config, "0.33.0")
+    assert {"offload-key-missing", "offload-key-unknown"} <= set(found)
+
+
+def test_with_the_version_unknown_what_every_supported_release_says_is_still_reported():
+    found = _findings(_offloading_config(num_cpu_blocks=1000), None)
+    assert "vLLM version unknown" in found["offload-key-missing"]
+    tiering = _findings(_offloading_config(spec_name="TieringOffloadingSpec", cpu_bytes_to_use=1), None)
+    assert "offload-spec-unknown" not in tiering  # the releases disagree: named under version-unknown instead
+    assert "offload-spec-unknown" in tiering["version-unknown"]
