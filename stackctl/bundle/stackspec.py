@@ -90,6 +90,23 @@ def kv_connector(recipe: Recipe) -> dict:
     return dict(KV_CONNECTOR)
 
 
+MULTI_CONNECTOR = "MultiConnector"
+
+
+def with_connectors_beside(recipe: Recipe, transfer: dict | None) -> dict | None:
+    """TRANSFER inside vLLM's MultiConnector when cache.multi_connector lists connectors beside it: its entry (the
+    one naming TRANSFER's connector) is replaced by TRANSFER, the others pass as given, in order (vLLM 0.33.0
+    vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py:147-151 reads `connectors`, each entry a
+    connector's own config). Rule multi-connector-entry refuses a list without that entry."""
+    entries = recipe.cache.multi_connector
+    if transfer is None or not entries:
+        return transfer
+    connectors = [transfer if entry.get("kv_connector") == transfer["kv_connector"] and set(entry) == {"kv_connector"}
+                  else entry for entry in entries]
+    return {"kv_connector": MULTI_CONNECTOR, "kv_role": "kv_both",
+            "kv_connector_extra_config": {"connectors": connectors}}
+
+
 def kv_transfer_says_only_recipe_keys(config) -> bool:
     """Whether a --kv-transfer-config says no more than a recipe can: LMCache's V1 connector in the kv_both role, its
     extra config holding only `lmcache.*` overrides and `use_layerwise`. The importer maps such a config to recipe
@@ -283,6 +300,7 @@ def serve_args(recipe: Recipe) -> list[str]:
     flags, transfer, _ = offload_launch(recipe)
     if lmcache_in_server(recipe):
         transfer = kv_connector(recipe)
+    transfer = with_connectors_beside(recipe, transfer)
     args += flags
     if transfer is not None:
         args += ["--kv-transfer-config", _json(transfer)]
@@ -396,8 +414,9 @@ def container_name(recipe: Recipe) -> str:
 # Keys added to the recipe after its hash was first published: left out of the hash while at their default (unset,
 # or what the recipe meant before the key existed), so a recipe that does not use them keeps its hash (and `up` does
 # not replace its running container for nothing).
-KEYS_HASHED_ONLY_WHEN_SET = {("cache", "cpu_connector"): None, ("cache", "offload"): "lmcache",
-                             ("cache", "server_port"): 5555, ("cache", "server_http_port"): 8080}
+KEYS_HASHED_ONLY_WHEN_SET: dict[tuple[str, str], object] = {
+    ("cache", "cpu_connector"): None, ("cache", "offload"): "lmcache", ("cache", "server_port"): 5555,
+    ("cache", "server_http_port"): 8080, ("cache", "multi_connector"): []}
 
 
 def recipe_hash(recipe: Recipe) -> str:

@@ -333,6 +333,11 @@ class ServerFlags:
             config = {**{k: v for k, v in config.items() if k not in ("kv_connector", "kv_role")},
                       **stackspec.KV_CONNECTOR}
             tokens = []
+        if isinstance(config, dict) and config.get("kv_connector") == stackspec.MULTI_CONNECTOR:
+            config = self._multi_connector(config)
+            if config is None:
+                self.extra += tokens
+                return
         if isinstance(config, dict):
             engine = engine_with_connector(str(config.get("kv_connector")))
             if engine is not None and engine.lmcache_server and self.launch.lmcache_server is None:
@@ -371,6 +376,35 @@ class ServerFlags:
             self.extra += tokens
             self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
                                     "serve.extra_args, where it overrides the one stackctl writes")
+
+
+    def _multi_connector(self, config: dict) -> dict | None:
+        """The LMCacheConnectorV1 entry of a MultiConnector, with cache.multi_connector set to the list (that entry
+        standing for the connector stackctl writes), when the recipe can say all of it; else None, with a note (the
+        MultiConnector stays verbatim in serve.extra_args)."""
+        ours = stackspec.KV_CONNECTOR["kv_connector"]
+        extra = config.get("kv_connector_extra_config")
+        entries = extra.get("connectors") if isinstance(extra, dict) else None
+        if not isinstance(extra, dict) or not isinstance(entries, list) \
+                or not all(isinstance(entry, dict) for entry in entries):
+            return self._multi_kept("its connectors list is missing or not a list of objects")
+        own = [entry for entry in entries if entry.get("kv_connector") == ours]
+        if len(own) != 1:
+            return self._multi_kept(f"{len(own)} {ours} entries (stackctl writes one)")
+        if not stackspec.kv_transfer_says_only_recipe_keys(own[0]):
+            return self._multi_kept(f"its {ours} entry has settings beyond stackctl's connector config")
+        if set(extra) != {"connectors"} or set(config) - {"kv_connector", "kv_role", "kv_connector_extra_config"} \
+                or config.get("kv_role", "kv_both") != "kv_both":
+            return self._multi_kept("settings of its own beside its connectors")
+        listed = [{"kv_connector": ours} if entry is own[0] else entry for entry in entries]
+        self.draft.cache.set("multi_connector", listed, "the launch's MultiConnector; the LMCacheConnectorV1 entry "
+                                                        "stands for the one stackctl writes")
+        return own[0]
+
+    def _multi_kept(self, why: str) -> dict | None:
+        self.draft.notes.append(f"--kv-transfer-config is a MultiConnector with {why}: kept verbatim in "
+                                "serve.extra_args")
+        return None
 
 
 def abbreviated_flag(name: str) -> str | None:

@@ -25,6 +25,24 @@ _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", "t", "f", "y
 ATOM_LMCACHE_CONNECTORS = ("lmcache_offload", "LMCacheOffloadConnector")
 
 
+def connector_configs(recipe) -> list[tuple[tuple, dict]]:
+    """(key path, connector config) of each --kv-transfer-config in serve.extra_args, of each connector a
+    MultiConnector there lists in its kv_connector_extra_config.connectors, and of each entry of
+    cache.multi_connector (the one standing for stackctl's own connector holds no settings to judge)."""
+    from stackctl.knowledge.serve_flags import json_flag_values
+
+    found: list[tuple[tuple, dict]] = []
+    for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
+        found.append((("serve", "extra_args", index), config))
+        extra = config.get("kv_connector_extra_config")
+        if config.get("kv_connector") == "MultiConnector" and isinstance(extra, dict):
+            for child in extra.get("connectors") or []:
+                if isinstance(child, dict):
+                    found.append((("serve", "extra_args", index), child))
+    found += [(("cache", "multi_connector", index), entry) for index, entry in enumerate(recipe.cache.multi_connector)]
+    return found
+
+
 def kv_transfer_problems(text: str) -> list[str]:
     """What vLLM would reject in one --kv-transfer-config JSON value (empty when it would accept it)."""
     try:

@@ -215,6 +215,11 @@ class _Loader:
             return dict(value)
         return self.wrong_type(path, value, "a table", f"{path[-1]} = {{ key = value }}")
 
+    def _convert_table_list(self, spec, value, path):
+        if isinstance(value, list) and all(isinstance(item, dict) for item in value):
+            return [dict(item) for item in value]
+        return self.wrong_type(path, value, "an array of tables", f"write each entry as [[cache.{path[-1]}]]")
+
     def _convert_tiers(self, spec, value, path):
         if not isinstance(value, list):
             return self.wrong_type(path, value, "an array of tables", "write each tier as [[cache.tiers]]")

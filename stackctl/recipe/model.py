@@ -216,6 +216,12 @@ class Cache(Section):
                                         "only; unset: on). LMCache has none for the CPU device: off, it runs "
                                         "degraded and stores nothing.", "bool")
     extra: dict[str, Any] = option({}, "Extra LMCache config keys written to lmcache.yaml as given.", "table")
+    multi_connector: list[dict[str, Any]] = option(
+        [], "vLLM's MultiConnector, in order: the entry { kv_connector = \"NAME\" } naming the offload engine's own "
+            "connector (LMCacheConnectorV1, LMCacheMPConnector or SimpleCPUOffloadConnector) stands for the one "
+            "stackctl writes from [cache]; every other entry is a connector's --kv-transfer-config as vLLM reads it "
+            "(e.g. NixlConnector for prefill/decode), passed as given. Empty: the engine's connector alone.",
+        "table_list")
     tiers: list[Tier] = option([], "KV tiers below GPU HBM, fastest first.", "tiers")
 
 

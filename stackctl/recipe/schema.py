@@ -15,12 +15,14 @@ _KIND_SCHEMAS: dict[str, dict] = {
     "int_list": {"type": "array", "items": {"type": "integer", "minimum": 0}},
     "str_map": {"type": "object", "additionalProperties": {"type": "string"}},
     "table": {"type": "object"},
+    "table_list": {"type": "array", "items": {"type": "object"}},
     "numa": {"anyOf": [{"enum": ["auto", "off"]}, {"type": "integer", "minimum": 0},
                        {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1}]},
     "cpulist_or_mode": {"type": "string", "pattern": r"^(auto|off|\d+(-\d+)?(,\d+(-\d+)?)*)$"},
 }
 _TOML_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "str_list": "array of "
                "strings", "int_list": "array of integers", "str_map": "table of strings", "table": "table",
+               "table_list": "array of tables",
                "numa": '"auto", "off", integer or array', "cpulist_or_mode": '"auto", "off" or cpulist',
                "tiers": "array of tables", "section": "table"}
 

@@ -332,14 +332,16 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
     factory.py:100-103; compat.toml `removed_kv_connector`), is replaced by `LMCacheConnectorV1`, which runs LMCache
     inside vLLM as it did; `LMCacheMPConnector` is not its replacement: it talks to a separate `lmcache server`.
     """
+    from stackctl.knowledge.kv_transfer import connector_configs
+
     registry = release.section("kv_connectors")
-    for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
+    for path, config in connector_configs(recipe):
         connector = config.get("kv_connector")
         if isinstance(connector, str) and connector not in registry and not config.get("kv_connector_module_path"):
             from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS
 
             if connector in ATOM_LMCACHE_CONNECTORS:
-                yield (("serve", "extra_args", index), f"kv_connector {connector!r} is ATOM's own server's LMCache "
+                yield (path, f"kv_connector {connector!r} is ATOM's own server's LMCache "
                                                        f"offload connector, not registered in {release.label()}: "
                                                        "for LMCache under vLLM set cache.enabled = true "
                                                        "(LMCacheConnectorV1)")
@@ -351,7 +353,7 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
             instead = replacement(connector, registry)
             close = difflib.get_close_matches(connector, list(registry), n=1)
             hint = f"{instead}; " if instead else f"did you mean {close[0]}? " if close else ""
-            yield (("serve", "extra_args", index), f"kv_connector {connector!r} is not registered in "
+            yield (path, f"kv_connector {connector!r} is not registered in "
                                                    f"{release.label()} ({hint}registered: {', '.join(registry)})")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.compat import version_key
+from stackctl.knowledge.kv_transfer import connector_configs
 from stackctl.knowledge.serve_flags import json_flag_values
 from stackctl.recipe.model import Recipe
 from stackctl.rules.fact_rules import fact_rule
@@ -22,19 +23,7 @@ OFFLOADING = "OffloadingConnector"
 
 
 def _has_transfer_config(recipe: Recipe) -> bool:
-    return bool(json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)))
-
-
-def connector_configs(recipe: Recipe) -> Iterator[tuple[int, dict]]:
-    """(index in serve.extra_args, connector config) of each --kv-transfer-config, and of each connector a
-    MultiConnector lists in its kv_connector_extra_config.connectors."""
-    for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
-        yield index, config
-        extra = config.get("kv_connector_extra_config")
-        if config.get("kv_connector") == "MultiConnector" and isinstance(extra, dict):
-            for child in extra.get("connectors") or []:
-                if isinstance(child, dict):
-                    yield index, child
+    return bool(recipe.cache.multi_connector or json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)))
 
 
 def _extra(config: dict) -> dict:
@@ -63,14 +52,14 @@ def _spec_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     facts = release.section("kv_connector_keys").get(OFFLOADING)
     if not facts:
         return
-    for index, config in connector_configs(recipe):
+    for path, config in connector_configs(recipe):
         if config.get("kv_connector") != OFFLOADING or _extra(config).get("spec_module_path"):
             continue
         name, spec = _spec(config, facts)
         if spec is None:
             registered = ", ".join(f"{spec_name} ({release.cite(entry['where'])})"
                                    for spec_name, entry in facts.get("specs", {}).items())
-            yield (("serve", "extra_args", index),
+            yield (path,
                    f"spec_name {name!r} is not a spec {release.label()} registers (it registers {registered}): "
                    f"the OffloadingConnector raises \"Unsupported spec type\" at start-up{_spec_first_with(name)}")
 
@@ -87,14 +76,14 @@ def _key_missing(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     facts = release.section("kv_connector_keys").get(OFFLOADING)
     if not facts:
         return
-    for index, config in connector_configs(recipe):
+    for path, config in connector_configs(recipe):
         if config.get("kv_connector") != OFFLOADING:
             continue
         name, spec = _spec(config, facts)
         extra = _extra(config)
         for key, entry in (spec or {}).get("keys", {}).items():
             if entry.get("required") and key not in extra:
-                yield (("serve", "extra_args", index),
+                yield (path,
                        f"{release.label()}'s {name} requires {key} in kv_connector_extra_config "
                        f"({release.cite(entry['where'])}): the server exits at start-up without it"
                        f"{_given_instead(extra, key)}")
@@ -113,7 +102,7 @@ def _key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     SimpleCPUOffloadConnector (simple_cpu_offload_connector.py:98-146) and the MultiConnector (`connectors`,
     multi_connector.py:147); a spec loaded from spec_module_path is not judged."""
     section = release.section("kv_connector_keys")
-    for index, config in connector_configs(recipe):
+    for path, config in connector_configs(recipe):
         connector = str(config.get("kv_connector"))
         facts = section.get(connector)
         extra = _extra(config)
@@ -129,7 +118,7 @@ def _key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
             label = f"{connector} with {name}"
         for key in extra:
             if key not in known:
-                yield (("serve", "extra_args", index),
+                yield (path,
                        f"{release.label()}'s {label} never reads kv_connector_extra_config key {key!r}: "
                        f"ignored{_key_hint(key, known, connector, release)}")
 

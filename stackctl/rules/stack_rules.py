@@ -403,6 +403,44 @@ def _offload_engine_tier(recipe: Recipe) -> Iterator[Hit]:
                                      "engine's capacity)")
 
 
+@rule("multi-connector-entry", "error",
+      "cache.multi_connector without exactly one entry standing for the offload engine's own connector, or with an "
+      "engine vLLM cannot run inside a MultiConnector",
+      "list { kv_connector = \"NAME\" } once, NAME the engine's connector, with no other key; or empty the list")
+def _multi_connector_entry(recipe: Recipe) -> Iterator[Hit]:
+    """vLLM's MultiConnector runs the connectors its `connectors` list names, in order (vLLM 0.33.0
+    vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py:147-151). stackctl writes the offload engine's
+    own connector from [cache] (stackspec.with_connectors_beside): the list marks where it goes with an entry that
+    names only that connector. Without it the cache is not in the MultiConnector at all; an entry naming the same
+    connector with settings of its own would be a second copy that stackctl does not manage. vllm-native is written
+    as --kv-offloading-* flags, which replace the --kv-transfer-config (vLLM 0.32 vllm/config/vllm.py:1115-1123):
+    it cannot sit in a MultiConnector.
+    """
+    entries = recipe.cache.multi_connector
+    if not entries:
+        return
+    if not recipe.cache.enabled:
+        yield (("cache", "multi_connector"), "connectors are listed but the cache is off: stackctl writes none")
+        return
+    engine = engine_of(recipe)
+    if engine.flags:
+        yield (("cache", "multi_connector"), f"offload engine {engine.name!r} is written as "
+                                             f"{' / '.join(engine.flags)}, not as a connector config: it cannot run "
+                                             "inside a MultiConnector")
+        return
+    own = [index for index, entry in enumerate(entries) if entry.get("kv_connector") == engine.connector]
+    for index, entry in enumerate(entries):
+        if not isinstance(entry.get("kv_connector"), str):
+            yield (("cache", "multi_connector", index), "an entry without kv_connector")
+        elif index in own and set(entry) != {"kv_connector"}:
+            settings = ", ".join(sorted(set(entry) - {"kv_connector"}))
+            yield (("cache", "multi_connector", index), f"{engine.connector} is the connector stackctl writes from "
+                                                        f"[cache]; this entry sets {settings} beside it")
+    if len(own) != 1:
+        yield (("cache", "multi_connector"), f"{len(own)} entries name {engine.connector}, the connector of offload "
+                                             f"engine {engine.name!r}: exactly one marks where stackctl writes it")
+
+
 @rule("s3-credentials-unset", "warning",
       "an S3 tier without a credentials reference",
       "set access_key_env and secret_key_env (names of host variables) or credentials_file")

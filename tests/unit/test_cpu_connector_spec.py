@@ -94,7 +94,7 @@ def test_lmcache_on_cpu_rule_passes_with_the_connector_on():
 def test_an_unset_switch_leaves_the_recipe_hash_as_it_was_before_the_key_existed():
     recipe = cpu_recipe()
     data = recipe.to_dict()
-    for key in ("cpu_connector", "offload", "server_port", "server_http_port"):  # all at their defaults
+    for key in ("cpu_connector", "offload", "server_port", "server_http_port", "multi_connector"):  # at defaults
         del data["cache"][key]
     assert stackspec.recipe_hash(recipe) == stackspec._digest(data)
     assert stackspec.recipe_hash(cpu_recipe("true")) != stackspec.recipe_hash(recipe)

@@ -201,3 +201,105 @@ def test_with_the_version_unknown_what_every_supported_release_says_is_still_rep
     tiering = _findings(_offloading_config(spec_name="TieringOffloadingSpec", cpu_bytes_to_use=1), None)
     assert "offload-spec-unknown" not in tiering  # the releases disagree: named under version-unknown instead
     assert "offload-spec-unknown" in tiering["version-unknown"]
+
+
+# -- several connectors at once: cache.multi_connector ----------------------------------------------------------
+
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+LMCACHE = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+
+
+def _multi(*connectors, **top) -> dict:
+    return {"kv_connector": "MultiConnector", "kv_role": "kv_both",
+            "kv_connector_extra_config": {"connectors": list(connectors)}, **top}
+
+
+def _imported(config: dict, env: str = ""):
+    from stackctl import importer
+
+    text = importer.import_launch_text(f"{env}vllm serve /models/m --kv-transfer-config '{json.dumps(config)}'\n",
+                                       None, "t")
+    return load_recipe_text(text), text.replace("\n#   ", " ").replace("\n# ", " ")
+
+
+def test_a_multi_connector_with_lmcache_is_imported_as_the_cache_beside_the_other_connectors():
+    recipe, text = _imported(_multi(NIXL, {**LMCACHE, "kv_connector_extra_config": {"lmcache.chunk_size": 512}}),
+                             env="LMCACHE_MAX_LOCAL_CPU_SIZE=20 ")
+    assert recipe.cache.enabled and recipe.cache.chunk_size == 512
+    assert [(t.kind, t.size_gb) for t in recipe.cache.tiers] == [("cpu", 20.0)]  # LMCache's settings still apply
+    assert recipe.cache.multi_connector == [NIXL, {"kv_connector": "LMCacheConnectorV1"}]
+    assert recipe.serve.extra_args == []
+    assert "has no LMCacheConnectorV1" not in text
+
+
+def test_render_puts_stackctls_connector_where_the_list_says_and_import_reads_it_back():
+    from stackctl.bundle.stackspec import serve_args
+
+    recipe, _ = _imported(_multi(LMCACHE, NIXL), env="LMCACHE_MAX_LOCAL_CPU_SIZE=4 ")
+    recipe.cache.use_layerwise = True
+    args = serve_args(recipe)
+    written = json.loads(args[args.index("--kv-transfer-config") + 1])
+    assert written == _multi({**LMCACHE, "kv_connector_extra_config": {"use_layerwise": True}}, NIXL)
+    assert args.count("--kv-transfer-config") == 1
+    back, _ = _imported(written, env="LMCACHE_MAX_LOCAL_CPU_SIZE=4 ")
+    assert back.cache.multi_connector == recipe.cache.multi_connector and back.cache.use_layerwise
+
+
+@pytest.mark.parametrize("config, why", [
+    (_multi(NIXL, LMCACHE, LMCACHE), "2 LMCacheConnectorV1 entries"),
+    (_multi(NIXL, {**LMCACHE, "kv_role": "kv_producer"}), "settings beyond stackctl's connector config"),
+    (_multi(NIXL, LMCACHE, engine_id="e1"), "settings of its own"),
+    ({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": "nixl"}}, "not a list"),
+])
+def test_a_multi_connector_the_recipe_cannot_say_stays_verbatim(config, why):
+    recipe, text = _imported(config)
+    assert recipe.serve.extra_args == ["--kv-transfer-config", json.dumps(config)]
+    assert not recipe.cache.multi_connector and why in text and "kept verbatim" in text
+
+
+MULTI_RECIPE = '''
+[stack]
+name = "multi"
+platform = "rocm"
+engine = "vllm"
+
+[versions]
+vllm = "0.33.0"
+lmcache = "0.5.6"
+
+[model]
+path = "/models/m"
+
+[cache]
+enabled = true
+hash_seed = 0
+offload = "%s"
+multi_connector = %s
+
+[[cache.tiers]]
+kind = "cpu"
+size_gb = 4
+'''
+
+
+@pytest.mark.parametrize("offload, entries, problem", [
+    ("lmcache", '[{ kv_connector = "NixlConnector" }, { kv_connector = "LMCacheConnectorV1" }]', None),
+    ("lmcache", '[{ kv_connector = "NixlConnector" }]', "0 entries name LMCacheConnectorV1"),
+    ("lmcache", '[{ kv_connector = "LMCacheConnectorV1", kv_role = "kv_both" }]', "sets kv_role beside it"),
+    ("lmcache", '[{ kv_role = "kv_both" }, { kv_connector = "LMCacheConnectorV1" }]', "an entry without kv_connector"),
+    ("vllm-simple", '[{ kv_connector = "NixlConnector" }, { kv_connector = "SimpleCPUOffloadConnector" }]', None),
+    ("vllm-native", '[{ kv_connector = "NixlConnector" }, { kv_connector = "OffloadingConnector" }]',
+     "cannot run inside a MultiConnector"),
+])
+def test_multi_connector_entry(offload, entries, problem):
+    recipe = load_recipe_text(MULTI_RECIPE % (offload, entries), "multi.toml")
+    messages = [f.message for f in run_rules(recipe) if f.rule_id == "multi-connector-entry"]
+    assert (problem is None and messages == []) or any(problem in m for m in messages), messages
+
+
+def test_the_connectors_beside_are_judged_like_any_other():
+    entries = ('[{ kv_connector = "SimpleCPUOffloadConnector", kv_connector_extra_config = { lazy_offlaod = true } },'
+               ' { kv_connector = "NixlConector" }, { kv_connector = "LMCacheConnectorV1" }]')
+    found = {f.rule_id: f for f in run_rules(load_recipe_text(MULTI_RECIPE % ("lmcache", entries), "multi.toml"))}
+    assert found["offload-key-unknown"].key == "cache.multi_connector[0]"
+    assert "did you mean NixlConnector" in found["kv-connector-unknown"].message
