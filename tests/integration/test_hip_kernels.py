@@ -3,10 +3,10 @@
 The kernels are the ones the ROCm build compiles: the csrc of the LMCache release tests/hip/rocm-build-check-gfx942.toml
 builds, hipified by LMCache's own ROCm build profile, inside an image on the tests' stand-in for a ROCm torch
 (`bash scripts/make-hip-toolchain.sh --kernels`, tests/hip/kernels/Dockerfile). In a container of that image
-tests/hip/kernels/run_kernels.py cuts the device code out of mem_kernels.hip and pos_kernels.hip, compiles it with
-the toolchain's clang-21 (HIP front end, spirv64 device target), turns it into SPIR-V and runs it on PoCL's CPU
-device (real work-items in work-groups, pointer tables and by-value packs in shared virtual memory), then compares
-every byte with references written from vLLM's KV layouts and RoPE's formula. It proves the kernels' source
+tests/hip/kernels/run_kernels.py cuts the device code out of mem_kernels.hip, mp_mem_kernels.hip and pos_kernels.hip,
+compiles it with the toolchain's clang-21 (HIP front end, spirv64 device target), turns it into SPIR-V and runs it on
+PoCL's CPU device (real work-items in work-groups, pointer tables and by-value packs in shared virtual memory), then
+compares every byte with references written from vLLM's KV layouts and RoPE's formula. It proves the kernels' source
 semantics as clang reads them; AMDGPU code generation, wavefront-64 execution and the GPU's memory model are only
 proved on a GPU (README, "Development").
 """
@@ -64,12 +64,13 @@ def test_the_cases_cover_vllms_layouts_both_directions_holes_and_rope(kernel_run
     names = " | ".join(r["case"] for r in kernel_run["results"] if r["expect"] == "match")
     for part in ("NHD", "HND", "MLA", "D2H", "H2D", "holes", "round trip", "3 layers", "1 layer", "single-layer",
                  "fused 3 chunks", "skip 8 prefix", "4-byte words", "RoPE NeoX", "RoPE GPT-J", "partial rotary",
-                 "rotation by new-old"):
+                 "rotation by new-old", "multi-process block transfer", "16-byte units", "2-byte units",
+                 "skip 3 prefix blocks"):
         assert part in names, part
     kernels = {r["kernel"].split("<")[0] for r in kernel_run["results"]}
     assert kernels == {"lmc::load_and_reshape_multi_layer_kernel", "lmc::load_and_reshape_multi_layer_fused_kernel",
                        "lmc::single_layer_kv_transfer_kernel", "lmc::rotary_embedding_kernel_fused",
-                       "lmc::rotary_embedding_kernel_fused_ramp_multi"}, kernels
+                       "lmc::rotary_embedding_kernel_fused_ramp_multi", "multi_layer_block_transfer_kernel"}, kernels
 
 
 @pytest.mark.parametrize("case, mismatches", [

@@ -34,5 +34,11 @@ static __device__ const stackctl_block_idx blockIdx{};
 static __device__ const stackctl_block_dim blockDim{};
 static __device__ const stackctl_grid_dim gridDim{};
 
+// HIP's 16-byte vector of four unsigned ints, as LMCache's multi-process transfer copies it (ld_cs/st_cs: a load and a
+// store of the whole vector; HIP's own type adds arithmetic the kernels do not use).
+struct __attribute__((aligned(16))) uint4 {
+  unsigned int x, y, z, w;
+};
+
 // Host-side checks in the cut sources (lmc::check_block_size): parsed, never compiled for the device nor run here.
 #define TORCH_CHECK(cond, ...) ((void)(cond))

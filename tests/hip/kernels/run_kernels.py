@@ -4,9 +4,9 @@
 
 Prints one JSON line per comparison: case, kernel, expect ("match", or "mismatch" for the cases that prove a wrong
 layout or a changed reference is caught), elements, mismatches, first_mismatch; then a summary line. The launch
-arguments are what LMCache's host wrappers (mem_kernels.cu, pos_kernels.cu) compute from torch tensors, worked out
-here from numpy arrays of the same shapes; the data are bf16-sized (uint16) elements moved as 8-byte words, as the
-wrappers do when a token's row is a multiple of 8 bytes.
+arguments are what LMCache's host wrappers (mem_kernels.cu, mp_mem_kernels.cu, pos_kernels.cu) compute from torch
+tensors, worked out here from numpy arrays of the same shapes; the data are bf16-sized (uint16) elements moved as
+8-byte words (16-byte units in the multi-process transfer), as the wrappers do for rows of such sizes.
 """
 
 import json
@@ -23,6 +23,7 @@ NL, NB, BS, NH, HS, MLA_HS, NT = 3, 8, 16, 6, 128, 576, 40  # 6*128 elements: 19
 HOLES = (3, 17, 29)  # tokens without a slot (-1)
 D2H, H2D = 1, 0  # TransferDirection
 MEM, POS = "csrc_hip/cuda/mem_kernels.hip", "csrc_hip/cuda/pos_kernels.hip"
+MP = "csrc_hip/cuda/mp_mem_kernels.hip"
 rng = np.random.default_rng(20261128)
 
 
@@ -47,6 +48,10 @@ def slot_mapping(tokens: int = NT, pool=None) -> np.ndarray:
     slots = (rng.permutation(NB * BS) if pool is None else pool)[:tokens].astype(np.int64)
     slots[[h for h in HOLES if h < tokens]] = -1
     return slots
+
+
+def block_transfer(unit: str, to_engine: bool, fmt: int) -> str:
+    return f"multi_layer_block_transfer_kernel<{unit}, {str(to_engine).lower()}, (EngineKVFormat){fmt}>"
 
 
 def logical_layer(fmt: int, heads: int = NH, head: int = HS) -> np.ndarray:
@@ -184,6 +189,50 @@ def fused_case(run, fmt, d2h):
     return ref.compare(np.stack(stored), np.stack(want))
 
 
+# --- the multi-process transfer: whole paged blocks <-> LMCache chunk objects [kv, layer, chunk token, row] ---
+
+SHAPE_DESC = np.dtype([(f, "<i4") for f in ("kv_size", "nl", "nb", "bs", "nh", "hs", "element_size",
+                                             "block_stride_elems")])  # PageBufferShapeDesc
+MEMORY_OBJ4 = np.dtype([("objects", "<u8", (4,)), ("num_objects", "<i4"), ("pad", "<i4")])  # MemoryObj4<T>
+UNIT_BYTES = {"uint4": 16, "unsigned int": 4, "unsigned short": 2}  # the wrapper's pick by head bytes
+
+
+def block_transfer_case(run, fmt, to_engine, unit="uint4", skip=0, heads=NH, head=HS, objects=3, per_object=2):
+    """Objects of per_object blocks each (chunk = per_object * BS tokens); engine block ids distinct; the first
+    `skip` blocks are not moved. The reference is the slot one: block e's token t is slot e * BS + t."""
+    kv, nh, hs = (1, 1, MLA_HS) if fmt == ref.MLA else (2, heads, head)
+    chunk, row = per_object * BS, nh * hs
+    block_ids = rng.permutation(NB)[:objects * per_object].astype(np.int64)
+    logical = [logical_layer(fmt, heads, head) for _ in range(NL)]
+    stored = [run.device.array(ref.to_physical(x, fmt)) for x in logical]
+    objs = [run.device.array(rng.integers(0, 1 << 16, size=(kv, NL, chunk, row), dtype=np.uint16))
+            for _ in range(objects)]
+    before = [np.array(o) for o in objs]
+    slots = [np.array([block_ids[o * per_object + t // BS] * BS + t % BS if o * per_object + t // BS >= skip else -1
+                       for t in range(chunk)], np.int64) for o in range(objects)]
+    pack = np.zeros(1, MEMORY_OBJ4)
+    pack["objects"][0, :objects] = [run.device.address(o) for o in objs]
+    pack["num_objects"] = objects
+    desc = np.array([(kv, NL, NB, BS, nh, hs, 2, 0)], SHAPE_DESC)
+    args = [pack.tobytes(), run.device.pointer_table(stored), run.device.array(block_ids), np.int32(per_object),
+            desc.tobytes(), np.int32(chunk), np.int32(skip)]
+    units = hs * 2 // UNIT_BYTES[unit]
+    x = min(units, 32)
+    block = (x, nh, min(BS, 1024 // (x * nh), 64))
+    run.launch(block_transfer(unit, to_engine, fmt), (kv, objects * per_object, NL), block, args)
+    if not to_engine:
+        want = [np.stack([ref.gather(logical[i], s, b[:, i]) for i in range(NL)], axis=1)
+                for s, b in zip(slots, before)]
+        return ref.compare(np.stack(objs), np.stack(want))
+    want = []
+    for i in range(NL):
+        layer = logical[i]
+        for s, b in zip(slots, before):
+            layer = ref.scatter(layer, s, b[:, i])
+        want.append(ref.to_physical(layer, fmt))
+    return ref.compare(np.stack(stored), np.stack(want))
+
+
 # --- RoPE: keys rotated from their stored positions to new ones (float keys, float cos/sin cache) ---
 
 ROPE_TOKENS, KV_HEADS, ROPE_HEAD, MAX_POS = 24, 4, 128, 4096
@@ -282,6 +331,9 @@ def cases():
                 order = "token-major" if token_major else "kv-major"
                 out.append((f"single-layer {NAMES[fmt]} {way} {order}, holes", single_layer(fmt), MEM, "match",
                             lambda r, f=fmt, d=d2h, t=token_major: single_layer_case(r, f, D2H if d else H2D, t)))
+            out.append((f"multi-process block transfer {NAMES[fmt]} {way}, 16-byte units, 3 objects",
+                        block_transfer("uint4", not d2h, fmt), MP, "match",
+                        lambda r, f=fmt, d=d2h: block_transfer_case(r, f, not d)))
         out.append((f"round trip {NAMES[fmt]} D2H then H2D", multi_layer("long", True, fmt), MEM, "match",
                     lambda r, f=fmt: round_trip_case(r, f)))
     out += [
@@ -293,6 +345,16 @@ def cases():
          lambda r: multi_layer_case(r, 1, True, word="int", heads=1, head=6)),
         ("multi-layer HND H2D, 4-byte words (row of 6 bf16)", multi_layer("int", False, 6), MEM, "match",
          lambda r: multi_layer_case(r, 6, False, word="int", heads=1, head=6)),
+    ]
+    out += [
+        ("multi-process block transfer HND H2D, skip 3 prefix blocks", block_transfer("uint4", True, 6), MP, "match",
+         lambda r: block_transfer_case(r, 6, True, skip=3)),
+        ("multi-process block transfer NHD D2H, 4-byte units (head of 6 bf16)",
+         block_transfer("unsigned int", False, 1), MP, "match",
+         lambda r: block_transfer_case(r, 1, False, unit="unsigned int", heads=2, head=6)),
+        ("multi-process block transfer HND H2D, 2-byte units (head of 5 bf16)",
+         block_transfer("unsigned short", True, 6), MP, "match",
+         lambda r: block_transfer_case(r, 6, True, unit="unsigned short", heads=2, head=5)),
     ]
     for neox in (True, False):
         style = "NeoX" if neox else "GPT-J"

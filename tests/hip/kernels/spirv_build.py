@@ -59,7 +59,9 @@ def build(source: str, include_dirs: list, kernels: list) -> bytes:
 
 
 def template_id(demangled: str) -> str:
-    """'void lmc::k<long, (EngineKVFormat)1>(long*, ...)' -> 'lmc::k<long, (EngineKVFormat)1>'."""
+    """'void lmc::k<long, (EngineKVFormat)1>(long*, ...)' -> 'lmc::k<long, (EngineKVFormat)1>'; a kernel of an
+    anonymous namespace by its name alone (as the cut source names it)."""
+    demangled = demangled.replace("(anonymous namespace)::", "")
     start, depth = demangled.index("<"), 0
     for end in range(start, len(demangled)):
         depth += {"<": 1, ">": -1}.get(demangled[end], 0)
