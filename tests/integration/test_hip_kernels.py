@@ -8,7 +8,9 @@ compiles it with the toolchain's clang-21 (HIP front end, spirv64 device target)
 PoCL's CPU device (real work-items in work-groups, pointer tables and by-value packs in shared virtual memory), then
 compares every byte with references written from vLLM's KV layouts and RoPE's formula. It proves the kernels' source
 semantics as clang reads them; AMDGPU code generation, wavefront-64 execution and the GPU's memory model are only
-proved on a GPU (README, "Development").
+proved on a GPU (README, "Development"). One limit of that route: RoPE on fp16/bf16 keys needs torch's c10::Half and
+c10::BFloat16, whose headers include HIP's AMDGPU runtime headers under HIP; those kernels are compiled by the same
+clang for the host CPU instead and run work-item by work-item (tests/hip/kernels/host_shim.h).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def test_the_cases_cover_vllms_layouts_both_directions_holes_and_rope(kernel_run
     for part in ("NHD", "HND", "MLA", "D2H", "H2D", "holes", "round trip", "3 layers", "1 layer", "single-layer",
                  "fused 3 chunks", "skip 8 prefix", "4-byte words", "RoPE NeoX", "RoPE GPT-J", "partial rotary",
                  "rotation by new-old", "multi-process block transfer", "16-byte units", "2-byte units",
-                 "skip 3 prefix blocks"):
+                 "skip 3 prefix blocks", "NeoX fp16", "GPT-J fp16", "NeoX bf16", "GPT-J bf16"):
         assert part in names, part
     kernels = {r["kernel"].split("<")[0] for r in kernel_run["results"]}
     assert kernels == {"lmc::load_and_reshape_multi_layer_kernel", "lmc::load_and_reshape_multi_layer_fused_kernel",
@@ -73,11 +75,21 @@ def test_the_cases_cover_vllms_layouts_both_directions_holes_and_rope(kernel_run
                        "lmc::rotary_embedding_kernel_fused_ramp_multi", "multi_layer_block_transfer_kernel"}, kernels
 
 
+def test_only_the_c10_element_types_take_the_host_route(kernel_run):
+    """Everything runs as SPIR-V on PoCL but RoPE on c10::Half/BFloat16 (and one float RoPE case, the same kernel as
+    on PoCL, showing both routes agree)."""
+    host = {r["kernel"] for r in kernel_run["results"] if r["route"] != "SPIR-V on PoCL"}
+    assert all(r["route"] in ("SPIR-V on PoCL", "host CPU, work-item by work-item") for r in kernel_run["results"])
+    assert host == {f"lmc::rotary_embedding_kernel_fused<{t}, {t}, {n}>" for t in ("c10::Half", "c10::BFloat16")
+                    for n in ("true", "false")} | {"lmc::rotary_embedding_kernel_fused<float, float, true>"}, host
+
+
 @pytest.mark.parametrize("case, mismatches", [
     ("NEGATIVE: HND kernel fed an NHD cache", None),  # most elements land elsewhere
     ("NEGATIVE: reference changed in one element", 1),
+    ("NEGATIVE: fp16 RoPE against a reference rounding in float32 until the end (host CPU route)", None),
 ])
-def test_a_wrong_layout_or_a_changed_reference_is_reported(kernel_run, case, mismatches):
+def test_a_wrong_layout_a_changed_reference_or_a_wrong_rounding_is_reported(kernel_run, case, mismatches):
     result = next(r for r in kernel_run["results"] if r["case"] == case)
     assert result["expect"] == "mismatch" and result["mismatches"] > 0 and "first_mismatch" in result, result
     if mismatches is not None:

@@ -54,11 +54,12 @@ def scatter(logical: np.ndarray, slots: np.ndarray, rows: np.ndarray) -> np.ndar
 
 
 def rerope(key: np.ndarray, old_pos: np.ndarray, new_pos: np.ndarray, cos_sin: np.ndarray, rot_dim: int,
-           neox: bool) -> np.ndarray:
-    """Keys [token, head, head_size] rotated back from old_pos and on to new_pos, by RoPE's formula, in the cache's
-    dtype (each product and sum rounded, as the kernel's scalar type does). cos_sin[p] = [cos(p*f_i)..., sin(p*f_i)...]
-    for the rot_dim/2 frequencies f_i. NeoX pairs dim i with i + rot_dim/2, GPT-J pairs 2i with 2i+1; dims past
-    rot_dim are left alone."""
+           neox: bool, rounded=lambda a: a) -> np.ndarray:
+    """Keys [token, head, head_size] (float32 values) rotated back from old_pos and on to new_pos by RoPE's formula,
+    each product and sum rounded to the element type by `rounded` (float32 arithmetic rounds by itself; c10's Half
+    and BFloat16 compute in float and round to nearest even). cos_sin[p] = [cos(p*f_i)..., sin(p*f_i)...] for the
+    rot_dim/2 frequencies f_i. NeoX pairs dim i with i + rot_dim/2, GPT-J pairs 2i with 2i+1; dims past rot_dim are
+    left alone."""
     half = rot_dim // 2
     x_idx = np.arange(half) if neox else 2 * np.arange(half)
     y_idx = x_idx + half if neox else x_idx + 1
@@ -67,11 +68,34 @@ def rerope(key: np.ndarray, old_pos: np.ndarray, new_pos: np.ndarray, cos_sin: n
         oc, os_ = cos_sin[old_pos[token], :half], cos_sin[old_pos[token], half:]
         nc, ns = cos_sin[new_pos[token], :half], cos_sin[new_pos[token], half:]
         x, y = key[token][:, x_idx], key[token][:, y_idx]
-        x_back = x * oc + y * os_  # rotate by -old
-        y_back = y * oc - x * os_
-        out[token][:, x_idx] = x_back * nc - y_back * ns  # rotate by +new
-        out[token][:, y_idx] = y_back * nc + x_back * ns
+        x_back = rounded(rounded(x * oc) + rounded(y * os_))  # rotate by -old
+        y_back = rounded(rounded(y * oc) - rounded(x * os_))
+        out[token][:, x_idx] = rounded(rounded(x_back * nc) - rounded(y_back * ns))  # rotate by +new
+        out[token][:, y_idx] = rounded(rounded(y_back * nc) + rounded(x_back * ns))
     return out
+
+
+def bf16_bits(values: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns, rounded to nearest even (as c10::BFloat16 converts)."""
+    bits = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+# element type -> (C++ type, to storage, storage to float32 values)
+ELEMENTS = {
+    "float": ("float", lambda v: v.astype(np.float32), lambda s: s),
+    "fp16": ("c10::Half", lambda v: v.astype(np.float16), lambda s: s.astype(np.float32)),
+    "bf16": ("c10::BFloat16", bf16_bits, bf16_values),
+}
+
+
+def rounded_to(element: str):
+    to_storage, to_values = ELEMENTS[element][1:]
+    return lambda a: to_values(to_storage(a))
 
 
 def rope_cache(max_pos: int, rot_dim: int, base: float = 10000.0) -> np.ndarray:

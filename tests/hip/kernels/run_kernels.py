@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 
+import host_build
 import kv_reference as ref
 import spirv_build
 from pocl import CpuDevice
@@ -24,6 +25,9 @@ HOLES = (3, 17, 29)  # tokens without a slot (-1)
 D2H, H2D = 1, 0  # TransferDirection
 MEM, POS = "csrc_hip/cuda/mem_kernels.hip", "csrc_hip/cuda/pos_kernels.hip"
 MP = "csrc_hip/cuda/mp_mem_kernels.hip"
+HOST = "host:"  # a source under this prefix is compiled for the host CPU (host_build.py), not to SPIR-V
+# c10's element types for the host route (the SPIR-V route cannot include torch's headers, see host_shim.h).
+C10_TYPES = "#include <c10/util/Half.h>\n#include <c10/util/BFloat16.h>\n"
 rng = np.random.default_rng(20261128)
 
 
@@ -39,9 +43,10 @@ def fused(d2h: bool, fmt: int) -> str:
     return f"lmc::load_and_reshape_multi_layer_fused_kernel<long, {str(d2h).lower()}, (EngineKVFormat){fmt}>"
 
 
-def rope(neox: bool, ramp: bool = False) -> str:
+def rope(neox: bool, ramp: bool = False, element: str = "float") -> str:
     name = "rotary_embedding_kernel_fused_ramp_multi" if ramp else "rotary_embedding_kernel_fused"
-    return f"lmc::{name}<float, float, {str(neox).lower()}>"
+    cpp = ref.ELEMENTS[element][0]
+    return f"lmc::{name}<{cpp}, {cpp}, {str(neox).lower()}>"
 
 
 def slot_mapping(tokens: int = NT, pool=None) -> np.ndarray:
@@ -67,8 +72,12 @@ class Runner:
     def __init__(self, lmcache_hip: str, kernels: dict):
         self.device = CpuDevice()
         include = [os.path.join(lmcache_hip, "csrc")]
-        self.programs, self.names = {}, {}
+        self.programs, self.names, self.host = {}, {}, {}
         for source, wanted in kernels.items():
+            if source.startswith(HOST):
+                path = os.path.join(lmcache_hip, source[len(HOST):])
+                self.host.update(host_build.build(path, include, wanted, preamble=C10_TYPES))
+                continue
             program = self.device.program(spirv_build.build(os.path.join(lmcache_hip, source), include, wanted))
             self.names.update({k: program for k in wanted})
             built = spirv_build.kernel_names(program.get_info(0x1168).split(";"))  # CL_PROGRAM_KERNEL_NAMES
@@ -77,8 +86,11 @@ class Runner:
                 raise RuntimeError(f"{source}: kernels not in the SPIR-V: {sorted(missing)}; built: {sorted(built)}")
             self.programs.update(built)
 
-    def launch(self, kernel: str, grid: tuple, block: tuple, args: list) -> None:
-        self.device.launch(self.names[kernel], self.programs[kernel], grid, block, args)
+    def launch(self, kernel: str, grid: tuple, block: tuple, args: list, host: bool = False) -> None:
+        if host:
+            self.host[kernel](grid, block, args)
+        else:
+            self.device.launch(self.names[kernel], self.programs[kernel], grid, block, args)
 
 
 # --- the transfer between vLLM's paged cache and LMCache's buffer, all layers in one launch ---
@@ -243,15 +255,21 @@ def rope_inputs(rot_dim, head_stride):
     return key, ref.rope_cache(MAX_POS, rot_dim)
 
 
-def rope_case(run, neox, rot_dim, head_stride):
+def rope_case(run, neox, rot_dim, head_stride, element="float", host=False, reference_rounding=None):
+    """Keys and cos/sin cache of one element type (LMCache dispatches both to the key's type); the reference rounds
+    each operation to that type unless told otherwise."""
+    to_storage, to_values = ref.ELEMENTS[element][1:]
     key, cache = rope_inputs(rot_dim, head_stride)
+    key, cache = to_storage(key), to_storage(cache)
     old = rng.integers(0, MAX_POS, ROPE_TOKENS).astype(np.int64)
     new = rng.integers(0, MAX_POS, ROPE_TOKENS).astype(np.int64)
     got = run.device.array(key)
     args = [run.device.array(old), run.device.array(new), got, run.device.array(cache), np.int32(rot_dim),
             np.int64(KV_HEADS * head_stride), np.int32(KV_HEADS), np.int32(ROPE_HEAD), np.int64(head_stride)]
-    run.launch(rope(neox), (ROPE_TOKENS,), (min(KV_HEADS * rot_dim // 2, 512),), args)
-    return ref.compare(np.asarray(got), ref.rerope(key, old, new, cache, rot_dim, neox))
+    run.launch(rope(neox, element=element), (ROPE_TOKENS,), (min(KV_HEADS * rot_dim // 2, 512),), args, host=host)
+    rounding = ref.rounded_to(reference_rounding or element)
+    want = ref.rerope(to_values(key), old, new, to_values(cache), rot_dim, neox, rounding)
+    return ref.compare(np.asarray(got), to_storage(want))
 
 
 ROPE_CHUNK = np.dtype([("key", "<u8"), ("old_st", "<i8"), ("new_st", "<i8")])
@@ -367,10 +385,20 @@ def cases():
             (f"RoPE {style} against the rotation by new-old (float64)", rope(neox), POS, "match",
              lambda r, n=neox: rope_formula_case(r, n)),
         ]
+    for element in ("fp16", "bf16"):  # the host route: c10's types do not compile to SPIR-V (host_shim.h)
+        for neox in (True, False):
+            style = "NeoX" if neox else "GPT-J"
+            out.append((f"RoPE {style} {element} (host CPU route)", rope(neox, element=element), HOST + POS, "match",
+                        lambda r, n=neox, e=element: rope_case(r, n, 128, 128, e, host=True)))
+    out.append(("RoPE NeoX float, partial rotary dim 64 (host CPU route, as the SPIR-V one)", rope(True), HOST + POS,
+                "match", lambda r: rope_case(r, True, 64, 256, host=True)))
     out += [
         ("NEGATIVE: HND kernel fed an NHD cache", multi_layer("long", True, 6), MEM, "mismatch", wrong_layout_case),
         ("NEGATIVE: reference changed in one element", multi_layer("long", True, 1), MEM, "mismatch",
          changed_reference_case),
+        ("NEGATIVE: fp16 RoPE against a reference rounding in float32 until the end (host CPU route)",
+         rope(True, element="fp16"), HOST + POS, "mismatch",
+         lambda r: rope_case(r, True, 128, 128, "fp16", host=True, reference_rounding="float")),
     ]
     return out
 
@@ -390,7 +418,9 @@ def main() -> int:
                       "lmcache": lmcache}), flush=True)
     failed = 0
     for name, kernel, source, expect, function in todo:
-        result = {"case": name, "kernel": kernel, "source": source, "expect": expect, **function(runner)}
+        route = "host CPU, work-item by work-item" if source.startswith(HOST) else "SPIR-V on PoCL"
+        result = {"case": name, "kernel": kernel, "source": source.replace(HOST, ""), "route": route,
+                  "expect": expect, **function(runner)}
         result["ok"] = (result["mismatches"] == 0) == (expect == "match")
         failed += not result["ok"]
         print(json.dumps(result), flush=True)
