@@ -6,7 +6,8 @@ Prints one JSON line per comparison: case, kernel, expect ("match", or "mismatch
 layout or a changed reference is caught), elements, mismatches, first_mismatch; then a summary line. The launch
 arguments are what LMCache's host wrappers (mem_kernels.cu, mp_mem_kernels.cu, pos_kernels.cu) compute from torch
 tensors, worked out here from numpy arrays of the same shapes; the data are bf16-sized (uint16) elements moved as
-8-byte words (16-byte units in the multi-process transfer), as the wrappers do for rows of such sizes.
+8-byte words (16-byte units in the multi-process transfer), as the wrappers do for rows of such sizes. RoPE on
+fp16/bf16 keys runs compiled for the host CPU instead (host_build.py: torch's c10 types do not compile to SPIR-V).
 """
 
 import json
@@ -72,32 +73,33 @@ class Runner:
     def __init__(self, lmcache_hip: str, kernels: dict):
         self.device = CpuDevice()
         include = [os.path.join(lmcache_hip, "csrc")]
-        self.programs, self.names, self.host = {}, {}, {}
+        self.program_of, self.mangled, self.host = {}, {}, {}  # kernel -> its program / its SPIR-V name / launcher
         for source, wanted in kernels.items():
             if source.startswith(HOST):
                 path = os.path.join(lmcache_hip, source[len(HOST):])
                 self.host.update(host_build.build(path, include, wanted, preamble=C10_TYPES))
                 continue
             program = self.device.program(spirv_build.build(os.path.join(lmcache_hip, source), include, wanted))
-            self.names.update({k: program for k in wanted})
+            self.program_of.update({k: program for k in wanted})
             built = spirv_build.kernel_names(program.get_info(0x1168).split(";"))  # CL_PROGRAM_KERNEL_NAMES
             missing = set(wanted) - set(built)
             if missing:
                 raise RuntimeError(f"{source}: kernels not in the SPIR-V: {sorted(missing)}; built: {sorted(built)}")
-            self.programs.update(built)
+            self.mangled.update(built)
 
     def launch(self, kernel: str, grid: tuple, block: tuple, args: list, host: bool = False) -> None:
         if host:
             self.host[kernel](grid, block, args)
         else:
-            self.device.launch(self.names[kernel], self.programs[kernel], grid, block, args)
+            self.device.launch(self.program_of[kernel], self.mangled[kernel], grid, block, args)
 
 
 # --- the transfer between vLLM's paged cache and LMCache's buffer, all layers in one launch ---
 
 def run_multi_layer(run: Runner, fmt: int, d2h: bool, layers: int = NL, skip: int = 0, word: str = "long",
                     kernel_fmt=None, heads: int = NH, head: int = HS, slots=None, lmc=None, paged=None):
-    """Returns (LMCache buffer [kv, layer, token, row], the layers as stored) after the launch, and the expected."""
+    """One launch; returns what it wrote (D2H: LMCache's buffer [kv, layer, token, row]; H2D: the layers as stored),
+    the expected, the stored layers and their logical contents."""
     per_word = {"long": 4, "int": 2}[word]
     row = row_elements(fmt, heads, head)
     kv = 1 if fmt == ref.MLA else 2
@@ -144,8 +146,12 @@ def single_layer_case(run, fmt, direction, token_major):
     shape = (NT, row) if fmt == ref.MLA else (NT, 2, row) if token_major else (2, NT, row)
     lmc = run.device.array(rng.integers(0, 1 << 16, size=shape, dtype=np.uint16))
     before = np.array(lmc)
-    as_kv = (lambda a: a[None]) if fmt == ref.MLA else (lambda a: a.transpose(1, 0, 2)) if token_major else (
-        lambda a: a)
+
+    def as_kv(buffer):  # LMCache's buffer seen as [kv, token, row]
+        if fmt == ref.MLA:
+            return buffer[None]
+        return buffer.transpose(1, 0, 2) if token_major else buffer
+
     words = lambda strides, axis: strides[axis] // 8  # noqa: E731 (element strides in 8-byte words)
     if fmt == ref.MLA:
         heads, block, head_words = 1, stored.shape[1], stored.shape[2] // 4
