@@ -11,6 +11,9 @@ LMCache YAML; each starts with a `# Source:` comment) and an expected.toml:
             with HARNESS_LAUNCH, a minimal launch of our own that names it and fixes the hash seed)
   lmcache_config  a YAML the source pairs with the launch without naming it
   settings  the settings a reader expects carried over (default: read from the input, see `input_settings`)
+  gap       (tests/fixtures/corpus-open only) what stackctl gets wrong on this input today: such a case is kept out of
+            the corpus and its figures until it passes (tests/unit/test_corpus.py checks it still fails)
+  refused   the import must refuse the input, with an error holding this text (a launch of another engine)
   [recipe]  recipe values the import must write (dotted keys: `"stack.engine" = "atom-vllm"`); `unset` lists keys
             it must leave out (a CUDA base image, a value only the old launch's run time knew)
 
@@ -73,6 +76,7 @@ class CaseResult:
     cited: dict[str, str] = field(default_factory=dict)
     mismatches: list[str] = field(default_factory=list)
     error: str | None = None
+    refused: str | None = None  # the refusal the case expects, as the import said it
 
     @property
     def missed(self) -> set[str]:
@@ -231,7 +235,10 @@ def run_case(case: Path) -> CaseResult:
         recipe = load_recipe_text(text)
         findings = run_rules(recipe)
     except StackctlError as exc:
-        result.error = str(exc)
+        if spec.get("refused") and spec["refused"] in str(exc):
+            result.refused = str(exc)
+        else:
+            result.error = str(exc)
         return result
     except Exception as exc:  # noqa: BLE001 (a crash of init or validate is what this measures)
         result.error = f"crash: {exc!r}"
@@ -239,6 +246,8 @@ def run_case(case: Path) -> CaseResult:
         return result
     result.reported = {finding.rule_id for finding in findings}
     result.mismatches = _mismatches(recipe.to_dict(), spec.get("recipe", {}), spec.get("unset", []))
+    if spec.get("refused"):
+        result.mismatches.append(f"imported; a refusal saying {spec['refused']!r} was expected")
     errors = [f for f in findings if RULES[f.rule_id].severity == "error"]
     result.contradictions += [f"{f.rule_id} {f.key}: {f.message}" for f in errors if f.rule_id in GUARD_RULES]
     bundle, refused = _render(recipe)

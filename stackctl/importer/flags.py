@@ -389,7 +389,9 @@ class ServerFlags:
                 or not all(isinstance(entry, dict) for entry in entries):
             return self._multi_kept("its connectors list is missing or not a list of objects")
         own = [entry for entry in entries if entry.get("kv_connector") == ours]
-        if len(own) != 1:
+        if not own:
+            return self._multi_kept(f"no {ours} entry (stackctl's cache is not among its connectors)")
+        if len(own) > 1:
             return self._multi_kept(f"{len(own)} {ours} entries (stackctl writes one)")
         if not stackspec.kv_transfer_says_only_recipe_keys(own[0]):
             return self._multi_kept(f"its {ours} entry has settings beyond stackctl's connector config")

@@ -115,6 +115,10 @@ def parse_launch(text: str, script_dir: Path | None = None) -> Launch:
     variables: dict[str, str] = {}
     exported: set[str] = set()
     launches = _scan(blocks.text, variables, exported, scan, in_container=False)
+    # A container whose image's own entrypoint was taken for vLLM's, while its arguments start another engine
+    # (`docker run ... IMAGE python3 -m sglang.launch_server`, through an alias too), is that engine's launch.
+    if launches and launches[0].kind == "image entrypoint" and other_engine(shlex.join(launches[0].args)):
+        launches = []
     if not launches:
         other = other_engine(text)
         if other:

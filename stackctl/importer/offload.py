@@ -27,8 +27,11 @@ def import_offload(draft: Draft, launch: Launch, flags: ServerFlags) -> None:
     engine = _engine(draft, launch, flags)
     if engine is None:
         if launch.lmcache_server is not None:
-            draft.notes.append(f"the script starts `lmcache server {' '.join(launch.lmcache_server)}` but vLLM does "
-                               "not reach it (no LMCacheMPConnector): not imported")
+            draft.notes.append(f"the script starts `lmcache server {' '.join(launch.lmcache_server)}`"
+                               + (", which the LMCacheMPConnector inside the MultiConnector kept in serve.extra_args "
+                                  "reaches; stackctl starts no LMCache server for it: start one beside the stack"
+                                  if _in_multi_connector(flags, "LMCacheMPConnector") else
+                                  " but vLLM does not reach it (no LMCacheMPConnector): not imported"))
         return
     draft.cache.set("enabled", True)
     draft.cache.set("offload", engine.name, engine.summary)
@@ -67,6 +70,19 @@ def _engine(draft: Draft, launch: Launch, flags: ServerFlags):
     if engine is not None and not engine.lmcache_server:
         _vllm_connector_tiers(draft, engine, extra if isinstance(extra, dict) else {})
     return engine
+
+
+def _in_multi_connector(flags: ServerFlags, connector: str) -> bool:
+    """Whether a MultiConnector kept verbatim in serve.extra_args lists CONNECTOR."""
+    from stackctl.knowledge.serve_flags import json_flag_values
+
+    for _, config in json_flag_values(flags.extra, ("--kv-transfer-config",)):
+        extra = config.get("kv_connector_extra_config")
+        entries = extra.get("connectors") if isinstance(extra, dict) else None
+        if isinstance(entries, list) and any(isinstance(e, dict) and e.get("kv_connector") == connector
+                                             for e in entries):
+            return True
+    return False
 
 
 def _vllm_connector_tiers(draft: Draft, engine, extra: dict) -> None:
