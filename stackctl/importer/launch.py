@@ -377,10 +377,13 @@ def server_in_container(run: DockerRun, scan: _Scan | None = None) -> Launch | N
 
 
 def _is_program(word: str) -> bool:
-    """Whether the first word after an image is a program rather than a server argument."""
+    """Whether the first word after a vLLM image is a program rather than a server argument. An absolute path is a
+    program when it names one (a known program, a script, anything in a bin directory); else it is the model, as in
+    `docker run vllm/vllm-openai /models/m --flags` (the image's entrypoint is `vllm serve`, vLLM 0.33.0
+    docker/Dockerfile:1344)."""
     base = posixpath.basename(word)
-    return word.startswith("/") or base in ("vllm", "bash", "sh", "env", "numactl", "taskset") or \
-        bool(re.fullmatch(r"python[0-9.]*", base))
+    known = base in ("vllm", "bash", "sh", "env", "numactl", "taskset") or bool(re.fullmatch(r"python[0-9.]*", base))
+    return known or word.startswith("/") and ("/bin/" in word or base.endswith((".sh", ".py")))
 
 
 def _in_container(run: DockerRun, server: Launch, extra_env: dict, scan: _Scan, entered: bool) -> Launch:
