@@ -16,6 +16,7 @@ same arguments after `--model` for the image's own entrypoint.
 from __future__ import annotations
 
 import copy
+import posixpath
 import re
 from typing import Any
 
@@ -211,6 +212,15 @@ def kustomize_patch_args(container: dict, known_flags: dict) -> list[str] | None
     if not any(a.split("=", 1)[0] in known_flags for a in args if a.startswith("--")):
         return None
     return args
+
+
+def kustomize_patch_script(container: dict) -> bool:
+    """Whether a container that names no image runs a shell script (`command: [/bin/bash, -c]`, the script in args)
+    that starts vLLM: a kustomize patch over a base that sets the image, as llm-d's AMD guides write it."""
+    command = [str(word) for word in container.get("command") or []]
+    args = [str(a) for a in container.get("args") or []]
+    shell = len(command) == 2 and posixpath.basename(command[0]) in ("bash", "sh") and command[1] in ("-c", "-lc")
+    return not container.get("image") and shell and len(args) == 1 and bool(re.search(r"\bvllm\b", args[0]))
 
 
 def _helm(text: str, name: str, unquote: bool = False) -> str:

@@ -355,6 +355,7 @@ def launch_from_container(run: DockerRun, script_dir: Path | None = None) -> Lau
         return None
     launch = _in_container(run, server, {}, scan, entered=False)
     launch.pins, launch.installs = scan.pins, scan.installs
+    launch.notes += scan.notes  # what the container's own script did before serving (an image change, ...)
     return launch
 
 

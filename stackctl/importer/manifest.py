@@ -15,7 +15,7 @@ from typing import Any
 
 from stackctl.errors import StackctlError
 from stackctl.importer.container import DockerRun, env_file
-from stackctl.importer.k8s_shapes import NOTES, kustomize_patch_args, shape_pods
+from stackctl.importer.k8s_shapes import NOTES, kustomize_patch_args, kustomize_patch_script, shape_pods
 from stackctl.importer.launch import Launch, launch_from_container
 from stackctl.importer.lmcache_server import form_notes, run_note, server_args_at
 from stackctl.importer.yaml_input import load_yaml_documents
@@ -183,7 +183,8 @@ def _pod_specs(node: Any) -> list[dict]:
 def _k8s_container(container: dict, pod: dict, config_maps: dict) -> DockerRun | None:
     image = container.get("image")
     patch = None if isinstance(image, str) else kustomize_patch_args(container, _newest_flags())
-    if not isinstance(image, str) and patch is None and NOTES not in container:
+    script = not isinstance(image, str) and kustomize_patch_script(container)
+    if not isinstance(image, str) and patch is None and not script and NOTES not in container:
         return None
     image = image if isinstance(image, str) else ""
     run = DockerRun(image, [], name=str(container.get("name") or image), workdir=container.get("workingDir"))
@@ -193,6 +194,9 @@ def _k8s_container(container: dict, pod: dict, config_maps: dict) -> DockerRun |
         run.notes.append(f"container {run.name} names no image and no command (a kustomize patch: its base sets "
                          "them, not in this file); its args read as `vllm serve` arguments; stack.base_image is "
                          "stackctl's default")
+    if script:
+        run.notes.append(f"container {run.name} names no image (a kustomize patch: its base sets it, not in this "
+                         "file); its shell script is read as the launch; stack.base_image is stackctl's default")
     env: dict[str, str] = {}
     for source in container.get("envFrom") or []:
         _env_from(source, config_maps, env, run)

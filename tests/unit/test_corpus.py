@@ -159,3 +159,14 @@ def test_the_benchmark_scores_another_directory(tmp_path):
     results = detection.run_corpus(tmp_path)
     assert [r.name for r in results] == ["c"] and "lmcache-hash-seed" in results[0].reported
     assert results[0].mismatches == [] and detection.scores(results)[0] == 1.0
+
+
+def test_a_kubernetes_script_that_edits_vllm_before_serving_is_read_and_its_edit_named():
+    """llm-d's AMD patch: no image (the kustomize base sets it), `command: [/bin/bash, -c]`, a script that runs
+    `sed -i` over vLLM's files and then `exec vllm serve`."""
+    from stackctl.importer import import_launch
+
+    text = import_launch(FIXTURES / "corpus" / "llm-d-amd-native-cpu-sed" / "manifest.yaml", None, name="t")
+    folded = text.replace("\n#   ", " ")
+    assert "names no image (a kustomize patch" in folded
+    assert "the launch changes the image before serving: edits" in folded and "swap_blocks_triton.py" in folded
