@@ -261,7 +261,14 @@ class ServerFlags:
         extra = []
         for token in self.without_run_time_values(self.extra):
             line = one_line(token)
-            if line is None:
+            joined = re.sub(r"\s*\n\s*", " ", token) if line is None else line
+            if line is None and not CONTROL.search(joined):
+                # Kept, defects and all (a backslash before a line break inside single quotes stays in the value):
+                # vLLM gets what the launch gave it, and validate says what vLLM will make of it.
+                self.draft.notes.append(f"a multi-line argument that is not valid JSON was joined into one line and "
+                                        f"kept as written: {joined[:60]}...")
+                extra.append(joined)
+            elif line is None:
                 self.draft.notes.append("a multi-line argument that is not JSON was dropped: add it to "
                                         "serve.extra_args by hand")
             else:
