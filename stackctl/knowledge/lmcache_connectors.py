@@ -37,6 +37,21 @@ def in_vllm(name: object) -> bool:
     return is_lmcache(name) and "lmcache_mp" not in lmcache_connectors()[str(name)]
 
 
+# LMCache's own modules that define a vLLM connector running LMCache in vLLM's process, loaded through
+# kv_connector_module_path (LMCache 0.5.6 lmcache/integration/vllm/lmcache_connector_v1.py, and
+# lmcache_connector_v1_085.py:17,28: LMCacheConnectorV1Dynamic over the same LMCacheConnectorV1Impl). Its
+# lmcache_mp_connector.py is the multi-process one, which this prefix leaves out.
+IN_PROCESS_MODULES = "lmcache.integration.vllm.lmcache_connector_v1"
+
+
+def config_runs_lmcache_in_vllm(config: dict) -> bool:
+    """Whether a --kv-transfer-config runs LMCache inside vLLM: an LMCache connector vLLM registers (in_vllm), or a
+    connector class loaded from one of LMCache's own in-process connector modules."""
+    module = str(config.get("kv_connector_module_path") or "")
+    return in_vllm(config.get("kv_connector")) or module == IN_PROCESS_MODULES \
+        or module.startswith(IN_PROCESS_MODULES + "_")
+
+
 def removed(name: str) -> dict | None:
     """compat.toml's entry for a connector name vLLM no longer registers."""
     return next((e for e in compat.table().get("removed_kv_connector", []) if e["name"] == name), None)

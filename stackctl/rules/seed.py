@@ -13,17 +13,17 @@ if TYPE_CHECKING:  # annotations only
 
 def lmcache_connections(recipe: Recipe) -> list[tuple]:
     """Where the recipe runs LMCache inside vLLM: `cache` (stackctl's connector), and each --kv-transfer-config in
-    serve.extra_args naming such an LMCache connector, old name or new (knowledge/lmcache_connectors.py: not
-    LMCacheMPConnector, whose keys a separate server computes)."""
-    from stackctl.knowledge.lmcache_connectors import in_vllm
-    from stackctl.knowledge.serve_flags import json_flag_values
-
+    serve.extra_args (or connector of a MultiConnector there) naming such an LMCache connector, old name or new, or
+    loading one from LMCache's own modules (knowledge/lmcache_connectors.py: not LMCacheMPConnector, whose keys a
+    separate server computes)."""
     from stackctl.bundle.stackspec import lmcache_in_server
+    from stackctl.knowledge.kv_transfer import connector_configs
+    from stackctl.knowledge.lmcache_connectors import config_runs_lmcache_in_vllm
 
     found: list[tuple] = [("cache",)] if lmcache_in_server(recipe) else []
-    found += [("serve", "extra_args", index) for index, config in
-              json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))
-              if in_vllm(config.get("kv_connector"))]
+    for path, config in connector_configs(recipe):  # a MultiConnector's connectors too; not stackctl's own entry
+        if path[0] == "serve" and path not in found and config_runs_lmcache_in_vllm(config):
+            found.append(path)
     return found
 
 

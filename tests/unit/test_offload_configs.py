@@ -303,3 +303,18 @@ def test_the_connectors_beside_are_judged_like_any_other():
     found = {f.rule_id: f for f in run_rules(load_recipe_text(MULTI_RECIPE % ("lmcache", entries), "multi.toml"))}
     assert found["offload-key-unknown"].key == "cache.multi_connector[0]"
     assert "did you mean NixlConnector" in found["kv-connector-unknown"].message
+
+
+def test_lmcache_loaded_from_its_own_module_counts_as_lmcache_in_vllm():
+    from stackctl.knowledge.lmcache_connectors import config_runs_lmcache_in_vllm
+
+    dynamic = {"kv_connector": "LMCacheConnectorV1Dynamic",
+               "kv_connector_module_path": "lmcache.integration.vllm.lmcache_connector_v1_085"}
+    assert config_runs_lmcache_in_vllm(dynamic)
+    assert config_runs_lmcache_in_vllm({"kv_connector": "LMCacheConnectorV1"})
+    assert not config_runs_lmcache_in_vllm({"kv_connector": "X", "kv_connector_module_path":
+                                            "lmcache.integration.vllm.lmcache_mp_connector"})
+    assert not config_runs_lmcache_in_vllm({"kv_connector": "LMCacheMPConnector"})
+    text = (RECIPE % ('vllm = "0.28.0"', json.dumps(_multi(NIXL, dynamic)))).replace("hash_seed = 0\n", "")
+    found = {f.rule_id: f for f in run_rules(load_recipe_text(text, "dynamic.toml"))}
+    assert found["lmcache-hash-seed"].key == "serve.extra_args[0]"  # inside a MultiConnector too
