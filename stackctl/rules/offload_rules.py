@@ -31,6 +31,18 @@ def _extra(config: dict) -> dict:
     return extra if isinstance(extra, dict) else {}
 
 
+def _offloading_configs(recipe: Recipe, release: factdb.Release) -> Iterator[tuple[tuple, dict, str, dict | None]]:
+    """(key path, kv_connector_extra_config, spec name, the release's facts of that spec or None) of every
+    OffloadingConnector the recipe configures; nothing when the release has no OffloadingConnector (0.10:
+    kv-connector-unknown says so)."""
+    facts = release.section("kv_connector_keys").get(OFFLOADING)
+    if not facts:
+        return
+    for path, config in connector_configs(recipe):
+        if config.get("kv_connector") == OFFLOADING:
+            yield (path, _extra(config), *_spec(config, facts))
+
+
 def _spec(config: dict, facts: dict) -> tuple[str, dict | None]:
     """(spec name, the release's facts of that spec or None when it does not register it)."""
     name = str(_extra(config).get("spec_name", facts.get("default_spec", {}).get("name", "")))
@@ -49,16 +61,11 @@ def _spec_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     factory raises `Unsupported spec type` (factory.py:31-37) and the server does not start. vLLM 0.11-0.21 register
     only CPUOffloadingSpec (vLLM 0.11.2 vllm/v1/kv_offload/factory.py:54); 0.10 has no OffloadingConnector at all
     (kv-connector-unknown says so)."""
-    facts = release.section("kv_connector_keys").get(OFFLOADING)
-    if not facts:
-        return
-    for path, config in connector_configs(recipe):
-        if config.get("kv_connector") != OFFLOADING or _extra(config).get("spec_module_path"):
-            continue
-        name, spec = _spec(config, facts)
-        if spec is None:
+    for path, extra, name, spec in _offloading_configs(recipe, release):
+        if spec is None and not extra.get("spec_module_path"):
+            specs = release.section("kv_connector_keys")[OFFLOADING].get("specs", {})
             registered = ", ".join(f"{spec_name} ({release.cite(entry['where'])})"
-                                   for spec_name, entry in facts.get("specs", {}).items())
+                                   for spec_name, entry in specs.items())
             yield (path,
                    f"spec_name {name!r} is not a spec {release.label()} registers (it registers {registered}): "
                    f"the OffloadingConnector raises \"Unsupported spec type\" at start-up{_spec_first_with(name)}")
@@ -73,20 +80,13 @@ def _key_missing(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     up to vLLM 0.13 (vLLM 0.11.2 vllm/v1/kv_offload/cpu.py:24-28) and `cpu_bytes_to_use` from 0.14 (vLLM 0.33.0
     vllm/v1/kv_offload/cpu/spec.py:100-104, also for TieringOffloadingSpec, its subclass). A launch written for
     one release and run on the other fails at start-up with `... must be specified in kv_connector_extra_config`."""
-    facts = release.section("kv_connector_keys").get(OFFLOADING)
-    if not facts:
-        return
-    for path, config in connector_configs(recipe):
-        if config.get("kv_connector") != OFFLOADING:
-            continue
-        name, spec = _spec(config, facts)
-        extra = _extra(config)
+    for path, extra, name, spec in _offloading_configs(recipe, release):
         for key, entry in (spec or {}).get("keys", {}).items():
             if entry.get("required") and key not in extra:
                 yield (path,
                        f"{release.label()}'s {name} requires {key} in kv_connector_extra_config "
                        f"({release.cite(entry['where'])}): the server exits at start-up without it"
-                       f"{_given_instead(extra, key)}")
+                       f"{_given_instead(extra)}")
 
 
 @fact_rule("offload-key-unknown", "warning",
@@ -134,7 +134,7 @@ def _key_hint(key: str, known: dict, connector: str, release: factdb.Release) ->
     return f" (did you mean {close[0]}?)" if close else f" (it reads {', '.join(sorted(known))})"
 
 
-def _given_instead(extra: dict, required: str) -> str:
+def _given_instead(extra: dict) -> str:
     others = [key for key in extra if key not in ("spec_name", "spec_module_path")]
     return f" (given instead: {', '.join(others)})" if others else ""
 
