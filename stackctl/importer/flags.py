@@ -20,7 +20,7 @@ from stackctl.importer.flag_values import (
     one_line,
 )
 from stackctl.importer.launch import Launch
-from stackctl.importer.offload_config import ENGINE_KEYS, beyond_engine
+from stackctl.importer.offload_config import beyond_engine
 from stackctl.knowledge.kinds import engine_selected_by, engine_with_connector
 from stackctl.recipe import model
 from stackctl.unresolved import home_reference, runtime_reference
@@ -354,7 +354,7 @@ class ServerFlags:
                 self.extra += tokens
                 return
             if engine is not None and not engine.lmcache_in_server:
-                beyond = beyond_engine(engine.name, config) if engine.name in ENGINE_KEYS else []
+                beyond = beyond_engine(engine.name, config)
                 if beyond:
                     self.draft.notes.append(f"--kv-transfer-config with vLLM's {engine.connector} holds what "
                                             f"cache.offload = \"{engine.name}\" does not write ({'; '.join(beyond)}): "

@@ -74,15 +74,12 @@ def _engine(draft: Draft, launch: Launch, flags: ServerFlags):
 
 def _in_multi_connector(flags: ServerFlags, connector: str) -> bool:
     """Whether a MultiConnector kept verbatim in serve.extra_args lists CONNECTOR."""
+    from stackctl.knowledge.kv_transfer import multi_connector_children
     from stackctl.knowledge.serve_flags import json_flag_values
 
-    for _, config in json_flag_values(flags.extra, ("--kv-transfer-config",)):
-        extra = config.get("kv_connector_extra_config")
-        entries = extra.get("connectors") if isinstance(extra, dict) else None
-        if isinstance(entries, list) and any(isinstance(e, dict) and e.get("kv_connector") == connector
-                                             for e in entries):
-            return True
-    return False
+    return any(child.get("kv_connector") == connector
+               for _, config in json_flag_values(flags.extra, ("--kv-transfer-config",))
+               for child in multi_connector_children(config))
 
 
 def _vllm_connector_tiers(draft: Draft, engine, extra: dict) -> None:

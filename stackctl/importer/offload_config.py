@@ -20,23 +20,28 @@ SIMPLE_BACKEND_TIERS = {"cpu": None, "disk": "disk"}
 
 
 def beyond_engine(engine_name: str, config: dict) -> list[str]:
-    """What of CONFIG the engine ENGINE_NAME cannot write (empty when the recipe can say all of it)."""
+    """What of CONFIG the engine ENGINE_NAME cannot write (empty when the recipe can say all of it, and for an
+    engine that is not one of vLLM's own: its importer reads its config itself)."""
+    if engine_name not in ENGINE_KEYS:
+        return []
     extra = config.get("kv_connector_extra_config") or {}
     if not isinstance(extra, dict):
         return ["kv_connector_extra_config (not an object)"]
     beyond = [key for key in config if key not in TOP_LEVEL]
     if config.get("kv_role", "kv_both") != "kv_both":
         beyond.append(f"kv_role {config['kv_role']}")
-    beyond += [key for key in extra if key not in ENGINE_KEYS.get(engine_name, set())]
+    beyond += [key for key in extra if key not in ENGINE_KEYS[engine_name]]
     if engine_name == "vllm-native":
         if extra.get("spec_name", "CPUOffloadingSpec") != "CPUOffloadingSpec":
             beyond.append(f"spec_name {extra['spec_name']}")
         if not _positive(extra.get("cpu_bytes_to_use")):
             beyond.append("no cpu_bytes_to_use (the spec's size: stackctl would have to invent one)")
-    if engine_name == "vllm-simple" and extra.get("kv_offload_backend", "cpu") not in SIMPLE_BACKEND_TIERS:
-        beyond.append(f"kv_offload_backend {extra['kv_offload_backend']}")
-    if engine_name == "vllm-simple" and extra.get("kv_offload_backend") == "disk" and not extra.get("disk_path"):
-        beyond.append("a disk backend without disk_path")
+    if engine_name == "vllm-simple":
+        backend = extra.get("kv_offload_backend", "cpu")
+        if backend not in SIMPLE_BACKEND_TIERS:
+            beyond.append(f"kv_offload_backend {backend}")
+        elif backend == "disk" and not extra.get("disk_path"):
+            beyond.append("a disk backend without disk_path")
     return beyond
 
 

@@ -25,6 +25,16 @@ _BOOL_WORDS = {"true", "false", "1", "0", "yes", "no", "on", "off", "t", "f", "y
 ATOM_LMCACHE_CONNECTORS = ("lmcache_offload", "LMCacheOffloadConnector")
 
 
+def multi_connector_children(config: dict) -> list[dict]:
+    """The connectors a MultiConnector's config lists (kv_connector_extra_config.connectors, each a connector's own
+    config); empty for any other config."""
+    extra = config.get("kv_connector_extra_config")
+    if config.get("kv_connector") != "MultiConnector" or not isinstance(extra, dict):
+        return []
+    children = extra.get("connectors")
+    return [child for child in children if isinstance(child, dict)] if isinstance(children, list) else []
+
+
 def connector_configs(recipe) -> list[tuple[tuple, dict]]:
     """(key path, connector config) of each --kv-transfer-config in serve.extra_args, of each connector a
     MultiConnector there lists in its kv_connector_extra_config.connectors, and of each entry of
@@ -33,12 +43,8 @@ def connector_configs(recipe) -> list[tuple[tuple, dict]]:
 
     found: list[tuple[tuple, dict]] = []
     for index, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)):
-        found.append((("serve", "extra_args", index), config))
-        extra = config.get("kv_connector_extra_config")
-        if config.get("kv_connector") == "MultiConnector" and isinstance(extra, dict):
-            for child in extra.get("connectors") or []:
-                if isinstance(child, dict):
-                    found.append((("serve", "extra_args", index), child))
+        path = ("serve", "extra_args", index)
+        found += [(path, config)] + [(path, child) for child in multi_connector_children(config)]
     found += [(("cache", "multi_connector", index), entry) for index, entry in enumerate(recipe.cache.multi_connector)]
     return found
 

@@ -332,19 +332,16 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
     factory.py:100-103; compat.toml `removed_kv_connector`), is replaced by `LMCacheConnectorV1`, which runs LMCache
     inside vLLM as it did; `LMCacheMPConnector` is not its replacement: it talks to a separate `lmcache server`.
     """
-    from stackctl.knowledge.kv_transfer import connector_configs
+    from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS, connector_configs
 
     registry = release.section("kv_connectors")
     for path, config in connector_configs(recipe):
         connector = config.get("kv_connector")
         if isinstance(connector, str) and connector not in registry and not config.get("kv_connector_module_path"):
-            from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS
-
             if connector in ATOM_LMCACHE_CONNECTORS:
-                yield (path, f"kv_connector {connector!r} is ATOM's own server's LMCache "
-                                                       f"offload connector, not registered in {release.label()}: "
-                                                       "for LMCache under vLLM set cache.enabled = true "
-                                                       "(LMCacheConnectorV1)")
+                yield (path, f"kv_connector {connector!r} is ATOM's own server's LMCache offload connector, not "
+                             f"registered in {release.label()}: for LMCache under vLLM set cache.enabled = true "
+                             "(LMCacheConnectorV1)")
                 continue
             import difflib
 
@@ -353,8 +350,8 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
             instead = replacement(connector, registry)
             close = difflib.get_close_matches(connector, list(registry), n=1)
             hint = f"{instead}; " if instead else f"did you mean {close[0]}? " if close else ""
-            yield (path, f"kv_connector {connector!r} is not registered in "
-                                                   f"{release.label()} ({hint}registered: {', '.join(registry)})")
+            yield (path, f"kv_connector {connector!r} is not registered in {release.label()} "
+                         f"({hint}registered: {', '.join(registry)})")
 
 
 @fact_rule("offload-engine-release", "error",

@@ -9,7 +9,6 @@ from __future__ import annotations
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.compat import version_key
 from stackctl.knowledge.kv_transfer import connector_configs
-from stackctl.knowledge.serve_flags import json_flag_values
 from stackctl.recipe.model import Recipe
 from stackctl.rules.fact_rules import fact_rule
 
@@ -23,7 +22,7 @@ OFFLOADING = "OffloadingConnector"
 
 
 def _has_transfer_config(recipe: Recipe) -> bool:
-    return bool(recipe.cache.multi_connector or json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",)))
+    return bool(connector_configs(recipe))
 
 
 def _extra(config: dict) -> dict:
