@@ -34,3 +34,14 @@ def tool(name: str, hint: str = "pip install '.[test]'") -> str:
     if not found:
         pytest.skip(f"{name} is not installed ({hint})")
     return found
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write FILES (path inside ROOT -> text, dedented) under ROOT: a package source tree for the fact readers."""
+    import textwrap
+
+    for path, text in files.items():
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(textwrap.dedent(text))
+    return root

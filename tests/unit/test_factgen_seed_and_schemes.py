@@ -6,10 +6,9 @@ vllm/v1/core/kv_cache_utils.py, LMCache 0.5.6 lmcache/v1/token_database.py, cut 
 from __future__ import annotations
 
 import sys
-import textwrap
 
 import pytest
-from helpers import REPO
+from helpers import REPO, write_tree
 
 sys.path.insert(0, str(REPO / "scripts"))
 
@@ -18,11 +17,7 @@ from factgen.pysource import SourceTree  # noqa: E402
 
 
 def _tree(tmp_path, files: dict[str, str]) -> SourceTree:
-    for path, text in files.items():
-        target = tmp_path / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(textwrap.dedent(text))
-    return SourceTree(tmp_path)
+    return SourceTree(write_tree(tmp_path, files))
 
 
 CONNECTOR = "lmcache/v1/storage_backend/connector/"

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 
 import pytest
-from helpers import REPO
+from helpers import REPO, write_tree
 
 from stackctl.knowledge import facts
 from stackctl.recipe.loader import load_recipe_text
@@ -45,11 +44,7 @@ FACTORY = '''
 
 
 def _tree(tmp_path, files: dict[str, str]) -> SourceTree:
-    for path, text in files.items():
-        target = tmp_path / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(textwrap.dedent(text))
-    return SourceTree(tmp_path)
+    return SourceTree(write_tree(tmp_path, files))
 
 
 def test_specs_keys_defaults_and_required_keys_are_read_from_the_source(tmp_path):
