@@ -17,9 +17,14 @@ from stackctl.host.matmul import MatmulPeak
 from stackctl.knowledge.kinds import platform_of
 from stackctl.recipe.model import Recipe
 
-# A 16-bit dtype counts as native when its matmuls reach at least this share of float32's: native bf16 runs 2-10x
-# float32 (AMX), emulated bf16 0.3% of it (AVX2, measured); the threshold sits far from both.
+# What a 16-bit dtype's matmul share of float32's says. Measured: emulated bf16 runs at 0.3% of float32 (AVX2),
+# native bf16 at 60% (AVX512-BF16 without AMX) to 2-10x (AMX). A share at or above NATIVE_SHARE is native, one under
+# EMULATED_SHARE emulated; in between the CPU's flags decide. The band is the margin: the probe times one dtype after
+# the other, and each figure halves while other work holds the CPUs (measured: 269 -> 131 and 165 -> 82 GFLOP/s), so
+# a burst between the two timings reads 62% as 31%. A decision that flipped with the load would replace a running
+# server on the next `up`, and split a fleet's shared cache tier by dtype (LMCache's chunk keys carry the dtype).
 NATIVE_SHARE = 0.5
+EMULATED_SHARE = 0.1
 DTYPE_ENV = "STACKCTL_DTYPE"  # serve.sh passes it to vLLM as --dtype
 
 
@@ -85,20 +90,29 @@ def decide_by_flags(recipe: Recipe, isa: CpuIsa) -> DtypeDecision:
 
 
 def emulated_on(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> bool | None:
-    """Whether this CPU emulates `dtype`: from the measured figures when there are some, else from the flags; None
-    when neither can tell."""
+    """Whether this CPU emulates `dtype`: from the measured figures when they are clear, else from the flags (the
+    figures alone when the flags are unknown); None when neither can tell."""
     if dtype is None:
         return None
     share = measured.share(dtype) if measured else None
-    if share is not None:
-        return share < NATIVE_SHARE
+    if share is not None and share >= NATIVE_SHARE:
+        return False
+    if share is not None and share < EMULATED_SHARE:
+        return True
     native = isa.native(dtype)
-    return None if native is None else not native
+    if native is None:
+        return None if share is None else share < NATIVE_SHARE
+    return not native
 
 
 def evidence(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> str:
-    """The figures when measured ("bf16 matmul 0.4 GFLOP/s vs float32 124"), else the flags."""
-    if dtype and measured and measured.share(dtype) is not None and dtype != "float32":
-        return (f"{dtype} matmul {measured.gflops_text(dtype)} GFLOP/s vs float32 "
-                f"{measured.gflops_text('float32')}, {measured.factor_text(dtype)}")
-    return f"flags {isa.native_text()}"
+    """The figures when measured ("bf16 matmul 0.4 GFLOP/s vs float32 124"), else the flags; both when the figures
+    fall in the band where the flags decide."""
+    share = measured.share(dtype) if dtype and measured else None
+    if share is None or measured is None or dtype is None or dtype == "float32":
+        return f"flags {isa.native_text()}"
+    figures = (f"{dtype} matmul {measured.gflops_text(dtype)} GFLOP/s vs float32 "
+               f"{measured.gflops_text('float32')}, {measured.factor_text(dtype)}")
+    if EMULATED_SHARE <= share < NATIVE_SHARE and isa.native(dtype) is not None:
+        return f"{figures}, too close to call, so the flags decide: {isa.native_text()}"
+    return figures

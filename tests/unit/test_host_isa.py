@@ -113,6 +113,29 @@ def test_the_measurement_decides_over_the_flags():
     assert decide_dtype(recipe(), parse_cpuinfo(EPYC_AVX2), NATIVE).dtype == "bfloat16"
 
 
+@pytest.mark.parametrize("bf16", [165.0, 82.0, 40.0, 27.0])
+def test_figures_between_clear_native_and_clear_emulated_leave_the_decision_to_the_flags(bf16):
+    """This host's bf16 runs at 62% of float32 (AVX512-BF16 without AMX); a burst of load while one dtype is timed
+    halves that figure or more. The decision stays bf16 on these flags, and stays float32 on a CPU whose flags have no
+    bf16, until the figures are clear either way."""
+    measured = MatmulPeak({"float32": 269.0, "bfloat16": bf16})
+    native = decide_dtype(recipe(), parse_cpuinfo(XEON_AMX), measured)
+    assert (native.dtype, native.emulated) == ("bfloat16", False), native.reason
+    no_bf16 = decide_dtype(recipe(), parse_cpuinfo(EPYC_AVX2), measured)
+    assert no_bf16.dtype == ("bfloat16" if bf16 / 269.0 >= 0.5 else "float32"), no_bf16.reason
+    if bf16 / 269.0 < 0.5:
+        assert "too close to call, so the flags decide" in native.reason and "no avx512_bf16" in no_bf16.reason
+    emulated = decide_dtype(recipe("bfloat16"), parse_cpuinfo(XEON_AMX), MatmulPeak({"float32": 269.0, "bfloat16": 26.0}))
+    assert emulated.emulated is True  # under a tenth of float32: emulated whatever the flags say
+
+
+def test_figures_in_the_band_on_an_unknown_cpu_are_judged_by_the_figures_alone():
+    assert decide_dtype(recipe("bfloat16"), parse_cpuinfo(""), MatmulPeak({"float32": 269.0, "bfloat16": 82.0})) \
+        .emulated is True
+    assert decide_dtype(recipe("bfloat16"), parse_cpuinfo(""), MatmulPeak({"float32": 269.0, "bfloat16": 165.0})) \
+        .emulated is False
+
+
 def test_an_explicit_dtype_stands_and_is_judged():
     forced = decide_dtype(recipe("bfloat16"), parse_cpuinfo(EPYC_AVX2), EMULATED)
     assert (forced.dtype, forced.served, forced.emulated) == (None, "bfloat16", True)
