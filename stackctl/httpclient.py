@@ -8,6 +8,11 @@ import urllib.error
 import urllib.request
 
 
+def client_host(host: str) -> str:
+    """The address a local client reaches a server on: a wildcard bind answers on loopback."""
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host)
+
+
 def get_status(url: str, timeout: float = 5.0) -> int | None:
     """HTTP status of GET url; None when nothing answers (refused, reset, timed out)."""
     try:

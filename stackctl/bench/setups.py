@@ -20,7 +20,7 @@ Say = Callable[[str], None]
 
 
 def stack_url(recipe) -> str:
-    from stackctl.lifecycle.preflight import client_host
+    from stackctl.httpclient import client_host
 
     return f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
 
@@ -46,6 +46,7 @@ def stack_for(recipe, say: Say) -> Iterator[str]:
     """The arm's stack: used as it runs when it runs this recipe already; otherwise brought up, yielded, and taken
     down again whatever happens."""
     from stackctl.lifecycle.down import down
+    from stackctl.engine import docker_adapter as dk
     from stackctl.engine.health import save_failure_log, stop_reason
     from stackctl.lifecycle.status import status_rows
     from stackctl.lifecycle.up import up
@@ -67,7 +68,8 @@ def stack_for(recipe, say: Say) -> Iterator[str]:
             container = stack_container(recipe)
             if container is not None and container.status != "running":
                 kept = save_failure_log(recipe, container)
-                say(f"bench: {recipe.stack.name} stopped ({stop_reason(container.attrs['State'])}); its log: {kept}")
+                why = stop_reason(dk.container_state(container))
+                say(f"bench: {recipe.stack.name} stopped ({why}); its log: {kept}")
             down(recipe, say=say)
 
 
@@ -151,9 +153,9 @@ def prefill_floor(recipe, result: dict, say: Say) -> None:
     from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import PinningError, discover, pinning_for
-    from stackctl.host.matmul import measure
+    from stackctl.measure.matmul import measure
     from stackctl.host.placement import placement
-    from stackctl.host.prefill import model_floor
+    from stackctl.measure.prefill import model_floor
 
     container = stack_container(recipe)
     if container is None:
@@ -166,7 +168,7 @@ def prefill_floor(recipe, result: dict, say: Say) -> None:
         cpuset = {}
     floor = model_floor(container, recipe.model.path)
     try:
-        peak = measure(dk.client(), container.image, environment=environment, cpuset=cpuset,
+        peak = measure(dk.client(), dk.container_image_id(container), environment=environment, cpuset=cpuset,
                        isa=facts.isa.for_environment(environment).to_dict(), stack=recipe.stack.name,
                        dtypes=tuple(sorted({"float32", floor.dtype or "bfloat16"})), fresh=True)
         floor = floor.with_peak(peak)

@@ -141,7 +141,7 @@ class DoctorContext:
 
     @property
     def base_url(self) -> str:
-        from stackctl.lifecycle.preflight import client_host
+        from stackctl.httpclient import client_host
 
         # The address the server listens on; a wildcard bind (0.0.0.0) answers on loopback.
         return f"http://{client_host(self.recipe.serve.host)}:{self.recipe.serve.port}"

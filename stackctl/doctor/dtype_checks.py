@@ -19,7 +19,7 @@ def matmul_peak(ctx, fresh: bool = False):
     """This host's matmul GFLOP/s per dtype, measured in the stack's image (kept under the image id; --fresh, or
     `fresh`, measures again and keeps the best); None with the reason when there is no engine or image."""
     def measure():
-        from stackctl.host.matmul import measure as run_probe
+        from stackctl.measure.matmul import measure as run_probe
 
         try:
             engine = ctx.engine()
@@ -30,7 +30,7 @@ def matmul_peak(ctx, fresh: bool = False):
         except Unavailable:
             return None, f"image {ctx.image_tag} not built"
         try:
-            peak = run_probe(engine, image, environment=stackspec.environment(ctx.recipe), cpuset=_cpuset(ctx),
+            peak = run_probe(engine, image.id, environment=stackspec.environment(ctx.recipe), cpuset=_cpuset(ctx),
                              isa=_isa(ctx).to_dict(), stack=ctx.recipe.stack.name,
                              fresh=fresh or not ctx.use_cache)
         except ValueError as exc:
@@ -119,7 +119,7 @@ def prefill_floor(ctx):
     """The running stack's prefill floor (host/prefill.py): model config and dtype from the container, this host's
     matmul figures as host.cpu-dtype measured them. None where there is no running container."""
     def read():
-        from stackctl.host.prefill import model_floor
+        from stackctl.measure.prefill import model_floor
 
         floor = model_floor(ctx.container(), ctx.recipe.model.path, ctx.server_log())
         if not platform_of(ctx.recipe).cpu_computes:

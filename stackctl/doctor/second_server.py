@@ -88,5 +88,5 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
 
 
 def image_of(container) -> str:
-    return str(container.attrs.get("Image") or container.image.id)
+    return dk.container_image_id(container)
 

@@ -272,15 +272,14 @@ def server_pinning(ctx):
         return failed(f"no pinning decision for this host: {exc}")
     container = ctx.container()
     launcher = placement(decision).launcher
-    init_pid = (container.attrs.get("State") or {}).get("Pid") or 0
+    init_pid = dk.container_state(container).pid
     seen = host_proc_text(container.id, init_pid, dk.container_env(container).get("PATH", ""),
                           bool(launcher)) if init_pid else None
     view = parse_proc(seen if seen is not None else dk.exec_output(container, ["sh", "-c", PROC_SCRIPT]))
-    config = container.attrs.get("HostConfig") or {}
     expected = Expected(set(parse_cpulist(decision.cpuset_cpus or "")),
                                  set(parse_cpulist(decision.cpuset_mems or "")),
                                  decision.cpuset_cpus or "", decision.cpuset_mems or "")
-    problems = compare(view, expected, (config.get("CpusetCpus") or "", config.get("CpusetMems") or ""))
+    problems = compare(view, expected, dk.container_cpuset(container))
     if launcher and view.numactl is None:
         problems.append(f"numactl is not in the image: serve.sh could not run `{' '.join(launcher)}` and fell back "
                         "to taskset (memory is not bound by the launcher)")

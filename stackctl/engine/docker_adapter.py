@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from stackctl.engine.records import ContainerState
 from stackctl.errors import ExitCode, StackctlError
 
 LABEL_STACK = "dev.stackctl.stack"
@@ -115,14 +116,9 @@ class LightEngine:
             self._client = client()
         return self._client
 
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.full(), name)
-
 
 class LightImage:
-    """An image as the engine's inspect describes it; anything else is docker-py's image of the same id."""
+    """An image as the engine's inspect describes it; `full()` is docker-py's image of the same id."""
 
     def __init__(self, engine: LightEngine, attrs: dict):
         self.engine, self.attrs, self.id = engine, attrs, attrs["Id"]
@@ -131,15 +127,13 @@ class LightImage:
     def labels(self) -> dict:
         return (self.attrs.get("Config") or {}).get("Labels") or {}
 
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.engine.full().images.get(self.id), name)
+    def full(self):
+        return self.engine.full().images.get(self.id)
 
 
 class LightContainer:
-    """A container as the engine's inspect describes it, its log and its files; anything else (exec, stop, remove)
-    is docker-py's container of the same id."""
+    """A container as the engine's inspect describes it, its log and its files; `full()` is docker-py's container of
+    the same id (exec, stop, remove)."""
 
     def __init__(self, engine: LightEngine, attrs: dict):
         self.engine, self.attrs, self.id = engine, attrs, attrs["Id"]
@@ -187,10 +181,55 @@ class LightContainer:
             raise StackctlError(f"the Docker engine answered {status} for {path} in {self.name}: {body[:200]!r}")
         return body
 
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.engine.full().containers.get(self.id), name)
+    def full(self):
+        return self.engine.full().containers.get(self.id)
+
+
+def _docker(thing):
+    """docker-py's own object for an engine, image or container: a light one asks docker-py for it then (the light
+    classes read; running, exec, stop and remove are docker-py's)."""
+    return thing.full() if isinstance(thing, (LightEngine, LightImage, LightContainer)) else thing
+
+
+# -- what callers read of a container or an image: stackctl's records and plain values, never docker-py's fields --
+
+def container_state(container) -> ContainerState:
+    return ContainerState.from_engine(container.attrs.get("State"))
+
+
+def container_image_id(container) -> str:
+    """The id of the image the container runs."""
+    return str(container.attrs.get("Image") or "")
+
+
+def container_cpuset(container) -> tuple[str, str]:
+    """The CPUs and memory nodes the engine confines the container to ("" when it does not)."""
+    config = container.attrs.get("HostConfig") or {}
+    return config.get("CpusetCpus") or "", config.get("CpusetMems") or ""
+
+
+def container_image(engine, container):
+    """The image the container runs, as find_image returns it (None when it is gone)."""
+    return find_image(engine, container_image_id(container))
+
+
+def short_id(thing) -> str:
+    """An image's or a container's id as `docker ps` / `docker images` print it."""
+    ident = str(thing.id)
+    return ident[:19] if ident.startswith("sha256:") else ident[:12]
+
+
+def image_tags(image) -> list[str]:
+    return list(image.attrs.get("RepoTags") or [])
+
+
+def image_name(image) -> str:
+    """The image's first tag, else its short id."""
+    return (image_tags(image) or [short_id(image)])[0]
+
+
+def image_size(image) -> int:
+    return int(image.attrs.get("Size") or 0)
 
 
 def demultiplex(stream: bytes) -> bytes:
@@ -227,7 +266,7 @@ def push(engine, repository: str, tag: str, auth: dict | None = None) -> str:
     """Push REPOSITORY:TAG to its registry; the manifest digest the registry answered (sha256:...). The credentials
     go to the engine only, never into a message."""
     digest = None
-    for chunk in engine.images.push(repository, tag=tag, stream=True, decode=True, auth_config=auth):
+    for chunk in _docker(engine).images.push(repository, tag=tag, stream=True, decode=True, auth_config=auth):
         if "error" in chunk:
             raise StackctlError(f"docker push {repository}:{tag}: {chunk['error'].strip()}")
         digest = (chunk.get("aux") or {}).get("Digest") or digest
@@ -241,7 +280,7 @@ def untag(engine, reference: str) -> None:
     import docker
 
     try:
-        engine.images.remove(reference, noprune=True)
+        _docker(engine).images.remove(reference, noprune=True)
     except docker.errors.ImageNotFound:
         pass
 
@@ -294,7 +333,7 @@ class _BuildStream:
         self.engine, self.response = engine, None
 
     def chunks(self, kwargs: dict):
-        api = self.engine.api
+        api = _docker(self.engine).api
         original = api._stream_helper
 
         def keep_response(response, decode=False):
@@ -322,7 +361,7 @@ def _build_containers(engine, since: float) -> list:
 
     found = []
     try:
-        for container in engine.containers.list(all=True):
+        for container in _docker(engine).containers.list(all=True):
             created = container.attrs.get("Created", "")
             image = (container.attrs.get("Config") or {}).get("Image", "")
             if image.startswith("sha256:") and _timestamp(created) >= since - 1:
@@ -371,40 +410,40 @@ def find_container(engine, name: str):
 
 def stack_containers(engine, stack: str | None = None) -> list:
     label = f"{LABEL_STACK}={stack}" if stack else LABEL_STACK
-    return engine.containers.list(all=True, filters={"label": label})
+    return _docker(engine).containers.list(all=True, filters={"label": label})
 
 
 def stack_images(engine, stack: str) -> list:
     """The images stackctl built for `stack` (by their stack label)."""
-    return engine.images.list(filters={"label": f"{LABEL_STACK}={stack}"})
+    return _docker(engine).images.list(filters={"label": f"{LABEL_STACK}={stack}"})
 
 
 def remove_image(engine, image) -> None:
-    engine.images.remove(image.id, force=True)
+    _docker(engine).images.remove(image.id, force=True)
 
 
 def run_detached(engine, **kwargs):
     """Start a container (docker-py's `containers.run` keyword arguments, detach among them) and return it."""
-    return engine.containers.run(**kwargs)
+    return _docker(engine).containers.run(**kwargs)
 
 
 def output_of(engine, image: str, command: list[str], **kwargs) -> str:
     """Run `command` in a container of `image`, wait for it, and return its stdout; the engine removes the
     container when it ends."""
-    output = engine.containers.run(image, command, remove=True, stdout=True, stderr=False, **kwargs)
+    output = _docker(engine).containers.run(image, command, remove=True, stdout=True, stderr=False, **kwargs)
     return output.decode("utf-8", errors="replace")
 
 
 def exec_in(container, argv: list[str]) -> tuple[int, str, str]:
     """Run `argv` in a running container: its exit code, stdout and stderr."""
-    run = container.exec_run(argv, demux=True)
+    run = _docker(container).exec_run(argv, demux=True)
     out, err = (part.decode(errors="replace") if part else "" for part in run.output)
     return run.exit_code, out, err
 
 
 def exec_output(container, argv: list[str]) -> str:
     """Run `argv` in a running container: its stdout and stderr as one text, as the process wrote them."""
-    return container.exec_run(argv, demux=False).output.decode("utf-8", errors="replace")
+    return _docker(container).exec_run(argv, demux=False).output.decode("utf-8", errors="replace")
 
 
 def logs_text(container, **kwargs) -> str:
@@ -414,7 +453,7 @@ def logs_text(container, **kwargs) -> str:
 
 def follow_logs(container, **kwargs):
     """The container's log as it is written, piece by piece, as text, until the container ends."""
-    for chunk in container.logs(stream=True, follow=True, **kwargs):
+    for chunk in _docker(container).logs(stream=True, follow=True, **kwargs):
         yield chunk.decode(errors="replace")
 
 
@@ -435,15 +474,15 @@ def refresh(container):
 
 
 def stop_container(container, timeout: int) -> None:
-    container.stop(timeout=timeout)
+    _docker(container).stop(timeout=timeout)
 
 
 def rename_container(container, name: str) -> None:
-    container.rename(name)
+    _docker(container).rename(name)
 
 
 def start_container(container) -> None:
-    container.start()
+    _docker(container).start()
 
 
 def container_env(container) -> dict[str, str]:
@@ -456,7 +495,7 @@ def run_to_end(engine, image: str, command: list[str], *, environment: dict, vol
                timeout: float = 300, **kwargs) -> str:
     """Run `command` in a throwaway container of `image` (host network, no entrypoint) and return its stdout. The
     container is removed whatever happens, Ctrl-C included: a probe leaves nothing behind."""
-    container = engine.containers.run(image, command, entrypoint="", detach=True, network_mode="host",
+    container = _docker(engine).containers.run(image, command, entrypoint="", detach=True, network_mode="host",
                                       environment=environment, volumes=volumes or {}, **kwargs)
     try:
         container.wait(timeout=timeout)
@@ -492,7 +531,7 @@ def remove_container(container) -> None:
     import docker
 
     try:
-        container.remove(force=True)
+        _docker(container).remove(force=True)
     except docker.errors.NotFound:
         pass
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
+from stackctl.engine.records import ContainerState
 from stackctl.errors import StackctlError
+from stackctl.httpclient import client_host
 from stackctl.state.store import stack_dir, write_atomically
 from stackctl.recipe.model import Recipe
 
 
 def health_url(host: str, port) -> str:
-    from stackctl.lifecycle.preflight import client_host
-
     return f"http://{client_host(host)}:{port}/health"
 
 
@@ -37,7 +37,7 @@ def wait_for_health(stack: str, url: str, container, timeout: float, say) -> Non
         if container.status in ("exited", "dead"):
             log = dk.logs_text(container)
             raise StackctlError(f"{stack}: the server exited during start-up (exit code "
-                                f"{container.attrs['State'].get('ExitCode')}):\n{relevant_log_tail(log)}")
+                                f"{dk.container_state(container).exit_code}):\n{relevant_log_tail(log)}")
         if get_status(url, timeout=2.0) == 200:
             if tty:
                 sys.stderr.write("\n")
@@ -75,11 +75,11 @@ def save_failure_log(recipe: Recipe, container) -> Path | None:
     return path
 
 
-def stop_reason(container_state: dict) -> str:
+def stop_reason(state: ContainerState) -> str:
     """Why a server is not running, from the engine's record of its end (exit code, signal, OOM)."""
-    code = container_state.get("ExitCode")
-    finished = (container_state.get("FinishedAt") or "")[:19]
-    if container_state.get("OOMKilled"):
+    code = state.exit_code
+    finished = state.finished_at[:19]
+    if state.oom_killed:
         why = "killed by the kernel: out of memory"
     elif code == 137:
         why = "killed (SIGKILL: kill -9, or the engine's stop timeout)"
@@ -88,11 +88,11 @@ def stop_reason(container_state: dict) -> str:
     elif code == 0:
         why = "exited normally (code 0)"
     elif code is None:
-        why = f"state {container_state.get('Status', 'unknown')}"
+        why = f"state {state.status or 'unknown'}"
     else:
         why = f"exited with code {code}"
-    if container_state.get("Error"):
-        why += f": {container_state['Error']}"
+    if state.error:
+        why += f": {state.error}"
     return why + (f" at {finished}Z" if finished and not finished.startswith("0001") else "")
 
 

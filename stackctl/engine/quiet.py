@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from stackctl.engine import docker_adapter as dk
+
 WINDOW_S = 0.1
 QUIET_WINDOWS = 2
 # An idle vLLM server uses ~0: its workers wait on a socket. For the first second after their last message they poll
@@ -61,7 +63,7 @@ def process_tree_cpu_seconds(init_pid: int, proc: Path = Path("/proc")) -> float
 def container_cpu_seconds(container, proc: Path = Path("/proc")) -> Callable[[], float | None] | None:
     """A reader of the CPU seconds `container` (a docker-py container) has used; None when this machine's /proc does
     not hold it (its init process is not in the container's cgroup: an engine on another machine)."""
-    pid = (container.attrs.get("State") or {}).get("Pid") or 0
+    pid = dk.container_state(container).pid
     try:
         if not pid or container.id not in (proc / str(pid) / "cgroup").read_text():
             return None

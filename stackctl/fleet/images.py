@@ -52,7 +52,7 @@ def build_once(recipes: dict, *, wheelhouse: str | None, ca_bundle: str | None, 
         if key not in built:
             tag, _ = build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle, say=say)
             image = dk.find_image(engine, tag)
-            built[key] = (tag, image.id, int(image.attrs.get("Size") or 0))
+            built[key] = (tag, image.id, dk.image_size(image))
         per_host[host] = built[key]
     return per_host, time.monotonic() - started
 

@@ -78,10 +78,9 @@ def decide_dtype(recipe: Recipe, isa: CpuIsa, measured: MatmulPeak | None = None
 
 def stack_isa(recipe: Recipe, isa: CpuIsa) -> CpuIsa:
     """This CPU as the stack's server sees it: `isa` capped by the ONEDNN_MAX_CPU_ISA / ATEN_CPU_CAPABILITY in the
-    stack's environment."""
-    from stackctl.bundle.stackspec import environment
-
-    return isa.for_environment(environment(recipe))
+    stack's environment. The caps come from the recipe's serve.env alone (a user's, or STACKCTL_CPU_ISA_CAP's put
+    there by the loader); the variables the bundle adds to the server's environment never cap the CPU."""
+    return isa.for_environment(recipe.serve.env)
 
 
 def decide_by_flags(recipe: Recipe, isa: CpuIsa) -> DtypeDecision:

@@ -8,13 +8,11 @@ served dtype (host/matmul.py), it reads as "recompute at 4% of this host's bfloa
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, replace
 
-from stackctl.host.isa import canonical_dtype
 from stackctl.host.matmul import MatmulPeak
-from stackctl.knowledge.model_flops import PrefillCost, prefill_cost, prefill_rate, rate_text
+from stackctl.knowledge.model_flops import PrefillCost, prefill_rate, rate_text
 
 # vLLM's engine start-up line holds its whole config, the dtype among it (vllm/config/vllm.py VllmConfig.__str__).
 SERVED_DTYPE = re.compile(r"Initializing a V1 LLM engine .*?\bdtype=(?:torch\.)?(\w+)")
@@ -56,25 +54,3 @@ class Floor:
     def to_dict(self) -> dict:
         return {"dtype": self.dtype, "peak_gflops": self.peak_gflops,
                 "matmul": self.peak.to_dict() if self.peak else None, "missing": self.missing}
-
-
-def model_floor(container, model_path: str, log: str | None = None) -> Floor:
-    """A running stack's floor without the matmul figures: the model's cost from its config.json in the container and
-    the dtype from the server's log (`log`, when the caller has read it already). The caller adds the figures
-    (`Floor.with_peak`): bench measures them in its run, doctor reads the ones it keeps."""
-    from stackctl.engine import docker_adapter
-
-    missing = []
-    cost = None
-    raw = docker_adapter.read_file(container, f"{model_path.rstrip('/')}/config.json")
-    if raw is None:
-        missing.append(f"no config.json under {model_path} in the container")
-    else:
-        try:
-            cost = prefill_cost(json.loads(raw))
-        except ValueError as exc:
-            missing.append(str(exc))
-    dtype = canonical_dtype(served_dtype(docker_adapter.logs_text(container) if log is None else log))
-    if dtype is None:
-        missing.append("the server's log names no dtype")
-    return Floor(cost, dtype, None, "; ".join(missing))

@@ -25,7 +25,7 @@ def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
         if remove_image:
             for image in dk.stack_images(engine, recipe.stack.name):
                 dk.remove_image(engine, image)
-                say(f"removed image {', '.join(image.tags) or image.short_id}")
+                say(f"removed image {', '.join(dk.image_tags(image)) or dk.short_id(image)}")
         if removed:
             store.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",
                                                         "recipe_hash": stackspec.recipe_hash(recipe)})

@@ -10,11 +10,6 @@ from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import kind_of
 
 
-def client_host(host: str) -> str:
-    """The address a local client reaches a server on: a wildcard bind answers on loopback."""
-    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host)
-
-
 def ensure_ports_free(recipe, what: str) -> None:
     """Every port the stack listens on (the server's; the LMCache server's with cache.offload = "lmcache-mp")."""
     from stackctl.bundle.stackspec import listening_ports

@@ -20,12 +20,14 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
     wanted = stackspec.recipe_hash(recipe) if recipe else None
     for container in dk.stack_containers(engine, recipe.stack.name if recipe else None):
         labels = container.labels
-        started = container.attrs["State"].get("StartedAt", "")
+        state = dk.container_state(container)
+        started = state.started_at
         uptime = None
         if container.status == "running" and started:
             begun = datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")
             uptime = int((datetime.now(timezone.utc) - begun).total_seconds())
         env = dk.container_env(container)
+        image = dk.container_image(engine, container)
         host, port = served_address(container)
         health = None
         if container.status == "running":
@@ -34,14 +36,13 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
         rows.append({
             "stack": labels.get(dk.LABEL_STACK), "container": container.name, "state": container.status,
             "description": labels.get(dk.LABEL_DESCRIPTION, ""),
-            "image": (container.image.tags or [container.image.short_id])[0],
+            "image": dk.image_name(image) if image is not None else dk.container_image_id(container),
             "recipe_hash": labels.get(dk.LABEL_RECIPE_HASH),
             "recipe_current": (labels.get(dk.LABEL_RECIPE_HASH) == wanted) if wanted else None,
             "health": health, "uptime_s": uptime, "host": host, "port": port or "?",
             "hash_seed": env.get("PYTHONHASHSEED"),
-            "stopped_because": stop_reason(container.attrs.get("State") or {}) if container.status != "running"
-            else None,
-            "newer_base": newer_base(engine, container.image),
+            "stopped_because": stop_reason(state) if container.status != "running" else None,
+            "newer_base": newer_base(engine, image) if image is not None else None,
         })
     return rows
 
@@ -56,5 +57,5 @@ def newer_base(engine, image) -> str | None:
     now = dk.find_image(engine, base)
     if now is None or now.id == built_from:
         return None
-    return f"base image {base} is now {now.short_id} (built from {built_from.split(':')[-1][:10]}): the next up " \
+    return f"base image {base} is now {dk.short_id(now)} (built from {built_from.split(':')[-1][:10]}): the next up " \
            "builds a new image"

@@ -112,7 +112,7 @@ def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=
     when there is one, else from the CPU flags; it goes into the container's environment and is said. None on a GPU
     platform (vLLM decides there)."""
     from stackctl.host.dtype import decide_dtype
-    from stackctl.host.matmul import measure
+    from stackctl.measure.matmul import measure
 
     if not platform_of(recipe).cpu_computes:
         return None
@@ -121,7 +121,7 @@ def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=
     measured, note = None, ""
     if image is not None:
         try:
-            measured = measure(engine, image, environment=dict(stackspec.environment(recipe)), cpuset=cpuset,
+            measured = measure(engine, image.id, environment=dict(stackspec.environment(recipe)), cpuset=cpuset,
                                isa=isa.to_dict(), stack=recipe.stack.name)
         except (ValueError, StackctlError) as exc:
             note = f" (matmul probe: {_first_line(str(exc))})"
@@ -189,11 +189,11 @@ class Deployment:
             self.dtype = self.decide_dtype(image)
         if current is not None and current.status == "running" and \
                 current.labels.get(dk.LABEL_RECIPE_HASH) == self.recipe_hash and \
-                image is not None and current.image.id == image.id and self._same_decisions(current):
+                image is not None and dk.container_image_id(current) == image.id and self._same_decisions(current):
             self.say(f"{self.name} is running recipe {self.recipe_hash} already: nothing to do")
             return ExitCode.OK
         if current is not None and current.status != "running":
-            self.say(f"{self.name} was not running ({stop_reason(current.attrs.get('State') or {})}): removing it")
+            self.say(f"{self.name} was not running ({stop_reason(dk.container_state(current))}): removing it")
             with shielded():
                 save_failure_log(self.recipe, current)
                 dk.remove_container(current)
@@ -229,7 +229,7 @@ class Deployment:
         ensure_ports_free(self.recipe, self.stack)
         with shielded():
             self.container = dk.run_detached(self.engine, **self.kwargs)
-        self.say(f"started {self.name} ({self.container.short_id}); waiting for http://{self.recipe.serve.host}:"
+        self.say(f"started {self.name} ({dk.short_id(self.container)}); waiting for http://{self.recipe.serve.host}:"
                  f"{self.recipe.serve.port}/health")
         wait_healthy(self.recipe, self.container, self.timeout, self.say)
         if self.gate is not None:
@@ -270,7 +270,8 @@ class Deployment:
         detail."""
         previous = self.previous
         old_hash = previous.labels.get(dk.LABEL_RECIPE_HASH)
-        image = (previous.image.tags or [previous.image.short_id])[0]
+        image = dk.container_image(self.engine, previous)
+        image = dk.image_name(image) if image is not None else dk.container_image_id(previous)
         with shielded():
             dk.rename_container(previous, self.name)
             dk.start_container(previous)
@@ -324,8 +325,7 @@ class Deployment:
         started before a decision existed, or with another one, is replaced."""
         from stackctl.host.dtype import DTYPE_ENV
 
-        running = dict(item.partition("=")[::2] for item in (current.attrs.get("Config") or {}).get("Env") or [])
-        return running.get(DTYPE_ENV, "") == self.kwargs["environment"].get(DTYPE_ENV, "")
+        return dk.container_env(current).get(DTYPE_ENV, "") == self.kwargs["environment"].get(DTYPE_ENV, "")
 
     def _describe(self, current) -> str:
         if current is None:

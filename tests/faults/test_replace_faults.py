@@ -20,6 +20,7 @@ from stackctl import metrics
 from stackctl.httpclient import get_status, get_text, post_json
 from stackctl.recipe import load_recipe
 from stackctl.engine.health import stop_reason
+from stackctl.engine.records import ContainerState
 from stackctl.bundle.stackspec import recipe_hash
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -320,7 +321,7 @@ def test_up_over_a_stopped_container_removes_it_and_serves_again(main_stack, rec
     subprocess.run(["docker", "stop", CONTAINER], check=True, capture_output=True)  # stopped already after bench
     stopped = watch.engine.containers.get(CONTAINER)
     assert stopped.status == "exited"
-    reason = stop_reason(stopped.attrs["State"])
+    reason = stop_reason(ContainerState.from_engine(stopped.attrs["State"]))
     server_log = stopped.logs().decode(errors="replace")
     good_hash = recipe_hash(load_recipe(recipes["good"]))
 

@@ -121,7 +121,9 @@ def test_a_warm_doctors_reads_need_no_docker_py(engine):
     assert client._client is None  # docker-py was never needed
 
 
-def test_anything_else_goes_to_docker_pys_client(engine, monkeypatch):
+def test_what_the_light_engine_does_not_read_goes_to_docker_pys_client_and_nothing_falls_through(engine, monkeypatch):
+    """Running, exec and remove go to docker-py's object of the same id, asked for by the adapter; the light objects
+    have no docker-py attributes of their own (no `__getattr__`), so no caller outside the adapter can read one."""
     class Container:
         def exec_run(self, argv, demux=False):
             return type("Result", (), {"output": b"ran " + " ".join(argv).encode(), "exit_code": 0})()
@@ -136,9 +138,12 @@ def test_anything_else_goes_to_docker_pys_client(engine, monkeypatch):
     light = dk.reader()
     container = dk.find_container(light, "stackctl-x")
     assert dk.exec_output(container, ["sh", "-c", "true"]) == "ran sh -c true"
-    assert light.containers.run("img", ["true"]) == b"started"
-    assert dk.find_image(light, "stackctl/x:abc").tags == ["sha256:abc"]
+    assert dk.output_of(light, "img", ["true"]) == "started"
+    image = dk.find_image(light, "stackctl/x:abc")
+    assert image.full().tags == ["sha256:abc"]
     assert made == [1]  # one docker-py client, made on first need
+    for thing, name in ((light, "containers"), (container, "exec_run"), (container, "image"), (image, "tags")):
+        assert not hasattr(thing, name), name
 
 
 def test_an_engine_that_does_not_answer_is_one_line_and_another_address_gets_docker_py(tmp_path, monkeypatch):

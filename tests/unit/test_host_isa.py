@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from stackctl.host.dtype import DTYPE_ENV, decide_dtype, host_decides
+from stackctl.host.dtype import DTYPE_ENV, decide_dtype, host_decides, stack_isa
 from stackctl.host.isa import CpuIsa, canonical_dtype, parse_cpuinfo
 from stackctl.host.matmul import MatmulPeak, parse_probe
 from stackctl.host.prefill import served_dtype
@@ -73,6 +73,21 @@ def test_the_stacks_environment_caps_what_onednn_may_use(environment, bf16):
     assert isa.native("bfloat16") is bf16
     if "ONEDNN_MAX_CPU_ISA" in environment and not bf16:
         assert isa.capped_by == (f"ONEDNN_MAX_CPU_ISA={environment['ONEDNN_MAX_CPU_ISA'].upper()}",)
+
+
+def test_the_servers_cpu_is_capped_by_the_recipes_serve_env_exactly_as_by_the_whole_server_environment():
+    """stack_isa reads the caps from serve.env alone: the variables the bundle adds (hash seed, LMCache config, the
+    connector switch, S3) never cap the CPU, so the server's whole environment caps it the same way."""
+    from stackctl.bundle.stackspec import environment
+    from stackctl.recipe.isa_cap import with_cpu_isa_cap
+
+    text = ('[stack]\nname = "t"\nplatform = "cpu"\nengine = "vllm"\n[model]\npath = "/m"\n'
+            '[cache]\nenabled = true\nhash_seed = 7\n')
+    capped = with_cpu_isa_cap(load_recipe_text(text), "avx2")
+    for current in (recipe(), recipe(env='ONEDNN_MAX_CPU_ISA = "AVX512_CORE"'), capped):
+        isa = parse_cpuinfo(XEON_AMX)
+        assert stack_isa(current, isa) == isa.for_environment(environment(current))
+    assert stack_isa(capped, parse_cpuinfo(XEON_AMX)).native("bfloat16") is False
 
 
 def test_round_trip_through_json():
@@ -169,7 +184,7 @@ def test_the_kept_figures_are_the_best_each_dtype_reached_and_a_fresh_run_return
     host's peak" against that figure flatters the server (bench once printed a prefill at 120% of a peak measured
     beside the stack's own server). A fresh run is kept and returned as the best of it and what was kept."""
     from stackctl.engine import docker_adapter
-    from stackctl.host import matmul
+    from stackctl.measure import matmul
 
     outputs = iter([({"float32": 108.0, "bfloat16": 1017.0}, 3.1), ({"float32": 281.0, "bfloat16": 2607.0}, 5.2),
                     ({"float32": 250.0, "bfloat16": None}, 4.0)])
@@ -179,22 +194,19 @@ def test_the_kept_figures_are_the_best_each_dtype_reached_and_a_fresh_run_return
         return json.dumps({"schema": 1, "threads": 2, "error": None, "memcpy": {"gb_s": memcpy, "threads": 1},
                            "dtypes": {d: {"gflops": g, "error": None if g else "busy"} for d, g in figures.items()}})
 
-    class Image:
-        id = "sha256:abc"
-
     monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
     monkeypatch.setattr(docker_adapter, "run_to_end", probe_run)
     args = dict(environment={}, cpuset={}, isa={"avx2": True}, stack="s")
-    first = matmul.measure(None, Image(), **args)
+    first = matmul.measure(None, "sha256:abc", **args)
     assert first.gflops == {"float32": 108.0, "bfloat16": 1017.0} and first.memcpy_gb_s == 3.1
-    assert matmul.measure(None, Image(), **args).gflops["bfloat16"] == 1017.0  # kept: not measured again
-    assert matmul.measure(None, Image(), **args, fresh=True).gflops["bfloat16"] == 2607.0
-    busy = matmul.measure(None, Image(), **args, fresh=True)  # measured 250 / none / 4.0 beside other work
+    assert matmul.measure(None, "sha256:abc", **args).gflops["bfloat16"] == 1017.0  # kept: not measured again
+    assert matmul.measure(None, "sha256:abc", **args, fresh=True).gflops["bfloat16"] == 2607.0
+    busy = matmul.measure(None, "sha256:abc", **args, fresh=True)  # measured 250 / none / 4.0 beside other work
     assert busy.gflops == {"float32": 281.0, "bfloat16": 2607.0} and busy.errors == {} and busy.memcpy_gb_s == 5.2
-    assert matmul.measure(None, Image(), **args).to_dict() == busy.to_dict()
+    assert matmul.measure(None, "sha256:abc", **args).to_dict() == busy.to_dict()
     (next(tmp_path.glob("s/matmul/*.json"))).write_text("{damaged")
     with pytest.raises(StopIteration):  # a damaged file is measured again (the probe is asked: no figures left)
-        matmul.measure(None, Image(), **args)
+        matmul.measure(None, "sha256:abc", **args)
 
 
 def test_factor_texts():

@@ -134,13 +134,3 @@ def test_a_missing_wheelhouse_or_ca_bundle_is_named(tmp_path, monkeypatch):
         build._add_site_inputs(bundle_dir(tmp_path), recipe, "/no/wheels", None, print)
     with pytest.raises(StackctlError, match=r"^CA bundle /no/ca.pem: no such file \(fix: build.ca_bundle"):
         build._add_site_inputs(tmp_path / "bundle", recipe, None, "/no/ca.pem", print)
-
-
-@pytest.mark.parametrize("engine_state, said", [
-    ({"ExitCode": 143, "FinishedAt": "2026-01-02T03:04:05Z"}, "stopped (SIGTERM) at 2026-01-02T03:04:05Z"),
-    ({"Status": "created"}, "state created"),
-    ({"ExitCode": 127, "Error": "exec: \"vllm\": executable file not found"},
-     "exited with code 127: exec: \"vllm\": executable file not found"),
-])
-def test_stop_reasons_status_shows(engine_state, said):
-    assert health.stop_reason(engine_state) == said

@@ -14,8 +14,9 @@ import pytest
 from stackctl.state import store
 from stackctl.errors import StackctlError
 from stackctl.state.lock import StackLock
-from stackctl.lifecycle.preflight import client_host, ensure_port_free, port_holder
+from stackctl.lifecycle.preflight import ensure_port_free, port_holder
 from stackctl.engine.health import stop_reason
+from stackctl.engine.records import ContainerState
 
 HOLD = """
 import sys, time
@@ -88,20 +89,19 @@ def test_port_preflight_names_the_listening_process():
     ensure_port_free("127.0.0.1", port, "stack")  # free again
 
 
-def test_wildcard_binds_are_probed_on_loopback():
-    assert client_host("0.0.0.0") == "127.0.0.1" and client_host("::") == "::1"
-    assert client_host("127.0.0.1") == "127.0.0.1" and client_host("10.1.2.3") == "10.1.2.3"
-
-
 @pytest.mark.parametrize("engine_state, said", [
     ({"ExitCode": 137, "FinishedAt": "2026-01-02T03:04:05.123Z"}, "killed (SIGKILL: kill -9, or the engine's stop "
                                                                   "timeout) at 2026-01-02T03:04:05Z"),
     ({"ExitCode": 137, "OOMKilled": True}, "killed by the kernel: out of memory"),
     ({"ExitCode": 1, "FinishedAt": "0001-01-01T00:00:00Z"}, "exited with code 1"),
     ({"ExitCode": 0}, "exited normally (code 0)"),
+    ({"ExitCode": 143, "FinishedAt": "2026-01-02T03:04:05Z"}, "stopped (SIGTERM) at 2026-01-02T03:04:05Z"),
+    ({"Status": "created"}, "state created"),
+    ({"ExitCode": 127, "Error": "exec: \"vllm\": executable file not found"},
+     "exited with code 127: exec: \"vllm\": executable file not found"),
 ])
-def test_stop_reason(engine_state, said):
-    assert stop_reason(engine_state) == said
+def test_stop_reason_from_the_engines_record(engine_state, said):
+    assert stop_reason(ContainerState.from_engine(engine_state)) == said
 
 
 class BuiltImage:  # the two attributes of a docker-py Image that the build decision reads

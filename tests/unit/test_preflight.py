@@ -9,6 +9,7 @@ import socket
 import pytest
 from helpers import RECIPES
 
+from stackctl.httpclient import client_host
 from stackctl.lifecycle import preflight
 from stackctl.errors import StackctlError
 from stackctl.recipe import load_recipe
@@ -17,7 +18,7 @@ from stackctl.recipe import load_recipe
 @pytest.mark.parametrize("bind, client", [("0.0.0.0", "127.0.0.1"), ("", "127.0.0.1"), ("::", "::1"),
                                           ("[::]", "::1"), ("10.1.2.3", "10.1.2.3")])
 def test_a_wildcard_bind_is_reached_on_loopback(bind, client):
-    assert preflight.client_host(bind) == client
+    assert client_host(bind) == client
 
 
 def test_a_free_port_passes_and_a_held_one_names_its_holder():
