@@ -143,9 +143,10 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     """Run `stackctl doctor RECIPE` on every host of an inventory, in parallel, and change nothing.
 
     Needs stackctl on the hosts (`stackctl fleet rollout` installs it). Also reports hosts that share a remote KV
-    tier but disagree on a cache-key setting, and proves that hosts with the same fs tier path or S3 bucket and
-    endpoint see one store: one host writes a marker, the others must read it. Exit status: 0 every host passed, 1 a host failed a check, could not
-    be reached, or the fleet is inconsistent; 2 the checks could not run.
+    tier but disagree on a cache-key setting or whose servers compute in different dtypes, and proves that hosts
+    with the same fs tier path or S3 bucket and endpoint see one store: one host writes a marker, the others must
+    read it. Exit status: 0 every host passed, 1 a host failed a check, could not be reached, or the fleet is
+    inconsistent; 2 the checks could not run.
     """
     from stackctl.doctor.registry import parse_scopes
     from stackctl.fleet.marker import assign_marker_groups
@@ -167,11 +168,14 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     run_playbook(runner_module, kwargs, tracker, say)
     elapsed = time.monotonic() - started
     outcomes = tracker.results()
+    dtype_mismatches, dtype_unknown = fl.served_dtype_mismatches(recipes, {o.host: o.served_dtype() for o in outcomes})
+    mismatches += dtype_mismatches
     header = {"action": "doctor", "inventory": str(inventory), "recipe": recipe, "scopes": scopes,
-              "seconds": round(elapsed, 2), "shared_tier_mismatches": [m.to_dict() for m in mismatches]}
+              "seconds": round(elapsed, 2), "shared_tier_mismatches": [m.to_dict() for m in mismatches],
+              "shared_tier_notes": dtype_unknown}
     _print(outcomes, header, output_format, "doctor",
            f"stackctl fleet doctor: {len(hosts)} host(s) in {elapsed:.1f} s",
-           extra_lines=[f"fleet: {m.format()}" for m in mismatches])
+           extra_lines=[f"fleet: {m.format()}" for m in mismatches] + [f"fleet: note: {n}" for n in dtype_unknown])
     ctx.exit(ExitCode.FAILED if mismatches else fl.exit_status(outcomes))
 
 

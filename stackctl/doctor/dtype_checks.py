@@ -63,8 +63,9 @@ def cpu_dtype(ctx):
     """The dtype the stack serves in (the recipe's model.dtype, or stackctl up's decision for "auto") against this
     CPU: its features (/proc/cpuinfo, capped by ONEDNN_MAX_CPU_ISA in the stack's environment) and the GFLOP/s of a
     prefill-sized matmul in each dtype, measured in the stack's image on this host's CPUs (probes/matmul/peak.py).
-    A 16-bit dtype under half of float32's speed is emulated: without AVX512-BF16 or AMX bf16 ran 0.4 GFLOP/s
-    against float32's 124 on an AMD EPYC host, and a prompt took 33 s instead of under one."""
+    A 16-bit dtype at half of float32's speed or more is native, under a tenth emulated, and in between the CPU's
+    flags decide (a probe beside other work reads low): without AVX512-BF16 or AMX bf16 ran 0.4 GFLOP/s against
+    float32's 124 on an AMD EPYC host, and a prompt took 33 s instead of under one."""
     from stackctl.host.dtype import decide_dtype
 
     _cpu_only(ctx)

@@ -52,6 +52,7 @@ from stackctl.fleet.consistency import (
     cache_key_settings,
     check_shared_tiers,
     find_tier_mismatches,
+    served_dtype_mismatches,
     shared_tiers,
 )
 from stackctl.fleet.hosts import (
@@ -96,7 +97,7 @@ __all__ = [
     "batches", "parse_batch", "parse_percent",
     "host_plan", "host_recipe_names", "inventory_hosts", "resolve_inventory_path", "tuning_for", "wheelhouse_id",
     # consistency
-    "TierMismatch", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches", "shared_tiers",
+    "TierMismatch", "cache_key_settings", "check_shared_tiers", "find_tier_mismatches", "served_dtype_mismatches", "shared_tiers",
     # ansible: runner arguments
     "default_forks", "doctor_extravars", "rollout_extravars", "runner_kwargs",
     # progress, report

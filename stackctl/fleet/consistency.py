@@ -64,26 +64,30 @@ class TierMismatch:
     tier: str
     key: str
     values: dict  # repr(value) -> [hosts]
+    fix: str = ""  # when the generic fix (the same setting everywhere) is not the one to make
 
     def format(self) -> str:
         parts = "; ".join(f"{value} on {', '.join(hosts)}" for value, hosts in self.values.items())
         return (f"hosts sharing the {self.tier} tier disagree on {self.key}: {parts} "
-                f"(fix: give every host that shares this tier the same {self.key})")
+                f"(fix: {self.fix or f'give every host that shares this tier the same {self.key}'})")
 
     def to_dict(self) -> dict:
         return {"tier": self.tier, "key": self.key, "values": self.values}
 
 
-def find_tier_mismatches(host_recipes: dict) -> list[TierMismatch]:
-    """For each remote tier used by two or more hosts: every cache-key setting on which they differ."""
+def hosts_by_shared_tier(host_recipes: dict) -> dict[str, list[str]]:
+    """Each remote tier two or more hosts write, with those hosts."""
     by_tier: dict[str, list[str]] = {}
     for host, recipe in host_recipes.items():
         for tier in shared_tiers(recipe):
             by_tier.setdefault(tier, []).append(host)
+    return {tier: hosts for tier, hosts in by_tier.items() if len(hosts) >= 2}
+
+
+def find_tier_mismatches(host_recipes: dict) -> list[TierMismatch]:
+    """For each remote tier used by two or more hosts: every cache-key setting on which they differ."""
     mismatches = []
-    for tier, hosts in by_tier.items():
-        if len(hosts) < 2:
-            continue
+    for tier, hosts in hosts_by_shared_tier(host_recipes).items():
         settings = {host: cache_key_settings(host_recipes[host]) for host in hosts}
         for key in settings[hosts[0]]:
             values: dict[str, list[str]] = {}
@@ -92,6 +96,30 @@ def find_tier_mismatches(host_recipes: dict) -> list[TierMismatch]:
             if len(values) > 1:
                 mismatches.append(TierMismatch(tier, key, values))
     return mismatches
+
+
+def served_dtype_mismatches(host_recipes: dict, served: dict[str, str | None]) -> tuple[list[TierMismatch],
+                                                                                       list[str]]:
+    """Hosts sharing a remote tier whose servers compute in different dtypes, from each host's live server (`served`:
+    host -> dtype, None where it could not be read). LMCache's chunk keys carry the KV dtype, so each host writes
+    entries the others never hit, and nothing errors. Identical recipes do not prevent it: with model.dtype = "auto"
+    each CPU host serves its own native dtype (bf16 with AMX or AVX512-BF16, float32 on AVX2). Also returns, per
+    tier, why the dtypes could not be compared (a host's dtype unknown)."""
+    mismatches, unknown = [], []
+    for tier, hosts in hosts_by_shared_tier(host_recipes).items():
+        missing = [host for host in hosts if not served.get(host)]
+        if missing:
+            unknown.append(f"the {tier} tier's served dtypes not compared: unknown on {', '.join(missing)} "
+                           "(its server.dtype check did not read it)")
+        values: dict[str, list[str]] = {}
+        for host in hosts:
+            if served.get(host):
+                values.setdefault(json.dumps(served[host]), []).append(host)
+        if len(values) > 1:
+            mismatches.append(TierMismatch(tier, "served dtype", values,
+                                           "set model.dtype to one dtype every one of these hosts runs natively, "
+                                           "instead of \"auto\", and roll it out again"))
+    return mismatches, unknown
 
 
 def check_shared_tiers(host_recipes: dict) -> None:

@@ -81,6 +81,15 @@ class HostOutcome:
         results = (self.report or {}).get("results", [])
         return [{"id": r.get("id"), "message": r.get("message")} for r in results if r.get("status") == status]
 
+    def served_dtype(self) -> str | None:
+        """The dtype this host's server computes in, as its doctor report's server.dtype check read it from the
+        server's log (canonical: float32 | bfloat16 | float16); None when the report has no such reading."""
+        from stackctl.host.isa import canonical_dtype
+
+        results = {r.get("id"): r for r in (self.report or {}).get("results", [])}
+        served = ((results.get("server.dtype") or {}).get("details") or {}).get("served")
+        return canonical_dtype(served) if served else None
+
     def placement(self) -> str:
         """Where the server runs on this host (node, CPU list), from its doctor report: what server.pinning read
         from the live processes, else what host.pinning decided; "" when the report has neither."""
@@ -113,6 +122,7 @@ class HostOutcome:
                 "failed_checks": self.checks("fail"), "warnings": self.checks("warn"),
                 "doctor_phase": self.report_phase, "placement": self.placement(),
                 "doctor_summary": (self.report or {}).get("summary"), "shared_tiers": self.shared_tiers,
+                "served_dtype": self.served_dtype(),
                 "notes": self.notes}
 
 

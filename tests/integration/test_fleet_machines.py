@@ -265,6 +265,21 @@ def test_a_prompt_stored_through_one_host_is_loaded_through_the_other(machines, 
     assert loaded_answer == stored_answer
 
 
+def test_fleet_doctor_reads_each_servers_dtype_and_the_hosts_sharing_the_fs_tier_agree(machines, fleet, tmp_path):
+    """LMCache's chunk keys carry the KV dtype: hosts sharing a tier hit each other's chunks only when their servers
+    compute in one dtype, which identical recipes do not ensure (model.dtype = "auto" is each CPU's own choice). Fleet
+    doctor reads each live server's dtype and compares the hosts of each shared tier; here they agree."""
+    recipe = fleet_recipe(tmp_path, VERSION_2)  # what the hosts serve since the batch-by-batch rollout
+    result = run_cli("fleet", "doctor", str(recipe), "-i", str(fleet["inventory"]), "--scope", "server", "--format",
+                     "json", env=fleet["env"], timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(result.stdout)
+    served = {host["host"]: host["served_dtype"] for host in summary["hosts"]}
+    assert set(served) == set(machines.hosts[:2]) and len(set(served.values())) == 1, served
+    assert None not in served.values(), served  # read from each server's log, not assumed
+    assert summary["shared_tier_mismatches"] == [] and summary["shared_tier_notes"] == [], summary
+
+
 def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_behind(machines, fleet, tmp_path):
     """The third host joins through a private registry (TLS from the site's CA, a password): the controller pushes
     once, the host pulls by digest. The password comes from the environment and is found nowhere stackctl writes:

@@ -13,6 +13,7 @@ from helpers import RECIPES, REPO
 
 from stackctl import fleet as fl
 from stackctl.errors import StackctlError
+from stackctl.fleet.progress import HostOutcome
 from stackctl.recipe import load_recipe, load_recipe_text
 from stackctl.bundle.stackspec import recipe_hash
 
@@ -167,6 +168,38 @@ def test_a_cache_key_difference_on_a_shared_tier_is_refused(old, new, key):
     assert "\n" not in message
     assert key in message and "h1, h2" in message and "on h3" in message
     assert "s3 s3://kvcache.rgw.example.com:7480" in message
+
+
+def _served(dtype: str | None) -> HostOutcome:
+    """A host outcome whose doctor report's server.dtype check read `dtype` from the server's log."""
+    outcome = HostOutcome("h", 1)
+    details = {"served": dtype} if dtype else {}
+    outcome.report = {"results": [{"id": "server.dtype", "status": "pass", "details": details}]}
+    return outcome
+
+
+def test_hosts_whose_servers_compute_in_different_dtypes_on_a_shared_tier_are_reported():
+    """Same recipe (model.dtype = "auto") everywhere, and still two dtypes: an AMX host serves bf16, an AVX2 host
+    float32. LMCache's chunk keys carry the dtype, so neither ever hits the other's chunks."""
+    same = load_recipe_text(S3, "s3.toml")
+    fleet = {"amx": same, "avx2": same, "amx-2": same, "alone": load_recipe_text(FS, "fs.toml")}
+    served = {"amx": _served("torch.bfloat16").served_dtype(), "avx2": _served("float32").served_dtype(),
+              "amx-2": _served("bfloat16").served_dtype(), "alone": "float16"}
+    assert served["amx"] == "bfloat16"  # read canonical, whatever spelling the log used
+    mismatches, unknown = fl.served_dtype_mismatches(fleet, served)
+    assert unknown == [] and len(mismatches) == 1
+    line = mismatches[0].format()
+    assert line.startswith("hosts sharing the s3 s3://kvcache.rgw.example.com:7480 tier disagree on served dtype: ")
+    assert '"bfloat16" on amx, amx-2' in line and '"float32" on avx2' in line and "model.dtype" in line
+    assert "alone" not in line  # its tier is its own
+    assert fl.served_dtype_mismatches(fleet, {**served, "avx2": "bfloat16"}) == ([], [])
+
+
+def test_a_host_whose_served_dtype_is_unknown_is_said_not_compared_never_passed():
+    same = load_recipe_text(S3, "s3.toml")
+    mismatches, unknown = fl.served_dtype_mismatches({"a": same, "b": same},
+                                                     {"a": "bfloat16", "b": _served(None).served_dtype()})
+    assert mismatches == [] and len(unknown) == 1 and "unknown on b" in unknown[0]
 
 
 def test_the_message_counts_further_differences():
