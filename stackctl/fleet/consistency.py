@@ -45,15 +45,17 @@ def cache_key_settings(recipe) -> dict[str, object]:
 
 
 def shared_tiers(recipe) -> list[str]:
-    """Names of the remote tiers a recipe writes to ("s3 s3://host:port", "fs /mnt/x"); [] when LMCache is off."""
+    """Names of the remote tiers a recipe writes to ("s3 s3://host:port", "fs /mnt/x"): the kind and its place, a
+    directory or a URL; [] when LMCache is off."""
     if not recipe.cache.enabled:
         return []
     names = []
     for tier in recipe.cache.tiers:
-        if kind_of(tier).s3_bucket and tier.url:
-            names.append(f"s3 {tier.url.lower().rstrip('/')}")
-        elif kind_of(tier).remote and kind_of(tier).host_directory and tier.path:
-            names.append(f"fs {os.path.normpath(tier.path)}")
+        kind = kind_of(tier)
+        if kind.remote and kind.host_directory and tier.path:
+            names.append(f"{kind.name} {os.path.normpath(tier.path)}")
+        elif kind.remote and tier.url:
+            names.append(f"{kind.name} {tier.url.lower().rstrip('/')}")
     return names
 
 

@@ -25,7 +25,10 @@ from pathlib import Path
 
 from stackctl.knowledge.kinds import kind_of, kinds_where
 
-KINDS = tuple(sorted(kinds_where(lambda kind: kind.remote)))  # the tiers hosts share: fs, s3 (by name)
+def marker_kinds() -> tuple[str, ...]:
+    """The shared tiers a marker can prove (fs, s3 by name): remote kinds whose store is a host directory or an S3
+    bucket. Another remote kind is not proven shared until it has a store here, rather than taken for S3."""
+    return tuple(sorted(kinds_where(lambda kind: kind.remote and (kind.host_directory or kind.s3_bucket))))
 FS_PREFIX = ".stackctl-marker-"   # the marker file in the fs tier's directory
 S3_PREFIX = "stackctl-marker/"    # the marker object's key prefix in the bucket
 MARKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -52,8 +55,11 @@ def group_key(tier) -> str:
 
 def tier_label(tier) -> str:
     """The tier as messages name it: "fs tier /shared/kv", "s3 tier bucket kv at rgw.example.com:443"."""
-    if kind_of(tier).host_directory:
+    kind = kind_of(tier)
+    if kind.host_directory:
         return f"fs tier {os.path.normpath(tier.path)}"
+    if not kind.s3_bucket:
+        return f"{kind.name} tier {tier.url or tier.path}"
     from stackctl.doctor.s3_access import endpoint_of, where_of
 
     return f"s3 tier {where_of(endpoint_of(tier))}"
@@ -66,7 +72,7 @@ def assign_marker_groups(plans: dict, recipes: dict) -> None:
     groups: dict[str, dict] = {}
     keys: dict[tuple[str, str], str] = {}
     for host, recipe in recipes.items():
-        for kind in KINDS:
+        for kind in marker_kinds():
             tier = marker_tier(recipe, kind)
             if tier is not None:
                 keys[host, kind] = key = group_key(tier)
@@ -161,7 +167,12 @@ class S3Store:
 
 
 def _store(tier, marker_id: str):
-    return FsStore(tier, marker_id) if kind_of(tier).host_directory else S3Store(tier, marker_id)
+    kind = kind_of(tier)
+    if kind.host_directory:
+        return FsStore(tier, marker_id)
+    if kind.s3_bucket:
+        return S3Store(tier, marker_id)
+    raise StoreError(f"a {kind.name} tier has no shared-tier marker store")
 
 
 def put(tier, marker_id: str, readers: list[str]) -> Outcome:
@@ -213,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("action", choices=("put", "get", "delete"))
     parser.add_argument("recipe")
     parser.add_argument("marker_id")
-    parser.add_argument("kind", choices=KINDS)
+    parser.add_argument("kind", choices=marker_kinds())
     parser.add_argument("--readers", default="", help="put: the group's other hosts still in the play (comma list)")
     parser.add_argument("--writer", default="", help="get: the host that writes the marker")
     parser.add_argument("--not-written", action="store_true", help="get: the writer could not write it")

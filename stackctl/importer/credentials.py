@@ -7,6 +7,7 @@ import re
 
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import REQUIRED_KEYS, Draft
+from stackctl.knowledge.kinds import TIER_KINDS, tier_kind
 from stackctl.secrets import (
     find_in_args,
     find_in_table,
@@ -67,7 +68,7 @@ def refer_lmcache_secrets(draft: Draft, extra: dict) -> None:
     if not removed:
         return
     draft.secret_values += found
-    s3 = [tier for tier, _ in draft.tiers if tier.get("kind") == "s3"]
+    s3 = [tier for tier, _ in draft.tiers if _s3_bucket(tier)]
     aws = [name for name in removed if re.search(r"aws_|access_key|secret_key", name, re.IGNORECASE)]
     if aws and s3 and not s3[0].get("credentials_file"):
         s3[0].setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
@@ -148,6 +149,12 @@ def scrub_draft(draft: Draft) -> None:
         notes[:] = [redact(note, draft.secret_values) for note in notes]
 
 
+def _s3_bucket(table: dict) -> bool:
+    """Whether a draft's table is a tier whose kind keeps its KV in an S3 bucket (a section has no kind)."""
+    name = table["kind"] if "kind" in table else None  # a positioned table's get() refuses a missing key
+    return name in TIER_KINDS and tier_kind(name).s3_bucket
+
+
 def _scrub_url(draft: Draft, table: dict, key: str, notes: list, context: str) -> bool:
     """Drop `user:password@` from a URL value; an S3 tier then reads its keys from host variables. True if done."""
     value = table.get(key) or ""
@@ -156,7 +163,7 @@ def _scrub_url(draft: Draft, table: dict, key: str, notes: list, context: str) -
         return False
     draft.secret_values += [match.group(2)] + match.group(2).split(":", 1)
     table[key] = match.group(1) + match.group(3)
-    if "kind" in table and table["kind"] == "s3":  # a tier (a section has no kind)
+    if _s3_bucket(table):  # a tier (a section has no kind)
         table.setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
         table.setdefault("secret_key_env", "AWS_SECRET_ACCESS_KEY")
         notes.append(f"the URL carried credentials, NOT copied: export {table['access_key_env']} and "

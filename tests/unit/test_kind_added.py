@@ -123,3 +123,30 @@ def test_the_endpoint_check_connects_to_the_url(new_kind):
     without = loader.load_recipe_text(RECIPE.format(tiers=""))
     result = check.run(SimpleNamespace(recipe=without, host_root=None))
     assert result.status == SKIP and "no tier in the recipe" in result.message, result
+
+
+def test_fleet_doctor_proves_no_kind_shared_that_it_has_no_marker_store_for(new_kind):
+    """Two hosts with the same kvurl tier: fleet doctor's shared-tier markers know a host directory (fs) and an S3
+    bucket; a remote kind that is neither is not taken for S3 (its URL is no bucket), it gets no marker group, and
+    a marker asked of it says why."""
+    from stackctl.fleet import marker
+
+    recipe = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://kv.example.com:6379")))
+    assert "kvurl" not in marker.marker_kinds() and {"fs", "s3"} <= set(marker.marker_kinds())
+    plans: dict = {"h1": {}, "h2": {}}
+    marker.assign_marker_groups(plans, {"h1": recipe, "h2": recipe})
+    assert plans == {"h1": {}, "h2": {}}
+    outcome = marker.put(recipe.cache.tiers[-1], "m1", ["h2"])
+    assert not outcome.ok and outcome.tier == "kvurl tier kvurl://kv.example.com:6379", outcome
+    assert "a kvurl tier has no shared-tier marker store" in outcome.message, outcome
+
+
+def test_hosts_sharing_a_new_remote_kind_must_agree_on_its_cache_keys(new_kind):
+    from stackctl import fleet
+
+    one = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://kv.example.com:6379")))
+    other = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://KV.example.com:6379")).replace(
+        "enabled = true", "enabled = true\nchunk_size = 512"))
+    assert fleet.shared_tiers(one) == ["kvurl kvurl://kv.example.com:6379"]
+    mismatches = fleet.find_tier_mismatches({"h1": one, "h2": other})
+    assert [(m.tier, m.key) for m in mismatches] == [("kvurl kvurl://kv.example.com:6379", "cache.chunk_size")]

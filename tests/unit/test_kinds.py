@@ -53,12 +53,19 @@ def _names(node: ast.AST) -> set[str]:
 
 
 def _subject(node: ast.AST) -> str | None:
-    """`kind`, `platform`, `offload` or `engine` when the operand is x.kind, x.platform, x.offload, x.engine, or a
-    variable of that name."""
+    """`kind`, `platform`, `offload` or `engine` when the operand is x.kind, x.platform, x.offload, x.engine, a
+    variable of that name, or a table's value under that key (x["kind"], x.get("kind"), x.get("kind", default))."""
     if isinstance(node, ast.Attribute) and node.attr in SUBJECTS:
         return node.attr
     if isinstance(node, ast.Name) and node.id in SUBJECTS:
         return node.id
+    key = None
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+        key = node.args[0]
+    if isinstance(key, ast.Constant) and key.value in SUBJECTS:
+        return str(key.value)
     return None
 
 
@@ -111,6 +118,10 @@ def test_no_module_outside_the_records_compares_kind_or_platform_names():
     ('if engine == "vllm" and ok: pass', 1),
     ('if ctx.recipe.stack.engine in ("vllm", "atom-vllm"): pass', 1),
     ('if engine.name == "atom-vllm": pass', 0),  # the record's own name: not a comparison the scan can tell
+    ('if tier.get("kind") == "s3": pass', 1),
+    ('if table["kind"] == "s3": pass', 1),
+    ('if table.get("platform", "cpu") != "rocm": pass', 1),
+    ('if table["name"] == "s3": pass', 0),
 ])
 def test_the_scan_sees_comparisons(source, hits):
     assert len(comparisons(source)) == hits
