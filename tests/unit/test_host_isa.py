@@ -228,6 +228,26 @@ BENCH_MODEL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layer
                "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 4096, "torch_dtype": "bfloat16"}
 
 
+@pytest.mark.parametrize("files, log, missing, dtype, has_cost", [
+    ({"/m/config.json": json.dumps(BENCH_MODEL).encode()}, "dtype=torch.float32", "", "float32", True),
+    ({}, "dtype=torch.bfloat16", "no config.json under /m/ in the container", "bfloat16", False),
+    ({"/m/config.json": b'{"hidden_size": 8}'}, "no engine line", "config.json: num_attention_heads missing", None,
+     False),
+])
+def test_a_running_models_floor_says_each_part_it_could_not_read(monkeypatch, files, log, missing, dtype, has_cost):
+    """measure/prefill.model_floor reads the model's config.json in the container and the served dtype from the
+    server's log (here at the adapter's edge: the two reads it makes); what it cannot read is said, never guessed."""
+    from stackctl.engine import docker_adapter
+    from stackctl.measure.prefill import model_floor
+
+    monkeypatch.setattr(docker_adapter, "read_file", lambda container, path: files.get(path))
+    monkeypatch.setattr(docker_adapter, "logs_text", lambda container: f"Initializing a V1 LLM engine {log}")
+    floor = model_floor(object(), "/m/")
+    assert floor.dtype == dtype and (floor.cost is not None) == has_cost
+    assert missing in floor.missing and (dtype is not None or "the server's log names no dtype" in floor.missing)
+    assert model_floor(object(), "/m", log="dtype=torch.float16 but not an engine line").dtype is None
+
+
 def test_the_bench_models_flops_per_token_are_twice_its_layer_weights():
     cost = prefill_cost(BENCH_MODEL)
     # per layer: q 1024x1024, k and v 1024x512 each, o 1024x1024, MLP 3 x 1024x4096 = 15,728,640 weights
