@@ -228,6 +228,12 @@ def image_name(image) -> str:
     return (image_tags(image) or [short_id(image)])[0]
 
 
+def running_image_name(container, image) -> str:
+    """What a container runs, as `docker ps` names it: its image's name (`image`: container_image's answer), or the
+    image id when that image is gone."""
+    return image_name(image) if image is not None else container_image_id(container)
+
+
 def image_size(image) -> int:
     return int(image.attrs.get("Size") or 0)
 

@@ -92,12 +92,18 @@ def find_tier_mismatches(host_recipes: dict) -> list[TierMismatch]:
     for tier, hosts in hosts_by_shared_tier(host_recipes).items():
         settings = {host: cache_key_settings(host_recipes[host]) for host in hosts}
         for key in settings[hosts[0]]:
-            values: dict[str, list[str]] = {}
-            for host in hosts:
-                values.setdefault(json.dumps(settings[host][key]), []).append(host)
-            if len(values) > 1:
-                mismatches.append(TierMismatch(tier, key, values))
+            mismatch = _disagreement(tier, key, {host: settings[host][key] for host in hosts})
+            if mismatch is not None:
+                mismatches.append(mismatch)
     return mismatches
+
+
+def _disagreement(tier: str, key: str, by_host: dict, fix: str = "") -> TierMismatch | None:
+    """The hosts grouped by their value of `key` (`by_host`: host -> value), when they hold more than one."""
+    values: dict[str, list[str]] = {}
+    for host, value in by_host.items():
+        values.setdefault(json.dumps(value), []).append(host)
+    return TierMismatch(tier, key, values, fix) if len(values) > 1 else None
 
 
 def served_dtype_mismatches(host_recipes: dict, served: dict[str, str | None]) -> tuple[list[TierMismatch],
@@ -113,14 +119,11 @@ def served_dtype_mismatches(host_recipes: dict, served: dict[str, str | None]) -
         if missing:
             unknown.append(f"the {tier} tier's served dtypes not compared: unknown on {', '.join(missing)} "
                            "(its server.dtype check did not read it)")
-        values: dict[str, list[str]] = {}
-        for host in hosts:
-            if served.get(host):
-                values.setdefault(json.dumps(served[host]), []).append(host)
-        if len(values) > 1:
-            mismatches.append(TierMismatch(tier, "served dtype", values,
-                                           "set model.dtype to one dtype every one of these hosts runs natively, "
-                                           "instead of \"auto\", and roll it out again"))
+        mismatch = _disagreement(tier, "served dtype", {host: served[host] for host in hosts if served.get(host)},
+                                 "set model.dtype to one dtype every one of these hosts runs natively, instead of "
+                                 "\"auto\", and roll it out again")
+        if mismatch is not None:
+            mismatches.append(mismatch)
     return mismatches, unknown
 
 

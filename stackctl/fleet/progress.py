@@ -86,16 +86,19 @@ class HostOutcome:
         server's log (canonical: float32 | bfloat16 | float16); None when the report has no such reading."""
         from stackctl.host.isa import canonical_dtype
 
-        results = {r.get("id"): r for r in (self.report or {}).get("results", [])}
-        served = ((results.get("server.dtype") or {}).get("details") or {}).get("served")
+        served = self.check_details("server.dtype").get("served")
         return canonical_dtype(served) if served else None
+
+    def check_details(self, check_id: str) -> dict:
+        """The details of one check of this host's doctor report ({} when the report has no such check)."""
+        results = {r.get("id"): r for r in (self.report or {}).get("results", [])}
+        return (results.get(check_id) or {}).get("details") or {}
 
     def placement(self) -> str:
         """Where the server runs on this host (node, CPU list), from its doctor report: what server.pinning read
         from the live processes, else what host.pinning decided; "" when the report has neither."""
-        results = {r.get("id"): r for r in (self.report or {}).get("results", [])}
         for check_id, source in (("server.pinning", "running"), ("host.pinning", "decided")):
-            where = ((results.get(check_id) or {}).get("details") or {}).get("placement")
+            where = self.check_details(check_id).get("placement")
             if where is None:
                 continue
             if not where.get("cpus"):

@@ -94,14 +94,17 @@ def emulated_on(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> 
     if dtype is None:
         return None
     share = measured.share(dtype) if measured else None
-    if share is not None and share >= NATIVE_SHARE:
-        return False
-    if share is not None and share < EMULATED_SHARE:
-        return True
+    if share is not None and not _too_close(share):
+        return share < EMULATED_SHARE
     native = isa.native(dtype)
     if native is None:
         return None if share is None else share < NATIVE_SHARE
     return not native
+
+
+def _too_close(share: float) -> bool:
+    """Figures in the band where the CPU's flags decide."""
+    return EMULATED_SHARE <= share < NATIVE_SHARE
 
 
 def evidence(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> str:
@@ -112,6 +115,6 @@ def evidence(dtype: str | None, isa: CpuIsa, measured: MatmulPeak | None) -> str
         return f"flags {isa.native_text()}"
     figures = (f"{dtype} matmul {measured.gflops_text(dtype)} GFLOP/s vs float32 "
                f"{measured.gflops_text('float32')}, {measured.factor_text(dtype)}")
-    if EMULATED_SHARE <= share < NATIVE_SHARE and isa.native(dtype) is not None:
+    if _too_close(share) and isa.native(dtype) is not None:
         return f"{figures}, too close to call, so the flags decide: {isa.native_text()}"
     return figures

@@ -36,7 +36,7 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
         rows.append({
             "stack": labels.get(dk.LABEL_STACK), "container": container.name, "state": container.status,
             "description": labels.get(dk.LABEL_DESCRIPTION, ""),
-            "image": dk.image_name(image) if image is not None else dk.container_image_id(container),
+            "image": dk.running_image_name(container, image),
             "recipe_hash": labels.get(dk.LABEL_RECIPE_HASH),
             "recipe_current": (labels.get(dk.LABEL_RECIPE_HASH) == wanted) if wanted else None,
             "health": health, "uptime_s": uptime, "host": host, "port": port or "?",

@@ -270,8 +270,7 @@ class Deployment:
         detail."""
         previous = self.previous
         old_hash = previous.labels.get(dk.LABEL_RECIPE_HASH)
-        image = dk.container_image(self.engine, previous)
-        image = dk.image_name(image) if image is not None else dk.container_image_id(previous)
+        image = dk.running_image_name(previous, dk.container_image(self.engine, previous))
         with shielded():
             dk.rename_container(previous, self.name)
             dk.start_container(previous)
