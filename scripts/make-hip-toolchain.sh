@@ -9,9 +9,12 @@
 #                                               SPIR-V tools, PoCL, and the hipified sources of the LMCache release
 #                                               the test recipe builds (tests/hip/kernels/, stackctl-test/hip-kernels:
 #                                               debian-sid)
+#   scripts/make-hip-toolchain.sh --refresh-pins  rebuild the images asked for from Debian sid as it is now and
+#                                               write their package versions into scripts/hip-toolchain.pins
 #
 # Each image is labelled with a hash of its inputs; a tag whose label matches is reused, so a machine builds each
-# once and again only when its inputs change.
+# once and again only when its inputs change. Each image built or reused is then held to the package versions of
+# scripts/hip-toolchain.pins (scripts/hip_pins.py): sid moves daily, and a toolchain that moved with it is refused.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
@@ -19,34 +22,42 @@ base="${HIP_TOOLCHAIN_BASE:-debian:sid}"
 toolchain="stackctl/hip-toolchain:debian-sid"
 standin="stackctl-test/hip-torch-standin:debian-sid"
 kernels="stackctl-test/hip-kernels:debian-sid"
-with_standin=false with_kernels=false
+with_standin=false with_kernels=false refresh_pins=false
 for arg in "$@"; do
     case "$arg" in
         --test-torch) with_standin=true ;;
         --kernels) with_standin=true with_kernels=true ;;
-        *) echo "usage: $0 [--test-torch] [--kernels]" >&2; exit 2 ;;
+        --refresh-pins) refresh_pins=true ;;
+        *) echo "usage: $0 [--test-torch] [--kernels] [--refresh-pins]" >&2; exit 2 ;;
     esac
 done
 
-# build TAG INPUTS_HASH DOCKER_BUILD_ARGS...: docker build unless TAG carries the same inputs label
+# build TAG PINS_IMAGE INPUTS_HASH DOCKER_BUILD_ARGS...: docker build unless TAG carries the same inputs label, then
+# hold TAG to the pins of PINS_IMAGE (or, with --refresh-pins, build afresh and write them from TAG)
 build() {
-    local tag="$1" inputs="$2"
-    shift 2
-    if [ "$(docker image inspect -f '{{ index .Config.Labels "dev.stackctl.inputs" }}' "$tag" 2>/dev/null)" = "$inputs" ]; then
-        echo "$tag already built from these inputs ($inputs)"
+    local tag="$1" pins_image="$2" inputs="$3"
+    shift 3
+    if $refresh_pins; then
+        docker build --no-cache --network host --label "dev.stackctl.inputs=$inputs" -t "$tag" "$@"
+        python3 "$here/hip_pins.py" refresh "$tag" "$pins_image"
         return 0
     fi
-    docker build --network host --label "dev.stackctl.inputs=$inputs" -t "$tag" "$@"
-    echo "built $tag ($inputs)"
+    if [ "$(docker image inspect -f '{{ index .Config.Labels "dev.stackctl.inputs" }}' "$tag" 2>/dev/null)" = "$inputs" ]; then
+        echo "$tag already built from these inputs ($inputs)"
+    else
+        docker build --network host --label "dev.stackctl.inputs=$inputs" -t "$tag" "$@"
+        echo "built $tag ($inputs)"
+    fi
+    python3 "$here/hip_pins.py" check "$tag" "$pins_image"
 }
 
 SUITE=sid bash "$here/make-base-image.sh" "$base"
 toolchain_inputs="$(cat "$here/hip-toolchain.Dockerfile" <(echo "$base") | sha256sum | cut -c1-16)"
-build "$toolchain" "$toolchain_inputs" --build-arg "BASE=$base" -f "$here/hip-toolchain.Dockerfile" "$here"
+build "$toolchain" toolchain "$toolchain_inputs" --build-arg "BASE=$base" -f "$here/hip-toolchain.Dockerfile" "$here"
 if $with_standin; then
     standin_inputs="$(cat "$repo"/tests/hip/Dockerfile "$repo"/tests/hip/*.py <(echo "$toolchain_inputs") \
         | sha256sum | cut -c1-16)"
-    build "$standin" "$standin_inputs" --build-arg "TOOLCHAIN=$toolchain" "$repo/tests/hip"
+    build "$standin" test-torch "$standin_inputs" --build-arg "TOOLCHAIN=$toolchain" "$repo/tests/hip"
 fi
 if $with_kernels; then
     # The LMCache release the test recipe builds; the kernel tests mount their driver, so only these inputs count.
@@ -60,6 +71,6 @@ if $with_kernels; then
     ca_bundle="${STACKCTL_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
     if [ -s "$ca_bundle" ]; then cp "$ca_bundle" "$context/ca.crt"; else : > "$context/ca.crt"; fi
     # --force-rm: a failed step leaves no container behind (the tests count leftover containers).
-    build "$kernels" "$kernels_inputs" --force-rm --build-arg "STANDIN=$standin" \
+    build "$kernels" kernels "$kernels_inputs" --force-rm --build-arg "STANDIN=$standin" \
         --build-arg "LMCACHE_VERSION=$lmcache" "$context"
 fi

@@ -45,3 +45,19 @@ def write_tree(root: Path, files: dict[str, str]) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(textwrap.dedent(text))
     return root
+
+
+def hip_pins():
+    """scripts/hip_pins.py, the HIP images' package pins: what the HIP tests expect of the toolchain comes from it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hip_pins", REPO / "scripts" / "hip_pins.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def hip_toolchain_facts() -> dict[str, str]:
+    """LLVM_MAJOR and HIP_SONAME of the pinned HIP toolchain (scripts/hip-toolchain.pins)."""
+    pins = hip_pins()
+    return pins.facts(pins.read_pins())

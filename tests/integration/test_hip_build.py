@@ -17,11 +17,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import RECIPES, REPO, run_cli
+from helpers import RECIPES, REPO, hip_toolchain_facts, run_cli
 
 HIP = REPO / "tests" / "hip"
 RECIPE = HIP / "rocm-build-check-gfx942.toml"
 LOCK = "/tmp/stackctl-hip-build.lock"  # shared with .ci/run's build phase of the same images
+TOOLCHAIN = hip_toolchain_facts()  # LLVM_MAJOR, HIP_SONAME: scripts/hip-toolchain.pins
 BUILD_TIMEOUT = 3 * 3600  # the compile alone takes 10-20 min on 2 cores; a cold toolchain adds its downloads
 
 
@@ -93,15 +94,14 @@ def test_the_probes_targets_are_what_llvms_offload_bundler_lists(hip_image):
     listing = _in_image(hip_image, (
         "set -e; so=$(python -c 'import importlib.util as u; print(u.find_spec(\"lmcache\").submodule_search_locations[0])')"
         "/cuda_ops*.so; readelf -d $so | grep NEEDED; objcopy -O binary --only-section=.hip_fatbin $so /tmp/fatbin; "
-        "clang-offload-bundler-21 --list --type=o --input=/tmp/fatbin"))
+        f"clang-offload-bundler-{TOOLCHAIN['LLVM_MAJOR']} --list --type=o --input=/tmp/fatbin"))
     assert "hipv4-amdgcn-amd-amdhsa--gfx942" in listing.splitlines(), listing
-    assert "gfx950" not in listing and "[libamdhip64.so.6]" in listing, listing
+    assert "gfx950" not in listing and f"[{TOOLCHAIN['HIP_SONAME']}]" in listing, listing
 
 
 # Every offload bundle of the section (one per translation unit) cut apart, each unbundled by LLVM's own tool and its
 # kernel descriptors (`NAME.kd` symbols) counted by llvm-readelf: what the probe reads from the metadata notes.
-COUNT_KERNELS_WITH_LLVM = r"""set -e
-so=$(python -c 'import importlib.util as u; print(u.find_spec("lmcache").submodule_search_locations[0])')/cuda_ops*.so
+COUNT_KERNELS_WITH_LLVM = f"set -e\nllvm={TOOLCHAIN['LLVM_MAJOR']}\n" + r"""so=$(python -c 'import importlib.util as u; print(u.find_spec("lmcache").submodule_search_locations[0])')/cuda_ops*.so
 objcopy -O binary --only-section=.hip_fatbin $so /tmp/fatbin
 python - <<'PY'
 import re
@@ -111,9 +111,9 @@ for index, (start, end) in enumerate(zip(starts, starts[1:])):
     open(f"/tmp/bundle{index}", "wb").write(data[start:end])
 PY
 for bundle in /tmp/bundle*; do
-    clang-offload-bundler-21 --unbundle --type=o --targets=hipv4-amdgcn-amd-amdhsa--gfx942 --input=$bundle \
+    clang-offload-bundler-$llvm --unbundle --type=o --targets=hipv4-amdgcn-amd-amdhsa--gfx942 --input=$bundle \
         --output=$bundle.co
-    /usr/lib/llvm-21/bin/llvm-readelf --dyn-syms $bundle.co | grep -c '[.]kd$'
+    /usr/lib/llvm-$llvm/bin/llvm-readelf --dyn-syms $bundle.co | grep -c '[.]kd$'
 done
 """
 

@@ -1,16 +1,18 @@
 """LMCache's HIP kernels run, without a GPU, and compared bit for bit with numpy references.
 
 The kernels are the ones the ROCm build compiles: the csrc of the LMCache release tests/hip/rocm-build-check-gfx942.toml
-builds, hipified by LMCache's own ROCm build profile, inside an image on the tests' stand-in for a ROCm torch
-(`bash scripts/make-hip-toolchain.sh --kernels`, tests/hip/kernels/Dockerfile). In a container of that image
+builds, hipified by LMCache's own ROCm build profile, inside an image on the tests' stand-in for a ROCm torch (`bash
+scripts/make-hip-toolchain.sh --kernels`, tests/hip/kernels/Dockerfile). In a container of that image
 tests/hip/kernels/run_kernels.py cuts the device code out of mem_kernels.hip, mp_mem_kernels.hip and pos_kernels.hip,
-compiles it with the toolchain's clang-21 (HIP front end, spirv64 device target), turns it into SPIR-V and runs it on
-PoCL's CPU device (real work-items in work-groups, pointer tables and by-value packs in shared virtual memory), then
-compares every byte with references written from vLLM's KV layouts and RoPE's formula. It proves the kernels' source
-semantics as clang reads them; AMDGPU code generation, wavefront-64 execution and the GPU's memory model are only
-proved on a GPU (README, "Development"). One limit of that route: RoPE on fp16/bf16 keys needs torch's c10::Half and
-c10::BFloat16, whose headers include HIP's AMDGPU runtime headers under HIP; those kernels are compiled by the same
-clang for the host CPU instead and run work-item by work-item (tests/hip/kernels/host_shim.h).
+compiles it with the toolchain's clang (the version scripts/hip-toolchain.pins holds; HIP front end, spirv64 device
+target), turns it into SPIR-V and runs it on PoCL's CPU device (real work-items in work-groups, pointer tables and
+by-value packs in shared virtual memory), then compares every byte with references written from vLLM's KV layouts and
+RoPE's formula. It proves the kernels' source semantics as clang reads them; AMDGPU code generation, wavefront-64
+execution and the GPU's memory model are only proved on a GPU (README, "Development"). One limit of that route: RoPE on
+fp16/bf16 keys needs torch's c10::Half and c10::BFloat16, whose headers include HIP's AMDGPU runtime headers under HIP;
+those kernels are compiled by the same clang for the host CPU instead and run work-item by work-item
+(tests/hip/kernels/host_shim.h).
+
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import os
 import subprocess
 
 import pytest
-from helpers import REPO
+from helpers import REPO, hip_pins, hip_toolchain_facts
 
 IMAGE = "stackctl-test/hip-kernels:debian-sid"
 BUILD = "bash scripts/make-hip-toolchain.sh --kernels"
 KERNELS = REPO / "tests" / "hip" / "kernels"
 RECIPE = REPO / "tests" / "hip" / "rocm-build-check-gfx942.toml"
 TIMEOUT = 600  # the run takes seconds; compiling both sources a few more
+LLVM_MAJOR = hip_toolchain_facts()["LLVM_MAJOR"]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,8 @@ def kernel_run(docker_engine) -> dict:
     name = f"stackctl-hip-kernels-{os.getpid()}"
     try:
         run = subprocess.run(["docker", "run", "--rm", "--name", name, "--network", "host",
-                              "-v", f"{KERNELS}:/kernels:ro", "--entrypoint", "python3", IMAGE,
+                              "-e", f"LLVM_MAJOR={LLVM_MAJOR}", "-v", f"{KERNELS}:/kernels:ro",
+                              "--entrypoint", "python3", IMAGE,
                               "/kernels/run_kernels.py", "/opt/lmcache-hip"],
                              capture_output=True, text=True, timeout=TIMEOUT)
     finally:  # a timed-out run leaves its container: remove it either way
@@ -48,10 +52,23 @@ def kernel_run(docker_engine) -> dict:
     return {"header": lines[0], "results": lines[1:-1], "summary": lines[-1], "exit": run.returncode}
 
 
+def test_the_kernel_image_is_the_pinned_toolchain_and_a_moved_package_is_named(kernel_run):
+    """The image the kernels ran in has every package of scripts/hip-toolchain.pins (its own, the stand-in's and the
+    toolchain's) at its pinned version, read from its dpkg database; one pin moved by a release is named."""
+    pins_module = hip_pins()
+    pins = pins_module.read_pins()
+    assert pins_module.check(IMAGE, "kernels", pins) == []
+    moved = {image: dict(packages) for image, packages in pins.items()}
+    clang = f"clang-{LLVM_MAJOR}"
+    moved["toolchain"][clang] += "+1"
+    assert pins_module.check(IMAGE, "kernels", moved) == [
+        f"{clang}: pinned {moved['toolchain'][clang]}, installed {pins['toolchain'][clang]}"]
+
+
 def test_the_kernels_of_the_recipes_lmcache_ran_through_spirv_on_pocl(kernel_run):
     header = kernel_run["header"]
     assert f'lmcache = "{header["lmcache"]}"' in RECIPE.read_text(), header
-    assert header["route"] == "clang-21 HIP -> SPIR-V 1.2 -> PoCL" and "PoCL" in header["device"], header
+    assert header["route"] == f"clang-{LLVM_MAJOR} HIP -> SPIR-V 1.2 -> PoCL" and "PoCL" in header["device"], header
 
 
 def test_every_kernel_result_equals_its_reference_bit_for_bit(kernel_run):

@@ -1,4 +1,4 @@
-"""The fallback route: LMCache's kernels compiled by the toolchain's clang-21 for the host CPU and run work-item by
+"""The fallback route: LMCache's kernels compiled by the toolchain's clang for the host CPU and run work-item by
 work-item (host_shim.h), loaded with ctypes. Used where the SPIR-V route meets a limit (spirv_build.py)."""
 
 import ctypes
@@ -9,9 +9,10 @@ import tempfile
 import numpy as np
 
 from cut_kernels import cut
+from toolchain import tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CLANG = ["clang++-21", "-x", "c++", "-std=c++17", "-O3", "-fPIC", "-shared", "-DUSE_ROCM=1",
+CLANG = [tool("clang++"), "-x", "c++", "-std=c++17", "-O3", "-fPIC", "-shared", "-DUSE_ROCM=1",
          "-include", os.path.join(HERE, "host_shim.h")]
 
 

@@ -20,6 +20,7 @@ import host_build
 import kv_reference as ref
 import spirv_build
 from pocl import CpuDevice
+from toolchain import LLVM_MAJOR
 
 NL, NB, BS, NH, HS, MLA_HS, NT = 3, 8, 16, 6, 128, 576, 40  # 6*128 elements: 192 words, more than one block of 128
 HOLES = (3, 17, 29)  # tokens without a slot (-1)
@@ -420,7 +421,7 @@ def main() -> int:
     runner = Runner(lmcache_hip, wanted)
     with open(os.path.join(lmcache_hip, "hipified.json")) as f:
         lmcache = json.load(f)["lmcache"]
-    print(json.dumps({"route": "clang-21 HIP -> SPIR-V 1.2 -> PoCL", "device": runner.device.describe(),
+    print(json.dumps({"route": f"clang-{LLVM_MAJOR} HIP -> SPIR-V 1.2 -> PoCL", "device": runner.device.describe(),
                       "lmcache": lmcache}), flush=True)
     failed = 0
     for name, kernel, source, expect, function in todo:

@@ -1,10 +1,11 @@
 """LMCache's hipified kernels to SPIR-V with the HIP toolchain image's clang, the way the kernel tests run them.
 
-clang-21's HIP front end (the compiler LMCache's ROCm build uses, with the build's defines) emits device LLVM IR for
-the spirv64 target; the module id clang adds in HIP mode (@__hip_cuid_*, an addrspace(1) global SPIR-V cannot
-express as a kernel module variable) is dropped; llvm-spirv-21 writes SPIR-V 1.2, which PoCL's OpenCL 3.0 CPU device
-reads, and spirv-val checks it. Kernels are emitted for the template arguments the host function at the end of the
-cut source names (a kernel referenced from host code is emitted for the device, as a launch would).
+The toolchain clang's HIP front end (the compiler LMCache's ROCm build uses, with the build's defines) emits device LLVM
+IR for the spirv64 target; the module id clang adds in HIP mode (@__hip_cuid_*, an addrspace(1) global SPIR-V cannot
+express as a kernel module variable) is dropped; llvm-spirv writes SPIR-V 1.2, which PoCL's OpenCL 3.0 CPU device reads,
+and spirv-val checks it. Kernels are emitted for the template arguments the host function at the end of the cut source
+names (a kernel referenced from host code is emitted for the device, as a launch would).
+
 """
 
 import os
@@ -13,16 +14,17 @@ import subprocess
 import tempfile
 
 from cut_kernels import cut
+from toolchain import llvm_bin, tool
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # What LMCache's ROCm profile compiles with (define_macros, -O3 via hipcc) plus what the SPIR-V route needs.
 CLANG = [
-    "clang++-21", "-x", "hip", "--offload=spirv64", "--cuda-device-only", "--no-offload-new-driver",
+    tool("clang++"), "-x", "hip", "--offload=spirv64", "--cuda-device-only", "--no-offload-new-driver",
     "-nogpuinc", "-nogpulib", "-O3", "-std=c++17", "-fms-extensions",
     "-D__HIP_PLATFORM_HCC__=1", "-DUSE_ROCM=1", "-include", os.path.join(HERE, "device_shim.h"),
     "-emit-llvm", "-S",
 ]
-LLVM_AS = "/usr/lib/llvm-21/bin/llvm-as"
+LLVM_AS = llvm_bin("llvm-as")
 HIP_MODULE_ID = re.compile(r"^.*@__hip_cuid_.*\n", re.M)
 
 
@@ -52,7 +54,7 @@ def build(source: str, include_dirs: list, kernels: list) -> bytes:
             f.write(ir)
         run([LLVM_AS, os.path.join(work, "kernels.ll"), "-o", os.path.join(work, "kernels.bc")])
         spv = os.path.join(work, "kernels.spv")
-        run(["llvm-spirv-21", "--spirv-max-version=1.2", os.path.join(work, "kernels.bc"), "-o", spv])
+        run([tool("llvm-spirv"), "--spirv-max-version=1.2", os.path.join(work, "kernels.bc"), "-o", spv])
         run(["spirv-val", spv])
         with open(spv, "rb") as f:
             return f.read()
@@ -72,5 +74,5 @@ def template_id(demangled: str) -> str:
 
 def kernel_names(mangled: list) -> dict:
     """Kernel as the tests spell it (the demangler's spelling, also valid C++) -> its mangled name in SPIR-V."""
-    plain = run(["llvm-cxxfilt-21"] + mangled).splitlines()
+    plain = run([tool("llvm-cxxfilt")] + mangled).splitlines()
     return {template_id(p): m for p, m in zip(plain, mangled)}
