@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from stackctl.bundle.stackspec import StackSpec
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -30,7 +31,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--json", action="store_true", help="one JSON object per ISA instead of the table")
     args = parser.parse_args()
-    image = DoctorContext(load_recipe(args.recipe)).image_tag
+    image = DoctorContext(StackSpec(load_recipe(args.recipe))).image_tag
     rows = []
     for isa in isas():
         command = ["docker", "run", "--rm", "--network", "host", "--entrypoint", "python", image, "-m",

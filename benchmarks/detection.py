@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
+from stackctl.bundle.stackspec import StackSpec
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "tests" / "fixtures" / "corpus"
@@ -285,10 +286,10 @@ def _render(recipe) -> tuple[dict[str, str], str | None]:
 
     refused = None
     try:
-        files = render_files(recipe)
+        files = render_files(StackSpec(recipe))
     except StackctlError as exc:
         refused = str(exc)
-        files = render_files(recipe, guard=False)
+        files = render_files(StackSpec(recipe), guard=False)
     return {name: content.decode("utf-8", "replace") for name, content in files.items()}, refused
 
 

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from stackctl.bundle.stackspec import StackSpec
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -32,7 +33,7 @@ def main() -> None:
             os.environ.setdefault(key, value)
     for name in ("disk", "fs"):
         Path("/tmp/stackctl-tiers", name).mkdir(parents=True, exist_ok=True)
-    context = DoctorContext(load_recipe(args.recipe))
+    context = DoctorContext(StackSpec(load_recipe(args.recipe)))
     chunk, outcomes = tier_roundtrip.run(context, keys=args.n)
     keys = args.n or tier_roundtrip.keys_per_tier(chunk.bytes)
     print(f"{keys} x {chunk.describe()} per tier ({Path(args.recipe).name}); latency: median of one chunk; MB/s "

@@ -14,6 +14,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from stackctl.bundle.stackspec import StackSpec
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden"
@@ -26,7 +27,7 @@ def rendered(recipe_path: Path) -> dict[str, bytes]:
     from stackctl.bundle.render import copied_sources, render_files
 
     copied = copied_sources()
-    return {name: content for name, content in render_files(load_recipe(recipe_path)).items() if name not in copied}
+    return {name: content for name, content in render_files(StackSpec(load_recipe(recipe_path))).items() if name not in copied}
 
 
 def on_disk(folder: Path) -> dict[str, bytes]:

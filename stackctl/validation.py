@@ -14,7 +14,9 @@ if TYPE_CHECKING:  # annotations only
 def validate_and_report(names: list[str], output_format: str = "text", strict: bool = False,
                         skip: tuple = (), host: bool = False) -> int:
     """Check each recipe, print the findings, return the exit status (0 clean, 1 errors or strict warnings)."""
+    from stackctl.bundle.stackspec import StackSpec
     from stackctl.recipe import load_recipe
+    from stackctl.recipe.isa_cap import shell_isa_cap
     from stackctl.rules.guard_rules import refuse_unknown_skip_ids
     from stackctl.recipe.locate import resolve_recipe_path
     from stackctl.rules.ruleset import RULES, run_rules
@@ -25,8 +27,9 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
         skipped: list = []
         try:
             path = resolve_recipe_path(name)
-            recipe = load_recipe(path)
-            findings = run_rules(recipe, skip) + (host_capacity_findings(recipe) if host else [])
+            spec = StackSpec(load_recipe(path), isa_cap=shell_isa_cap())  # the recipe as the stack would run it
+            recipe = spec.recipe
+            findings = run_rules(recipe, skip) + (host_capacity_findings(spec) if host else [])
             skipped = sorted({i for i in list(skip) + recipe.checks.skip if i in RULES})
         except RecipeError as exc:
             path, findings = name, exc.findings
@@ -54,7 +57,7 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
 _CAPACITY_CHECKS = {"host.cpu-tier-ram": "cpu", "host.disk-tier": "disk"}
 
 
-def host_capacity_findings(recipe) -> list:
+def host_capacity_findings(spec) -> list:
     """The recipe's tiers against THIS host (RAM minus headroom, free disk): the same checks and numbers as
     `stackctl doctor`, reported at the tier's line."""
     from stackctl.doctor.context import DoctorContext
@@ -64,7 +67,8 @@ def host_capacity_findings(recipe) -> list:
     from stackctl.recipe.positions import lookup
 
     load_all()
-    context = DoctorContext(recipe)
+    recipe = spec.recipe
+    context = DoctorContext(spec)
     findings = []
     for check_id, kind in _CAPACITY_CHECKS.items():
         result = CHECKS[check_id].run(context)

@@ -19,30 +19,29 @@ from stackctl.httpclient import get_status
 Say = Callable[[str], None]
 
 
-def stack_url(recipe) -> str:
+def stack_url(spec) -> str:
     from stackctl.httpclient import client_host
 
-    return f"http://{client_host(recipe.serve.host)}:{recipe.serve.port}"
+    return f"http://{client_host(spec.recipe.serve.host)}:{spec.recipe.serve.port}"
 
 
-def running_url(recipe) -> str:
+def running_url(spec) -> str:
     """The stack's address; refused unless a healthy server answers there."""
-    url = stack_url(recipe)
+    url = stack_url(spec)
     if get_status(f"{url}/health", timeout=5) != 200:
-        raise StackctlError(f"{recipe.stack.name}: no healthy server at {url} (fix: stackctl up {recipe.source})")
+        raise StackctlError(f"{spec.name}: no healthy server at {url} (fix: stackctl up {spec.source})")
     return url
 
 
-def stack_container(recipe):
-    from stackctl.bundle.stackspec import container_name
+def stack_container(spec):
     from stackctl.engine import docker_adapter as dk
 
-    container = dk.find_container(dk.client(), container_name(recipe))
+    container = dk.find_container(dk.client(), spec.container_name)
     return dk.refresh(container) if container is not None else None
 
 
 @contextmanager
-def stack_for(recipe, say: Say) -> Iterator[str]:
+def stack_for(spec, say: Say) -> Iterator[str]:
     """The arm's stack: used as it runs when it runs this recipe already; otherwise brought up, yielded, and taken
     down again whatever happens."""
     from stackctl.lifecycle.down import down
@@ -51,92 +50,90 @@ def stack_for(recipe, say: Say) -> Iterator[str]:
     from stackctl.lifecycle.status import status_rows
     from stackctl.lifecycle.up import up
 
-    url = stack_url(recipe)
-    rows = [r for r in status_rows(recipe) if r["recipe_current"] and r["health"] == "healthy"]
+    url = stack_url(spec)
+    rows = [r for r in status_rows(spec) if r["recipe_current"] and r["health"] == "healthy"]
     started_here = False
     if not rows:
         if get_status(f"{url}/health", timeout=2) is not None:
-            raise StackctlError(f"{recipe.stack.name}: port {recipe.serve.port} is taken by another server "
+            raise StackctlError(f"{spec.name}: port {spec.recipe.serve.port} is taken by another server "
                                 "(fix: stop it, or give the arms different serve.port values)")
-        say(f"bench: bringing up {recipe.stack.name}")
-        up(recipe, say=say)
+        say(f"bench: bringing up {spec.name}")
+        up(spec, say=say)
         started_here = True
     try:
         yield url
     finally:
         if started_here:
-            container = stack_container(recipe)
+            container = stack_container(spec)
             if container is not None and container.status != "running":
-                kept = save_failure_log(recipe, container)
+                kept = save_failure_log(spec.recipe, container)
                 why = stop_reason(dk.container_state(container))
-                say(f"bench: {recipe.stack.name} stopped ({why}); its log: {kept}")
-            down(recipe, say=say)
+                say(f"bench: {spec.name} stopped ({why}); its log: {kept}")
+            down(spec, say=say)
 
 
-def run_arm(recipe, sessions, tokens: int, max_requests: int, max_seconds: float, say: Say):
+def run_arm(spec, sessions, tokens: int, max_requests: int, max_seconds: float, say: Say):
     """One arm of the workload comparison: a one-run probe, then the workload, on the arm's stack."""
-    with stack_for(recipe, say) as url:
-        say(f"bench: {recipe.stack.name}: probe, then workload")
-        probe = probes.probe(url, recipe.served_name, tokens, runs=1, lmcache=lmcache_arm(recipe),
-                             offload=offload_arm(recipe), settle=settler(recipe))
-        result = workloads.run_workload(url, recipe.served_name, sessions, recipe.stack.name, max_requests,
+    with stack_for(spec, say) as url:
+        say(f"bench: {spec.name}: probe, then workload")
+        probe = probes.probe(url, spec.recipe.served_name, tokens, runs=1, lmcache=lmcache_arm(spec),
+                             offload=offload_arm(spec), settle=settler(spec))
+        result = workloads.run_workload(url, spec.recipe.served_name, sessions, spec.name, max_requests,
                                         max_seconds)
         result.probe = probe
         return result
 
 
-def settler(recipe) -> Callable[[], float | None] | None:
+def settler(spec) -> Callable[[], float | None] | None:
     """What the probe calls before each arm: wait until the stack's container is quiet (stackctl/engine/quiet.py);
     it returns None, at once, where this machine cannot see the container's processes. No wait (None) for a stack
     without a KV offload: nothing writes in the background there, and a wait would sit through vLLM's one-second
     poll after every request for nothing."""
     from stackctl.engine.quiet import wait_for_container
 
-    if not recipe.cache.enabled:
+    if not spec.recipe.cache.enabled:
         return None
-    container = stack_container(recipe)
+    container = stack_container(spec)
     return (lambda: wait_for_container(container)) if container is not None else (lambda: None)
 
 
-def lmcache_arm(recipe) -> bool:
+def lmcache_arm(spec) -> bool:
     """Whether the probe has an LMCache arm: LMCache in the server only. Its repeat under another cache_salt is a hit
     there (LMCache keys by tokens); LMCache's own server (lmcache-mp) keys by the salt too, so that repeat would be a
     miss, not a measurement of the offload (doctor's server.offload-hit proves that engine)."""
-    from stackctl.bundle.stackspec import lmcache_in_server
 
-    return lmcache_in_server(recipe)
+    return spec.lmcache_in_server
 
 
-def offload_arm(recipe) -> bool:
+def offload_arm(spec) -> bool:
     """Whether the probe has an offload arm: another engine than LMCache in the server, and the dev endpoint that
     empties HBM (serve.dev_endpoints), without which the repeat would be an HBM hit."""
-    from stackctl.bundle.stackspec import lmcache_in_server
 
-    return recipe.cache.enabled and not lmcache_in_server(recipe) and recipe.serve.dev_endpoints
+    return spec.recipe.cache.enabled and not spec.lmcache_in_server and spec.recipe.serve.dev_endpoints
 
 
-def run_probe(recipe, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
+def run_probe(spec, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
     """The probe on the running stack, the prefill floor beside it, probe.json and probe.png written."""
     from stackctl.state.store import write_atomically
 
     require_plotting()
-    url = running_url(recipe)
-    result = probes.probe(url, recipe.served_name, tokens, runs, lmcache=lmcache_arm(recipe), offload=offload_arm(recipe),
-                          settle=settler(recipe), loaded=lmcache_loaded(recipe) if lmcache_arm(recipe) else None)
+    url = running_url(spec)
+    result = probes.probe(url, spec.recipe.served_name, tokens, runs, lmcache=lmcache_arm(spec), offload=offload_arm(spec),
+                          settle=settler(spec), loaded=lmcache_loaded(spec) if lmcache_arm(spec) else None)
     say(probes.probe_table(result).rstrip("\n"))
-    prefill_floor(recipe, result, say)
+    prefill_floor(spec, result, say)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_atomically(out_dir / "probe.json", json.dumps(result, indent=2))
-    probes.plot_probe(result, out_dir / "probe.png", recipe.stack.name)
+    probes.plot_probe(result, out_dir / "probe.png", spec.name)
     return result
 
 
-def lmcache_loaded(recipe) -> Callable[[], tuple[int, float]] | None:
+def lmcache_loaded(spec) -> Callable[[], tuple[int, float]] | None:
     """What LMCache has loaded so far in the stack's server, as its log says (bytes, ms); None without a container."""
     from stackctl.doctor.lmcache_log import activity
     from stackctl.engine import docker_adapter as dk
 
-    container = stack_container(recipe)
+    container = stack_container(spec)
     if container is None:
         return None
 
@@ -146,30 +143,29 @@ def lmcache_loaded(recipe) -> Callable[[], tuple[int, float]] | None:
     return so_far
 
 
-def prefill_floor(recipe, result: dict, say: Say) -> None:
+def prefill_floor(spec, result: dict, say: Say) -> None:
     """The cold arm's prefill rate beside this host's matmul peak for the served dtype (the best this host reached,
     measured again now that the arms are done), and each hit arm's TTFT in its parts (knowledge/hit_time.py): how
     far from the physical floor the figures are. Added to the probe's result and printed."""
-    from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import PinningError, discover, pinning_for
     from stackctl.measure.matmul import measure
     from stackctl.host.placement import placement
     from stackctl.measure.prefill import model_floor
 
-    container = stack_container(recipe)
+    container = stack_container(spec)
     if container is None:
         return
     facts = discover()
-    environment = stackspec.environment(recipe)
+    environment = dict(spec.environment)
     try:
-        cpuset = placement(pinning_for(recipe, facts)).cpuset
+        cpuset = placement(pinning_for(spec.recipe, facts)).cpuset
     except PinningError:
         cpuset = {}
-    floor = model_floor(container, recipe.model.path)
+    floor = model_floor(container, spec.recipe.model.path)
     try:
         peak = measure(dk.client(), dk.container_image_id(container), environment=environment, cpuset=cpuset,
-                       isa=facts.isa.for_environment(environment).to_dict(), stack=recipe.stack.name,
+                       isa=facts.isa.for_environment(environment).to_dict(), stack=spec.name,
                        dtypes=tuple(sorted({"float32", floor.dtype or "bfloat16"})), fresh=True)
         floor = floor.with_peak(peak)
     except ValueError as exc:
@@ -204,28 +200,27 @@ def arm_figures(floor, arm: str, values: dict, result: dict) -> dict:
     return {"prefill": None, "breakdown": parts, "prefill_text": breakdown_text(parts)}
 
 
-def connector_figures(recipe, out_dir: Path) -> tuple[dict, Any]:
+def connector_figures(spec, out_dir: Path) -> tuple[dict, Any]:
     """The connector's own benchmark module run in the stack's container; its figures (written to connector.json)
     and the model shape they are for."""
-    from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
     from stackctl.knowledge.model_table import resolve_shape
     from stackctl.state.store import write_atomically
 
-    if not stackspec.cpu_connector_enabled(recipe):
-        raise StackctlError(f"{recipe.source}: bench --connector needs stackctl's CPU connector (platform cpu, "
+    if not spec.cpu_connector_enabled:
+        raise StackctlError(f"{spec.source}: bench --connector needs stackctl's CPU connector (platform cpu, "
                             "cache.enabled and cache.cpu_connector on)")
-    resolved = resolve_shape(recipe.model.path)
+    resolved = resolve_shape(spec.recipe.model.path)
     if resolved is None:
-        raise StackctlError(f"{recipe.source}: model.path: shape of {recipe.model.path} unknown (fix: a model "
+        raise StackctlError(f"{spec.source}: model.path: shape of {spec.recipe.model.path} unknown (fix: a model "
                             "stackctl's model table knows, or a local directory with config.json)")
     shape = resolved[0]
-    container = dk.find_container(dk.client(), stackspec.container_name(recipe))
+    container = dk.find_container(dk.client(), spec.container_name)
     if container is None or container.status != "running":
-        raise StackctlError(f"{recipe.stack.name}: not running (fix: stackctl up {recipe.source})")
+        raise StackctlError(f"{spec.name}: not running (fix: stackctl up {spec.source})")
     command = ["python", "-m", "stackctl_lmcache_cpu.bench", "--layers", str(shape.num_hidden_layers),
                "--kv-heads", str(shape.num_key_value_heads), "--head-size", str(shape.head_dim),
-               "--chunk", str(recipe.cache.chunk_size)]
+               "--chunk", str(spec.recipe.cache.chunk_size)]
     exit_code, out, err = dk.exec_in(container, command)
     if exit_code != 0:
         raise StackctlError(f"bench --connector: {' '.join(command)} exited {exit_code}: {err.strip()[-400:]}")

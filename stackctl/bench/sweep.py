@@ -126,25 +126,26 @@ def model_max_len(context_tokens: int, output_tokens: int, block: int = 128) -> 
     return -(-need // block) * block
 
 
-def stack_image(recipe, say: Say) -> tuple[str, dict[str, str]]:
+def stack_image(stack, say: Say) -> tuple[str, dict[str, str]]:
     """The image the arms run (the running stack's, else the built one) and the dtype variable its servers need
-    (the running stack's decision, else this host's decision from its CPU flags, as `up` makes it)."""
-    from stackctl.bundle import render, stackspec
+    (the running stack's decision, else this host's decision from its CPU flags, as `up` makes it). stack: the
+    stack's StackSpec."""
+    from stackctl.bundle import render
     from stackctl.doctor.second_server import image_of
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import discover
     from stackctl.host.dtype import DTYPE_ENV, decide_by_flags
 
     engine = dk.client()
-    container = dk.find_container(engine, stackspec.container_name(recipe))
+    container = dk.find_container(engine, stack.container_name)
     if container is not None and dk.refresh(container).status == "running":
         decided = {k: v for k, v in dk.container_env(container).items() if k == DTYPE_ENV}
         return image_of(container), decided
-    tag = render.image_tag(recipe, render.render_files(recipe, guard=False))
+    tag = render.image_tag(stack, render.render_files(stack, guard=False))
     if dk.find_image(engine, tag) is None:
-        raise StackctlError(f"{recipe.stack.name}: image {tag} not built (fix: stackctl build {recipe.source})")
+        raise StackctlError(f"{stack.name}: image {tag} not built (fix: stackctl build {stack.source})")
     facts = discover()
-    decision = decide_by_flags(recipe, facts.isa)
+    decision = decide_by_flags(stack.recipe, facts.isa)
     say(f"bench: dtype {decision.reason}")
     return tag, decision.environment()
 
@@ -168,12 +169,14 @@ class SweepSpec:
 TRACE_TIME_SHARE = 0.5
 
 
-def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
-    """Every arm through every load point; the crossover per offload arm and context, and plan's prediction."""
+def run_sweep(stack, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
+    """Every arm through every load point; the crossover per offload arm and context, and plan's prediction.
+    stack: the stack's StackSpec; each arm is a second server of a recipe made from its recipe."""
     from stackctl.doctor.second_server import second_server
     from stackctl.host.dtype import DTYPE_ENV
     from stackctl.plan import plan_recipe
 
+    recipe = stack.recipe
     arms = arms_named(arm_names, recipe)
     users = sorted(set(spec.users))
     contexts = sorted(set(spec.contexts))
@@ -182,7 +185,7 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
         # Held from before the first arm's setup to the last point: another sweep of this stack would replace its
         # arms (same names) and empty their caches.
         running.enter_context(sweep_lock(recipe.stack.name, say))
-        image, dtype_env = stack_image(recipe, say)
+        image, dtype_env = stack_image(stack, say)
         # Sized for the dtype the arms compute in: float32 where the CPU has no native bf16, twice the KV bytes.
         footprint = plan_recipe(recipe, users=1, context_tokens=max(contexts), serve_dtype=dtype_env.get(DTYPE_ENV))
         per_token = footprint.bytes_per_token_all_gpus
@@ -210,7 +213,7 @@ def run_sweep(recipe, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
             served = arm_recipe(recipe, arm, kv_bytes, longest)
             port = spec.port_base + index if spec.port_base else None
             say(f"bench: sweep arm {arm.name}: {arm.title}, KV cache {kv_bytes:,} bytes (~{kv_tokens:,} tokens)")
-            server = running.enter_context(second_server(served, image, f"sweep-{arm.name}", dtype_env,
+            server = running.enter_context(second_server(stack.with_recipe(served), image, f"sweep-{arm.name}", dtype_env,
                                                          recipe.checks.startup_timeout_s, say, port=port))
             binding = parse_binding(server.log())
             result["arms"].append({"name": arm.name, "title": arm.title, "baseline": arm.baseline,

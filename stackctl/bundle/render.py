@@ -15,8 +15,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from stackctl.bundle import layout
 from stackctl import __version__
-from stackctl.bundle import stackspec
 from stackctl.errors import StackctlError
 from stackctl.host.dtype import DTYPE_ENV, host_decides
 from stackctl.host.isa import ONEDNN_LEVELS, onednn_levels_with
@@ -26,40 +26,46 @@ from stackctl.knowledge.rocm import rocm_path
 from stackctl.recipe.model import Recipe
 from stackctl.resources import shipped
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Mapping, Sequence
+
+    from stackctl.bundle.stackspec import StackSpec
+
 MANIFEST = "manifest.json"
 # Files of the bundle that go into the image build; everything else is runtime (mounted or passed as env).
 BUILD_INPUTS = ("Dockerfile", "build", "probes", "wheelhouse", "ca", "connector")
 DOCKERIGNORE = "serve.sh\nlmcache.yaml\nstack.env\ncompose.yaml\nmanifest.json\n"
 
 
-def render_files(recipe: Recipe, guard: bool = True) -> dict[str, bytes]:
-    """All bundle files as {relative path: content}. Pure: no I/O beyond reading stackctl's own templates.
-    guard=False skips the secret and mount checks, for callers that only hash the build inputs and write nothing."""
+def render_files(spec: StackSpec, guard: bool = True) -> dict[str, bytes]:
+    """All bundle files of a stack spec as {relative path: content}. Pure: no I/O beyond reading stackctl's own
+    templates. guard=False skips the secret and mount checks, for callers that only hash the build inputs and write
+    nothing."""
     if guard:
-        refuse_secrets(recipe)
-        refuse_unsafe_mounts(recipe)
-        refuse_unresolved(recipe)
+        refuse_secrets(spec.recipe)
+        refuse_unsafe_mounts(spec)
+        refuse_unresolved(spec.recipe)
     env = _jinja_env()
-    context = _template_context(recipe)
-    dockerfile = platform_of(recipe).dockerfile
+    context = _template_context(spec)
+    dockerfile = platform_of(spec.recipe).dockerfile
     files: dict[str, bytes] = {
         "Dockerfile": _tidy(env.get_template(dockerfile).render(context)).encode(),
         "wheelhouse/.keep": b"",
         "ca/.keep": b"",
-        **_build_context_files(recipe),
+        **_build_context_files(spec),
     }
     # Runtime files name the image, whose tag is the hash of the build inputs above.
-    context["image"] = image_tag(recipe, files)
+    context["image"] = image_tag(spec, files)
     files.update({
         "serve.sh": env.get_template("serve.sh.j2").render(context).encode(),
         "compose.yaml": env.get_template("compose.yaml.j2").render(context).encode(),
-        "stack.env": _env_file(stackspec.environment(recipe)).encode(),
+        "stack.env": _env_file(spec.environment).encode(),
         ".dockerignore": DOCKERIGNORE.encode(),
     })
-    lmcache = stackspec.lmcache_config(recipe)
-    if lmcache is not None:
-        files["lmcache.yaml"] = _yaml(lmcache, recipe).encode()
-    files[MANIFEST] = _manifest(recipe, files).encode()
+    if spec.lmcache_config is not None:
+        files["lmcache.yaml"] = _yaml(spec.lmcache_config, spec.name).encode()
+    files[MANIFEST] = _manifest(spec, files).encode()
     return files
 
 
@@ -79,14 +85,14 @@ def refuse_secrets(recipe: Recipe) -> None:
                             "access_key_env / secret_key_env; see `stackctl explain secret-in-recipe`)")
 
 
-def refuse_unsafe_mounts(recipe: Recipe) -> None:
+def refuse_unsafe_mounts(spec: StackSpec) -> None:
     """No bundle mounts / or a system directory into the container, whatever was skipped or ignored."""
     from stackctl.recipe.safety import host_path_problem
 
-    for mount in stackspec.volumes(recipe):
+    for mount in spec.volumes:
         problem = host_path_problem(mount["host"], writable=mount["mode"] == "rw")
         if problem:
-            raise StackctlError(f"{recipe.source}: host path {mount['host']!r} {problem}; it is never mounted "
+            raise StackctlError(f"{spec.source}: host path {mount['host']!r} {problem}; it is never mounted "
                                 "(fix: see `stackctl explain host-path-unsafe`)")
 
 
@@ -100,12 +106,12 @@ def refuse_unresolved(recipe: Recipe) -> None:
                             "`stackctl explain unresolved-value`)")
 
 
-def image_tag(recipe: Recipe, files: dict[str, bytes]) -> str:
+def image_tag(spec: StackSpec, files: dict[str, bytes]) -> str:
     """The one name of the stack's image, stackctl/NAME:HASH of the build inputs: what `stackctl build` tags, what
     `up` runs, what compose.yaml and manifest.json name, what doctor inspects. Known offline, so a rendered bundle
     names the image `build` makes. The base image's id is not in the tag: `build` records it in a label and builds
     again, under the same tag, when the engine's base image has changed since (lifecycle/build.py)."""
-    return f"{stackspec.image_name(recipe)}:{image_hash(files)}"
+    return f"{spec.image_name}:{image_hash(files)}"
 
 
 def image_hash(files: dict[str, bytes]) -> str:
@@ -176,8 +182,8 @@ def _is_bundle(directory: Path) -> bool:
         return False
 
 
-def render(recipe: Recipe, out_dir: Path) -> Path:
-    return write_bundle(render_files(recipe), out_dir)
+def render(spec: StackSpec, out_dir: Path) -> Path:
+    return write_bundle(render_files(spec), out_dir)
 
 
 # -- pieces --------------------------------------------------------------------------------------------------
@@ -246,46 +252,43 @@ def _yaml_quote(value) -> str:
     return json.dumps(str(value)).replace("$", "$$")
 
 
-def _template_context(recipe: Recipe) -> dict:
-    versions = stackspec.versions(recipe)
-    lmcache_install = stackspec.lmcache_install(recipe)
-    verify = ["vllm"] + (["lmcache"] if lmcache_install else [])
-    purge = recipe.build.purge_cuda_packages
-    environment = stackspec.environment(recipe)
+def _template_context(spec: StackSpec) -> dict:
+    recipe = spec.recipe
+    platform = platform_of(recipe)
     return {
         "recipe": recipe,
         "stackctl_version": __version__,
-        "recipe_hash": stackspec.recipe_hash(recipe),
-        "base_image": stackspec.base_image(recipe),
-        "versions": versions,
-        "lmcache_install": lmcache_install,
-        "lmcache_build_requirements": compat.lmcache_build_requirements(versions["lmcache"]),
-        "purge": purge,
-        "verify_imports": verify,
-        "keep_prefixes": list(platform_of(recipe).tolerated_packages),
-        "app_dir": stackspec.APP_DIR,
-        "run_dir": stackspec.RUN_DIR,
-        "probes_dir": stackspec.PROBES_DIR,
-        "venv": stackspec.VENV,
-        "command": stackspec.server_command(recipe),
-        "arg_lines": _flag_lines(stackspec.serve_args(recipe)),
-        "container": stackspec.container_name(recipe),
-        "rocm": platform_of(recipe).has_gpus,  # the GPU devices, groups and capabilities in compose.yaml
+        "recipe_hash": spec.recipe_hash,
+        "base_image": spec.base_image,
+        "versions": dict(spec.versions),
+        "lmcache_install": spec.lmcache_install,
+        "lmcache_build_requirements": compat.lmcache_build_requirements(spec.versions["lmcache"]),
+        "purge": recipe.build.purge_cuda_packages,
+        "verify_imports": ["vllm"] + (["lmcache"] if spec.lmcache_install else []),
+        "keep_prefixes": list(platform.tolerated_packages),
+        "app_dir": layout.APP_DIR,
+        "run_dir": layout.RUN_DIR,
+        "probes_dir": layout.PROBES_DIR,
+        "venv": layout.VENV,
+        "command": list(spec.server_command),
+        "arg_lines": _flag_lines(spec.serve_args),
+        "container": spec.container_name,
+        "rocm": platform.has_gpus,  # the GPU devices, groups and capabilities in compose.yaml
         # The release's ROCM_PATH (knowledge/rocm.py; /opt/rocm unless versions.rocm names a TheRock build). Built
         # from a version that matched MAJOR.MINOR[.PATCH], so it needs no quoting.
         "rocm_path": rocm_path(recipe),
-        "secrets": stackspec.secret_references(recipe),
-        "volumes": stackspec.volumes(recipe),
-        "environment": environment,
-        "s3_ca": stackspec.S3_CA_ENV in environment,
-        "s3_ca_bundle": stackspec.S3_CA_BUNDLE,
-        "lmcache": stackspec.lmcache_in_image(recipe),
-        "lmcache_yaml": stackspec.lmcache_in_server(recipe),
-        "lmcache_server": stackspec.lmcache_server_command(recipe),
-        "lmcache_server_health": stackspec.lmcache_server_url(recipe) + "/healthcheck",
-        "cpu_connector": stackspec.cpu_connector_shipped(recipe),
-        "cpu_connector_package": stackspec.CPU_CONNECTOR_PACKAGE,
-        "cpu_connector_env": stackspec.CPU_CONNECTOR_ENV,
+        "secrets": dict(spec.secret_references),
+        "volumes": [dict(mount) for mount in spec.volumes],
+        "environment": dict(spec.environment),
+        "s3_ca": layout.S3_CA_ENV in spec.environment,
+        "s3_ca_bundle": layout.S3_CA_BUNDLE,
+        "lmcache": spec.lmcache_in_image,
+        "lmcache_yaml": spec.lmcache_in_server,
+        "lmcache_server": None if spec.lmcache_server_command is None else list(spec.lmcache_server_command),
+        "lmcache_server_health": spec.lmcache_server_url + "/healthcheck",
+        "cpu_connector": spec.cpu_connector_shipped,
+        "cpu_connector_package": layout.CPU_CONNECTOR_PACKAGE,
+        "cpu_connector_env": layout.CPU_CONNECTOR_ENV,
         "host_dtype": host_decides(recipe),
         "dtype_env": DTYPE_ENV,
         "onednn_levels": " ".join(ONEDNN_LEVELS),
@@ -293,7 +296,7 @@ def _template_context(recipe: Recipe) -> dict:
     }
 
 
-def _flag_lines(args: list[str]) -> list[list[str]]:
+def _flag_lines(args: Sequence[str]) -> list[list[str]]:
     """Group argv into one flag (with its value, if any) per line, for a readable serve.sh."""
     lines: list[list[str]] = []
     for arg in args:
@@ -319,7 +322,7 @@ def connector_sources() -> dict[str, Path]:
     (stackspec.cpu_connector_shipped): the package (its Python modules and the C source of its copy loop, which the
     image compiles) and the .pth that loads its import hook, both from the top-level connector/ folder."""
     files_dir = shipped("connector")
-    package = stackspec.CPU_CONNECTOR_PACKAGE
+    package = layout.CPU_CONNECTOR_PACKAGE
     sources = {f"connector/{package}/{module.name}": module
                for module in sorted([*(files_dir / package).glob("*.py"), *(files_dir / package).glob("*.c")])}
     sources[f"connector/{package}.pth"] = files_dir / f"{package}.pth"
@@ -337,25 +340,25 @@ def copied_sources() -> dict[str, Path]:
     return {**verbatim_sources(), **connector_sources(), **hip_sources()}
 
 
-def _build_context_files(recipe: Recipe) -> dict[str, bytes]:
+def _build_context_files(spec: StackSpec) -> dict[str, bytes]:
     sources = verbatim_sources()
-    if stackspec.cpu_connector_shipped(recipe):
+    if spec.cpu_connector_shipped:
         sources.update(connector_sources())
-    if platform_of(recipe).has_gpus:
+    if platform_of(spec.recipe).has_gpus:
         sources.update(hip_sources())
     files = {name: source.read_bytes() for name, source in sources.items()}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
     return files
 
 
-def _env_file(env: dict[str, str]) -> str:
+def _env_file(env: Mapping[str, str]) -> str:
     header = "# Generated by stackctl: the server's non-secret environment (docker --env-file format).\n"
     return header + "".join(f"{key}={value}\n" for key, value in env.items())
 
 
-def _yaml(config: dict, recipe: Recipe) -> str:
+def _yaml(config: dict, stack: str) -> str:
     """LMCache config as YAML. Values are written as JSON scalars/mappings, which YAML reads as the same values."""
-    lines = [f"# Generated by stackctl from recipe \"{recipe.stack.name}\": LMCache configuration "
+    lines = [f"# Generated by stackctl from recipe \"{stack}\": LMCache configuration "
              f"(LMCACHE_CONFIG_FILE). Tier sizes are GiB per tensor-parallel rank."]
     for key, value in config.items():
         lines.append(f"{key}: {_yaml_value(value)}")
@@ -376,19 +379,20 @@ def _yaml_value(value) -> str:
     return json.dumps(value)
 
 
-def _manifest(recipe: Recipe, files: dict[str, bytes]) -> str:
+def _manifest(spec: StackSpec, files: dict[str, bytes]) -> str:
+    recipe = spec.recipe
     manifest = {
         "stackctl": __version__,
         "stack": recipe.stack.name,
         "platform": recipe.stack.platform,
         "engine": recipe.stack.engine,
-        "recipe_hash": stackspec.recipe_hash(recipe),
+        "recipe_hash": spec.recipe_hash,
         "image_hash": image_hash(files),
-        "image": image_tag(recipe, files),
-        "base_image": stackspec.base_image(recipe),
-        "versions": stackspec.versions(recipe),
+        "image": image_tag(spec, files),
+        "base_image": spec.base_image,
+        "versions": dict(spec.versions),
         "files": {name: hashlib.sha256(content).hexdigest() for name, content in sorted(files.items())},
     }
-    if recipe.ignored_errors:
-        manifest["ignored_errors"] = recipe.ignored_errors  # --ignore-errors: what the bundle was made despite
+    if spec.ignored_errors:
+        manifest["ignored_errors"] = list(spec.ignored_errors)  # --ignore-errors: what the bundle was made despite
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"

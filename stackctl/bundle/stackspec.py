@@ -7,37 +7,28 @@ into docker-py arguments; tests assert on them directly.
 
 from __future__ import annotations
 
+from functools import cached_property
+from types import MappingProxyType
+
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import TIER_KIND_RECORDS, engine_of, kind_of, platform_of
 from stackctl.knowledge.rocm import published_base_image
 from stackctl.knowledge.serving_engines import ATOM_DISABLE_ENV, serving_engine_of
+from stackctl.bundle.layout import (
+    CPU_CONNECTOR_ENV,
+    LMCACHE_CONFIG_PATH,
+    LMCACHE_SERVER_HOST,
+    S3_CA_ENV,
+    S3_CA_PATH,
+    S3_CREDENTIALS_PATH,
+)
 from stackctl.recipe.model import Recipe
 
-# Where things live inside the image / container.
-APP_DIR = "/opt/stackctl"
-RUN_DIR = f"{APP_DIR}/run"            # the bundle's runtime files, mounted read-only at `up`
-PROBES_DIR = f"{APP_DIR}/probes"      # probes/*.py copied into the image
-LMCACHE_CONFIG_PATH = f"{RUN_DIR}/lmcache.yaml"
-# The S3 tier's private CA (the tier's ca_file), mounted read-only. LMCache's S3 client (awscrt) trusts the system
-# bundle or SSL_CERT_FILE only, so serve.sh (and the doctor's tier check) join this CA to the image's own bundle and
-# point SSL_CERT_FILE at the result.
-S3_CA_PATH = "/run/stackctl/s3-ca.pem"
-# The S3 tier's credentials_file, mounted read-only; AWS_SHARED_CREDENTIALS_FILE points the S3 client at it.
-S3_CREDENTIALS_PATH = "/run/secrets/aws-credentials"
-S3_CA_ENV = "STACKCTL_S3_CA"
-S3_CA_BUNDLE = "/tmp/stackctl-ca-bundle.pem"  # in the container; probes/tiers/roundtrip.py names it too
-VENV = "/opt/venv"                    # the CPU image's Python environment
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: typing is not imported at run time
+    from collections.abc import Mapping
 
 KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
-
-# stackctl's LMCache connector for vLLM-CPU (connector/stackctl_lmcache_cpu): shipped in every cpu image with
-# LMCache, switched on in the server's environment by this variable (its import hook reads it).
-CPU_CONNECTOR_ENV = "STACKCTL_LMCACHE_CPU_CONNECTOR"
-CPU_CONNECTOR_PACKAGE = "stackctl_lmcache_cpu"
-
-
-# lmcache-mp: where the LMCache server listens in the container (host networking: also on the host), and its log.
-LMCACHE_SERVER_HOST = "127.0.0.1"
 
 
 def lmcache_in_server(recipe: Recipe) -> bool:
@@ -447,3 +438,132 @@ def _number(value: float) -> str:
 
 def _per_rank(size_gb: float, tp: int) -> float:
     return round(size_gb / tp, 3)
+
+
+class StackSpec:
+    """The stack one recipe describes, derived once: the recipe as stackctl runs it (the shell's ISA cap applied to a
+    copy; the loaded recipe is never changed), the options it was made with, and every derived value (names, hash,
+    environment, server argv, volumes, LMCache config), each computed on first use and then kept. Render, the
+    container's arguments, `up`, doctor, bench and fleet read it; none derives these again from the recipe.
+
+    Frozen: nothing is set on it once made; mappings come as read-only views and lists as tuples."""
+
+    recipe: Recipe
+    isa_cap: str | None
+    ignored_errors: tuple
+
+    def __init__(self, recipe: Recipe, *, isa_cap: str | None = None, ignored_errors: tuple = ()):
+        """isa_cap: STACKCTL_CPU_ISA_CAP's value (recipe/isa_cap.py); ignored_errors: the rule errors a user went
+        ahead despite (--ignore-errors), which manifest.json records."""
+        from stackctl.recipe.isa_cap import with_cpu_isa_cap
+
+        object.__setattr__(self, "recipe", with_cpu_isa_cap(recipe, isa_cap))
+        object.__setattr__(self, "isa_cap", isa_cap or None)
+        object.__setattr__(self, "ignored_errors", tuple(ignored_errors))
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a StackSpec is frozen: {name} cannot be set")
+
+    def with_ignored_errors(self, errors) -> StackSpec:
+        """This stack, made despite these rule errors (the same recipe, nothing derived again that was derived)."""
+        spec = StackSpec.__new__(StackSpec)
+        object.__setattr__(spec, "recipe", self.recipe)
+        object.__setattr__(spec, "isa_cap", self.isa_cap)
+        object.__setattr__(spec, "ignored_errors", tuple(errors))
+        return spec
+
+    def with_recipe(self, recipe: Recipe) -> StackSpec:
+        """Another recipe with this spec's options: a deployment to return to, a second server beside the stack."""
+        return StackSpec(recipe, isa_cap=self.isa_cap, ignored_errors=self.ignored_errors)
+
+    @property
+    def name(self) -> str:
+        return self.recipe.stack.name
+
+    @property
+    def source(self) -> str:
+        return self.recipe.source
+
+    @cached_property
+    def container_name(self) -> str:
+        return container_name(self.recipe)
+
+    @cached_property
+    def image_name(self) -> str:
+        return image_name(self.recipe)
+
+    @cached_property
+    def recipe_hash(self) -> str:
+        return recipe_hash(self.recipe)
+
+    @cached_property
+    def environment(self) -> Mapping[str, str]:
+        return MappingProxyType(environment(self.recipe))
+
+    @cached_property
+    def secret_references(self) -> Mapping[str, str]:
+        return MappingProxyType(secret_references(self.recipe))
+
+    @cached_property
+    def server_command(self) -> tuple[str, ...]:
+        return tuple(server_command(self.recipe))
+
+    @cached_property
+    def serve_args(self) -> tuple[str, ...]:
+        return tuple(serve_args(self.recipe))
+
+    @cached_property
+    def volumes(self) -> tuple[Mapping[str, str], ...]:
+        return tuple(MappingProxyType(mount) for mount in volumes(self.recipe))
+
+    @cached_property
+    def lmcache_config(self) -> dict | None:
+        return lmcache_config(self.recipe)
+
+    @cached_property
+    def lmcache_in_server(self) -> bool:
+        return lmcache_in_server(self.recipe)
+
+    @cached_property
+    def lmcache_in_image(self) -> bool:
+        return lmcache_in_image(self.recipe)
+
+    @cached_property
+    def lmcache_install(self) -> str | None:
+        return lmcache_install(self.recipe)
+
+    @cached_property
+    def lmcache_server_command(self) -> tuple[str, ...] | None:
+        command = lmcache_server_command(self.recipe)
+        return None if command is None else tuple(command)
+
+    @cached_property
+    def lmcache_server_url(self) -> str:
+        return lmcache_server_url(self.recipe)
+
+    @cached_property
+    def listening_ports(self) -> tuple[tuple[str, int, str], ...]:
+        return tuple(listening_ports(self.recipe))
+
+    @cached_property
+    def versions(self) -> Mapping:
+        return MappingProxyType(versions(self.recipe))
+
+    @cached_property
+    def base_image(self) -> str:
+        return base_image(self.recipe)
+
+    @cached_property
+    def hash_seed(self) -> str | None:
+        return hash_seed(self.recipe)
+
+    @cached_property
+    def cpu_connector_shipped(self) -> bool:
+        return cpu_connector_shipped(self.recipe)
+
+    @cached_property
+    def cpu_connector_enabled(self) -> bool:
+        return cpu_connector_enabled(self.recipe)
+
+    def tier_lmcache(self, tier) -> tuple[dict, dict]:
+        return tier_lmcache(self.recipe, tier)

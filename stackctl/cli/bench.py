@@ -80,28 +80,28 @@ def bench(ctx, recipe, arms, probe_only, min_speedup, min_hit_rate, tokens, runs
                max_seconds, port_base, Path(out_dir), trace)
         return
     report.require_plotting()
-    arm_recipes = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
-    for arm in arm_recipes:  # arms are brought up: as `up` does, no stack with rule errors
+    arm_stacks = [main] + [load(name.strip()) for name in (arms or "").split(",") if name.strip()]
+    for arm in arm_stacks:  # arms are brought up: as `up` does, no stack with rule errors
         check_rules(arm, arm.source, "bench")
     if trace:
         from stackctl.bench import trace as traces
 
         replayed = traces.read_trace(Path(trace))
-        context = main.model.max_model_len or replayed.longest  # scaled only when the recipe caps the context
+        context = main.recipe.model.max_model_len or replayed.longest  # scaled only when the recipe caps the context
         used = traces.fit(replayed, context, max_seconds * 0.5)
         _err(f"bench: {traces.describe(replayed, used, context)}")
         sessions = traces.replay_sessions(replayed, users, used, seed=0)
     else:
         sessions = workloads.agentic_sessions(users, turns, system_tokens, turn_tokens, output_tokens)
     results = []
-    for arm in arm_recipes:
+    for arm in arm_stacks:
         result = setups.run_arm(arm, sessions, tokens, max_requests, max_seconds, say=_err)
         results.append(result)
         if result.server_lost:
             # Keep what was measured (this arm's completed requests, earlier arms whole), then stop cleanly.
             paths = report.write_reports(results, Path(out_dir))
             raise StackctlError(
-                f"bench: {arm.stack.name}: the server stopped answering during the run ({len(result.requests)} "
+                f"bench: {arm.name}: the server stopped answering during the run ({len(result.requests)} "
                 f"request(s) completed, {result.errors} failed: {result.first_error}); partial results in "
                 f"{paths['json']} (why it stopped: stackctl status {arm.source}; its log: stackctl logs "
                 f"{arm.source})")
@@ -114,13 +114,13 @@ def _err(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
+def _probe(stack, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
     """The arms table, probe.json and probe.png; exit 1 naming what missed a gate."""
     from stackctl.bench import probe as probes
     from stackctl.bench import setups
     from stackctl.errors import StackctlError
 
-    result = setups.run_probe(recipe, tokens, runs, out_dir, say=click.echo)
+    result = setups.run_probe(stack, tokens, runs, out_dir, say=click.echo)
     ratio, arm = result["speedup"], probes.ARM_TITLES[result["cache_arm"]]
     computed = result["arms"][result["cache_arm"]]["tokens_recomputed"]
     tail = "" if computed is None else f", {computed:.0f} of {result['prompt_tokens']} prompt tokens recomputed"
@@ -131,13 +131,13 @@ def _probe(recipe, tokens, runs, min_speedup, min_hit_rate, out_dir) -> None:
         raise StackctlError(f"bench: {arm} misses the gate: " + "; ".join(failed))
 
 
-def _connector(recipe, out_dir, min_over_memcpy: float | None) -> None:
+def _connector(stack, out_dir, min_over_memcpy: float | None) -> None:
     """The connector's copy figures in the stack's container, printed; connector.json written; exit 1 naming the
     direction under `min_over_memcpy`."""
     from stackctl.bench import setups
     from stackctl.errors import StackctlError
 
-    figures, shape = setups.connector_figures(recipe, out_dir)
+    figures, shape = setups.connector_figures(stack, out_dir)
     click.echo(f"CPU connector ({figures['isa']}, {figures['threads']} thread, {figures['bytes'] / 1e6:.0f} MB of "
                f"{shape.name} KV per run): store {figures['store_gb_s']:.2f} GB/s "
                f"({figures['store_over_memcpy']:.2f}x memcpy), load {figures['load_gb_s']:.2f} GB/s "
@@ -149,7 +149,7 @@ def _connector(recipe, out_dir, min_over_memcpy: float | None) -> None:
                             "benchmarks/cpu_connector.py shows each copy layout against memcpy)")
 
 
-def _sweep(recipe, users, contexts, arm_names, turns, output_tokens, think_s, kv_tokens, max_seconds, port_base,
+def _sweep(stack, users, contexts, arm_names, turns, output_tokens, think_s, kv_tokens, max_seconds, port_base,
            out_dir, trace=None) -> None:
     """The sweep's table and crossover printed; sweep.json, sweep.md and sweep.png written."""
     from pathlib import Path
@@ -160,13 +160,13 @@ def _sweep(recipe, users, contexts, arm_names, turns, output_tokens, think_s, kv
     from stackctl.cli.common import check_rules
 
     require_plotting()
-    check_rules(recipe, recipe.source, "bench")
+    check_rules(stack, stack.source, "bench")
     spec = sweep.SweepSpec(users=_counts("--sweep-users", users), contexts=_counts("--sweep-context", contexts),
                            turns=turns, output_tokens=output_tokens, think_s=think_s, kv_tokens=kv_tokens,
                            max_seconds=max_seconds, port_base=port_base,
                            trace=read_trace(Path(trace)) if trace else None)
     names = [name.strip() for name in arm_names.split(",") if name.strip()]
-    result = sweep.run_sweep(recipe, names, spec, say=_err)
+    result = sweep.run_sweep(stack, names, spec, say=_err)
     paths = sweep_report.write(result, out_dir)
     click.echo(paths["markdown"].read_text(), nl=False)
     click.echo(f"wrote {paths['json']}, {paths['markdown']}, {paths['png']}", err=True)

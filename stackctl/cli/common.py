@@ -1,4 +1,7 @@
-"""Small pieces shared by subcommands: loading recipes and refusing those with rule errors."""
+"""Small pieces shared by subcommands: the stack spec of a recipe, and refusing recipes with rule errors.
+
+Every command that acts on a stack derives its StackSpec here, once, from the recipe file and this shell's options
+(STACKCTL_CPU_ISA_CAP; --ignore-errors), and hands it on; nothing below reads those options again."""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ from stackctl.recipe.locate import resolve_recipe_path
 
 
 def load(name: str):
-    """Resolve and load one recipe (raises RecipeError with every problem)."""
+    """The StackSpec of one recipe (raises RecipeError with every problem of the file)."""
+    from stackctl.bundle.stackspec import StackSpec
     from stackctl.recipe import load_recipe
+    from stackctl.recipe.isa_cap import shell_isa_cap
 
-    return load_recipe(resolve_recipe_path(name))
+    return StackSpec(load_recipe(resolve_recipe_path(name)), isa_cap=shell_isa_cap())
 
 
 def load_checked(name: str, verb: str, ignore_errors: bool = False):
@@ -19,15 +24,16 @@ def load_checked(name: str, verb: str, ignore_errors: bool = False):
     return check_rules(load(name), name, verb, ignore_errors)
 
 
-def check_rules(recipe, name: str, verb: str, ignore_errors: bool = False):
-    """The rule check of load_checked, for a recipe already loaded; returns the recipe."""
+def check_rules(spec, name: str, verb: str, ignore_errors: bool = False):
+    """The rule check of load_checked, for a stack spec already derived; returns the spec (with the errors gone
+    ahead despite, under --ignore-errors)."""
     import sys
 
     from stackctl.rules.ruleset import run_rules
 
-    errors = [f for f in run_rules(recipe) if f.severity == "error"]
+    errors = [f for f in run_rules(spec.recipe) if f.severity == "error"]
     if not errors:
-        return recipe
+        return spec
     ids = ", ".join(sorted({f.rule_id for f in errors}))
     if not ignore_errors:
         lines = [f.format() for f in errors]
@@ -37,6 +43,5 @@ def check_rules(recipe, name: str, verb: str, ignore_errors: bool = False):
         print(finding.format(), file=sys.stderr)
     print(f"stackctl: WARNING: --ignore-errors: {verb} goes ahead DESPITE {len(errors)} rule error(s) ({ids}); "
           "recorded in manifest.json as ignored_errors", file=sys.stderr)
-    recipe.ignored_errors = [{"rule_id": f.rule_id, "key": f.key, "line": f.line, "message": f.message}
-                             for f in errors]
-    return recipe
+    return spec.with_ignored_errors({"rule_id": f.rule_id, "key": f.key, "line": f.line, "message": f.message}
+                                    for f in errors)

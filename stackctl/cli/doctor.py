@@ -61,11 +61,12 @@ def doctor(ctx, recipe, scope, output_format, output, json_output, deep, skip, f
         from stackctl.host import discover
 
         host = discover(Path(host_root or "/"))
-    loaded = _recipe(recipe, host)
+    spec = _spec(recipe, host)
+    loaded = spec.recipe
     refuse_unknown_skip_ids(loaded.checks.skip, f"{loaded.source}: checks.skip")
     if recipe is None or host_root:
         scopes = ["host"]
-    context = DoctorContext(loaded, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh,
+    context = DoctorContext(spec, deep=deep, say=lambda m: click.echo(m, err=True), use_cache=not fresh,
                             host_root=host_root)
     if host is not None:
         context.use_host(host)
@@ -92,14 +93,15 @@ def _write(path: str, report: str) -> None:
     click.echo(f"wrote {path}", err=True)
 
 
-def _recipe(name, host):
+def _spec(name, host):
     if name is not None:
         from stackctl.cli.common import load
 
         return load(name)
+    from stackctl.bundle.stackspec import StackSpec
     from stackctl.doctor.host_recipe import host_recipe
 
-    return host_recipe(host)
+    return StackSpec(host_recipe(host))
 
 
 def _capture(directory: str) -> None:

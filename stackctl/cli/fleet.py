@@ -86,15 +86,15 @@ def rollout(ctx, recipe, inventory, batch, max_fail, skip_up, tune, allow_reboot
     refuse_unknown_skip_ids(skip)
     batch_size = fl.parse_batch(batch)
     max_fail_pct = fl.parse_percent(max_fail)
-    runner_module, hosts, plans, recipes = _plan(recipe, inventory)
-    fl.check_shared_tiers(recipes)
+    runner_module, hosts, plans, specs = _plan(recipe, inventory)
+    fl.check_shared_tiers(specs)
     host_batches = fl.batches(hosts, batch_size)
     run_dir = new_fleet_run_dir("rollout", ("runner", "hosts"), create=not dry_run)
     wheel_dir, wheel_id = ready_wheelhouse(wheelhouse, run_dir, say, dry_run=dry_run)
     phases: dict[str, float] = {}
     login = None
     if not (skip_up or dry_run):
-        login = _build_and_ship(recipes, plans, registry, phases)
+        login = _build_and_ship(specs, plans, registry, phases)
     try:  # the credentials file goes whatever happens, Ctrl-C included
         artifacts = run_dir / "hosts"
         extravars = fl.rollout_extravars(
@@ -155,10 +155,10 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     from stackctl.rules.guard_rules import refuse_unknown_skip_ids
 
     refuse_unknown_skip_ids(skip)
-    runner_module, hosts, plans, recipes = _plan(recipe, inventory)
-    mismatches = fl.find_tier_mismatches(recipes)
+    runner_module, hosts, plans, specs = _plan(recipe, inventory)
+    mismatches = fl.find_tier_mismatches(specs)
     run_dir = new_fleet_run_dir("doctor", ("runner",))
-    assign_marker_groups(plans, recipes)
+    assign_marker_groups(plans, specs)
     extravars = fl.doctor_extravars(plans, scope=",".join(scopes), skip=tuple(skip), marker_id=uuid.uuid4().hex[:12])
     kwargs = playbook_args(run_dir, fl.DOCTOR_PLAYBOOK, inventory, extravars,
                            forks or fl.default_forks(len(hosts)), verbose)
@@ -168,7 +168,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     run_playbook(runner_module, kwargs, tracker, say)
     elapsed = time.monotonic() - started
     outcomes = tracker.results()
-    dtype_mismatches, dtype_unknown = fl.served_dtype_mismatches(recipes, {o.host: o.served_dtype() for o in outcomes})
+    dtype_mismatches, dtype_unknown = fl.served_dtype_mismatches(specs, {o.host: o.served_dtype() for o in outcomes})
     mismatches += dtype_mismatches
     header = {"action": "doctor", "inventory": str(inventory), "recipe": recipe, "scopes": scopes,
               "seconds": round(elapsed, 2), "shared_tier_mismatches": [m.to_dict() for m in mismatches],
@@ -179,10 +179,10 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     ctx.exit(ExitCode.FAILED if mismatches else fl.exit_status(outcomes))
 
 
-def _build_and_ship(recipes: dict, plans: dict, registry: str | None, phases: dict):
+def _build_and_ship(specs: dict, plans: dict, registry: str | None, phases: dict):
     """The image of each recipe built once here and made ready to ship; each host's plan names its image. Returns
     the file of the registry credentials for the hosts' login (None without credentials)."""
-    built, phases["build"] = images.build_once(recipes, wheelhouse=None, ca_bundle=None, say=say)
+    built, phases["build"] = images.build_once(specs, wheelhouse=None, ca_bundle=None, say=say)
     auth = images.registry_auth()
     if registry:
         shipped, phases["push"] = images.ship_by_registry(built, registry, auth, say)
@@ -197,7 +197,7 @@ def _build_and_ship(recipes: dict, plans: dict, registry: str | None, phases: di
 
 
 def _plan(recipe: str | None, inventory: str):
-    """ansible_runner (refused early when Ansible is missing), then the hosts, their plans and recipes."""
+    """ansible_runner (refused early when Ansible is missing), then the hosts, their plans and stack specs."""
     from stackctl.recipe.locate import resolve_recipe_path
 
     runner_module = find_ansible()

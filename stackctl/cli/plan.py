@@ -23,6 +23,6 @@ def plan(recipe, users, context_tokens, gpu, host_ram_gib, output_format):
     from stackctl.plan import format_text, plan_recipe
 
     host_ram = int(host_ram_gib * 2**30) if host_ram_gib else None
-    result = plan_recipe(load(recipe), users=users, context_tokens=context_tokens, gpu=gpu, host=discover(),
+    result = plan_recipe(load(recipe).recipe, users=users, context_tokens=context_tokens, gpu=gpu, host=discover(),
                          host_ram_bytes=host_ram)
     click.echo(json.dumps(result.to_dict(), indent=2) if output_format == "json" else format_text(result))

@@ -78,13 +78,12 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
 @click.pass_context
 def rollback(ctx, recipe, timeout):
     """Return RECIPE's stack to the deployment before the running one (from `status --history`)."""
-    from stackctl.bundle.stackspec import container_name
     from stackctl.cli.common import load
     from stackctl.lifecycle.status import status_rows
     from stackctl.lifecycle.up import rollback_recipe, up
 
     loaded = load(recipe)
-    running = [r["recipe_hash"] for r in status_rows(loaded) if r["container"] == container_name(loaded)
+    running = [r["recipe_hash"] for r in status_rows(loaded) if r["container"] == loaded.container_name
                and r["state"] == "running"]
     target = rollback_recipe(loaded, running[0] if running else None)
     say(f"rolling back to {target}")
@@ -118,7 +117,7 @@ def status(recipe, output_format, history):
         raise StackctlError("--history needs a RECIPE (fix: stackctl status RECIPE --history)")
     loaded = load(recipe) if recipe else None
     rows = status_rows(loaded)
-    entries = read_history(loaded.stack.name) if history else []
+    entries = read_history(loaded.name) if history else []
     if output_format == "json":
         click.echo(json.dumps({"containers": rows, "history": entries} if history else rows, indent=2))
         return
@@ -137,7 +136,7 @@ def status(recipe, output_format, history):
                 click.echo(f"{r['container']}: {r['newer_base']}")
     if history:
         click.echo("")
-        click.echo(f"history of {loaded.stack.name} (oldest first):")
+        click.echo(f"history of {loaded.name} (oldest first):")
         _print_table([("TIME", "COMMAND", "OUTCOME", "RECIPE HASH", "IMAGE", "DETAIL")] + [
             (e.get("time", "-"), e.get("command", "-"), e.get("outcome", "-"), e.get("recipe_hash", "-"),
              e.get("image", "-"), e.get("detail", "")) for e in entries])
@@ -155,15 +154,14 @@ def _print_table(table: list) -> None:
 @click.option("--tail", type=int, default=200, show_default=True, help="Lines to show first (0: all).")
 def logs(recipe, follow, tail):
     """Show the server log of RECIPE's container."""
-    from stackctl.bundle.stackspec import container_name
     from stackctl.cli.common import load
     from stackctl.engine import docker_adapter as dk
     from stackctl.errors import StackctlError
 
     loaded = load(recipe)
-    container = dk.find_container(dk.client(), container_name(loaded))
+    container = dk.find_container(dk.client(), loaded.container_name)
     if container is None:
-        raise StackctlError(f"{loaded.stack.name}: no container (fix: stackctl up {recipe})")
+        raise StackctlError(f"{loaded.name}: no container (fix: stackctl up {recipe})")
     kwargs = {"tail": tail if tail > 0 else "all"}
     if follow:
         for text in dk.follow_logs(container, **kwargs):

@@ -9,20 +9,22 @@ from __future__ import annotations
 
 import json
 
+from stackctl.bundle import layout
 from stackctl.bundle import render as renderer
-from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
-from stackctl.recipe.model import Recipe
 
-PROBE = f"{stackspec.PROBES_DIR}/probe_image.py"
+PROBE = f"{layout.PROBES_DIR}/probe_image.py"
 MARK = "----stackctl-probe-boundary----"
 
 
 class DoctorContext:
-    def __init__(self, recipe: Recipe, deep: bool = False, say=None, use_cache: bool = True, host_root=None,
+    def __init__(self, spec, deep: bool = False, say=None, use_cache: bool = True, host_root=None,
                  files: dict[str, bytes] | None = None):
-        """files: the bundle as the caller rendered it already (`up --gate`), so it is not rendered again."""
-        self.recipe = recipe
+        """spec: the stack's StackSpec (bundle/stackspec.py), derived once by the caller; checks read what it
+        derived there and the recipe's own keys as `recipe`. files: the bundle as the caller rendered it already
+        (`up --gate`), so it is not rendered again."""
+        self.spec = spec
+        self.recipe = spec.recipe
         self.host_root = host_root  # a captured host tree to judge instead of this machine (doctor --host-root)
         self.deep = deep
         self.use_cache = use_cache
@@ -70,21 +72,19 @@ class DoctorContext:
         """The stack's bundle as render writes it, rendered once per doctor run (the image tag and the parsers'
         lmcache.yaml both come from it)."""
         if "files" not in self._cache:
-            self._cache["files"] = renderer.render_files(self.recipe, guard=False)
+            self._cache["files"] = renderer.render_files(self.spec, guard=False)
         return self._cache["files"]
 
     @property
     def image_tag(self) -> str:
         if "tag" not in self._cache:
-            self._cache["tag"] = renderer.image_tag(self.recipe, self.bundle_files())
+            self._cache["tag"] = renderer.image_tag(self.spec, self.bundle_files())
         return self._cache["tag"]
 
     def hash_algo(self) -> str:
         """The hash that keys the cache the stack shares across processes: LMCache's (Python's builtin hash, its
         default pre_caching_hash_algorithm) when LMCache is on, else vLLM's prefix-caching hash."""
-        from stackctl.bundle.stackspec import lmcache_in_server
-
-        if lmcache_in_server(self.recipe):
+        if self.spec.lmcache_in_server:
             return str(self.recipe.cache.extra.get("pre_caching_hash_algorithm", "builtin"))
         return self.recipe.serve.prefix_caching_hash_algo or "sha256"
 
@@ -112,7 +112,7 @@ class DoctorContext:
         environment and hash algorithm."""
         if "image" not in self._cache:
             algo = self.hash_algo()
-            environment = stackspec.environment(self.recipe)
+            environment = dict(self.spec.environment)
             self._cache["image"] = self.kept("image-facts", [environment, algo],
                                              lambda: self._gather_facts(environment, algo))
         return self._cache["image"]
@@ -150,7 +150,7 @@ class DoctorContext:
         if "container" not in self._cache:
             from stackctl.engine import docker_adapter
 
-            container = docker_adapter.find_container(self.engine(), stackspec.container_name(self.recipe))
+            container = docker_adapter.find_container(self.engine(), self.spec.container_name)
             if container is None or container.status != "running":
                 raise Unavailable(f"stack not running (run `stackctl up {self.recipe.source}`)")
             self._cache["container"] = container

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable, check, failed, passed
 from stackctl.host.isa import canonical_dtype
 from stackctl.host.prefill import served_dtype
@@ -30,7 +29,7 @@ def matmul_peak(ctx, fresh: bool = False):
         except Unavailable:
             return None, f"image {ctx.image_tag} not built"
         try:
-            peak = run_probe(engine, image.id, environment=stackspec.environment(ctx.recipe), cpuset=_cpuset(ctx),
+            peak = run_probe(engine, image.id, environment=dict(ctx.spec.environment), cpuset=_cpuset(ctx),
                              isa=_isa(ctx).to_dict(), stack=ctx.recipe.stack.name,
                              fresh=fresh or not ctx.use_cache)
         except ValueError as exc:

@@ -11,13 +11,13 @@ from stackctl.errors import StackctlError
 
 def gate_for(value: str):
     """The gate of a --gate value ("server", "image,server"), checked now, so a typo fails before any build: a
-    function of (recipe, the bundle files up rendered, say) that raises StackctlError naming what failed."""
+    function of (the stack spec, the bundle files up rendered, say) that raises StackctlError naming what failed."""
     scopes = parse_scopes(value, "--gate")
 
-    def gate(recipe, files: dict[str, bytes], say) -> None:
+    def gate(spec, files: dict[str, bytes], say) -> None:
         say(f"gate: stackctl doctor --scope {','.join(scopes)}")
-        results, broken = run_doctor(DoctorContext(recipe, say=say, files=files), scopes)
-        stack = recipe.stack.name
+        results, broken = run_doctor(DoctorContext(spec, say=say, files=files), scopes)
+        stack = spec.name
         failing = [r for r in results if r.status == "fail"]
         if failing:
             raise StackctlError(f"{stack}: gate failed (doctor --scope {value}): "

@@ -13,7 +13,7 @@ def _distributions(ctx) -> dict[str, str]:
 
 
 def _lmcache_on(ctx) -> None:
-    require_lmcache(ctx.recipe, in_server=False)
+    require_lmcache(ctx.spec, in_server=False)
 
 
 CPU_SOURCE_FIX = ("build LMCache from source (build.lmcache_from = \"source\"): stackctl's cpu image compiles its "
@@ -199,10 +199,8 @@ def atom_plugin(ctx):
 def versions(ctx):
     """The recipe pins vLLM, LMCache and torch; rules and checks key their expectations on those versions, so the
     image must carry exactly them."""
-    from stackctl.bundle import stackspec
-
     probe = ctx.probe()
-    pins = stackspec.versions(ctx.recipe)
+    pins = ctx.spec.versions
     actual = {
         "vllm": (probe.get("vllm") or {}).get("version"),
         "lmcache": (probe.get("lmcache") or {}).get("version"),

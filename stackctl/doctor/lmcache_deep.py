@@ -56,7 +56,7 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
     decided = {k: v for k, v in dk.container_env(ctx.container()).items() if k == DTYPE_ENV}
     started = time.monotonic()
     try:
-        with second_server(ctx.recipe, image, f"second-{tier.kind}", {**decided, **tier_env(tier, run_id)},
+        with second_server(ctx.spec, image, f"second-{tier.kind}", {**decided, **tier_env(tier, run_id)},
                            ctx.recipe.checks.startup_timeout_s, ctx.say) as server:
             offset = len(ANSI.sub("", server.log()))
             ask(server.base_url, server.model, prompt, logprobs=False)
@@ -78,7 +78,7 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
 def _require_deep(ctx) -> None:
     if not ctx.deep:
         raise Unavailable("runs with --deep only (starts a second server per tier beside the stack)")
-    require_lmcache(ctx.recipe)
+    require_lmcache(ctx.spec)
 
 
 def deep_result(ctx, tier) -> dict:
@@ -141,7 +141,6 @@ def hash_seed_proof(ctx):
     recipe's environment asks for the prompt the stack stored; on a tier that outlives a process (fs, s3) it must
     hit. LMCache's local_disk keeps its index in process memory (lmcache/v1/storage_backend/local_disk_backend.py:135
     in 0.5.6), so disk is no proof, and 0 hits there are not a seed problem."""
-    from stackctl.bundle import stackspec
     from stackctl.engine import docker_adapter as dk
 
     _require_deep(ctx)
@@ -156,7 +155,7 @@ def hash_seed_proof(ctx):
         raise Unavailable("the second server's LMCache did nothing (no lookup, no store): see its log")
     hits = item["first"].hit_tokens
     running = dk.container_env(ctx.container()).get("PYTHONHASHSEED")
-    wanted = stackspec.hash_seed(ctx.recipe)
+    wanted = ctx.spec.hash_seed
     details = {"tier": item["tier"], "hit_tokens": hits, "stack_seed": running, "recipe_seed": wanted,
                "lookups": item["first"].lookups}
     if hits > 0:

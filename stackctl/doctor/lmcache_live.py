@@ -188,7 +188,7 @@ def served_hit(ctx) -> dict:
 
 
 def _require_lmcache(ctx) -> None:
-    require_lmcache(ctx.recipe)
+    require_lmcache(ctx.spec)
 
 
 @check("server.lmcache-hit", "server", "error",

@@ -50,10 +50,9 @@ def _offload_engine(ctx):
 
 def lmcache_server_status(ctx) -> dict:
     """The LMCache server's /status (lmcache-mp), read from the host (host networking)."""
-    from stackctl.bundle.stackspec import lmcache_server_url
     from stackctl.httpclient import get_json
 
-    url = lmcache_server_url(ctx.recipe) + "/status"
+    url = ctx.spec.lmcache_server_url + "/status"
     try:
         return get_json(url, timeout=5.0)
     except (OSError, ValueError) as exc:

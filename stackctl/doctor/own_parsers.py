@@ -8,7 +8,6 @@ import json
 import tempfile
 from pathlib import Path
 
-from stackctl.bundle import stackspec
 from stackctl.doctor.registry import Unavailable
 from stackctl.engine import docker_adapter as dk
 from stackctl.resources import shipped
@@ -20,19 +19,18 @@ TIMEOUT_S = 300
 PARSERS_LABEL = "dev.stackctl.parsers-of"
 
 
-def server_arguments(recipe) -> list[str]:
-    """What serve.sh gives vLLM after the program name: the model, then the flags (stackspec.serve_args, the same
-    function render writes serve.sh from)."""
-    return [recipe.model.path] + stackspec.serve_args(recipe)
+def server_arguments(spec) -> list[str]:
+    """What serve.sh gives vLLM after the program name: the model, then the flags (the stack spec's serve_args,
+    which render writes serve.sh from)."""
+    return [spec.recipe.model.path, *spec.serve_args]
 
 
 def run(ctx) -> dict:
     """{"vllm": {...}, "lmcache": {...}} as the probe reports it (see probes/parsers/parse_config.py), kept per image
     and inputs: importing vLLM in a container takes seconds, and the same image reads the same inputs the same way."""
-    recipe = ctx.recipe
-    arguments = server_arguments(recipe)
+    arguments = server_arguments(ctx.spec)
     lmcache_yaml = ctx.bundle_files().get("lmcache.yaml")
-    environment = stackspec.environment(recipe)
+    environment = dict(ctx.spec.environment)
     driver = _driver().read_bytes()
     return ctx.kept("image-parsers", key_parts(arguments, lmcache_yaml, environment, driver),
                     lambda: _ask_image(ctx, arguments, lmcache_yaml, environment))

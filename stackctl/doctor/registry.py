@@ -115,16 +115,15 @@ def require_this_machine(ctx, what: str) -> None:
 CHECKS: dict[str, Check] = {}
 
 
-def require_lmcache(recipe, in_server: bool = True) -> None:
+def require_lmcache(spec, in_server: bool = True) -> None:
     """Skip with the reason unless LMCache runs in the vLLM process (in_server) or the image carries it: the cache
     off, or an offload engine (cache.offload) that runs LMCache as its own server or not at all."""
-    from stackctl.bundle.stackspec import lmcache_in_image, lmcache_in_server
     from stackctl.knowledge.kinds import engine_of
 
-    if not recipe.cache.enabled:
+    if not spec.recipe.cache.enabled:
         raise Unavailable("LMCache is off in the recipe")
-    if not (lmcache_in_server(recipe) if in_server else lmcache_in_image(recipe)):
-        engine = engine_of(recipe)
+    if not (spec.lmcache_in_server if in_server else spec.lmcache_in_image):
+        engine = engine_of(spec.recipe)
         where = "runs as its own server, not in vLLM" if engine.lmcache_server else "does not run"
         raise Unavailable(f"cache.offload = {engine.name!r}: LMCache {where}; server.offload-hit proves the offload")
 

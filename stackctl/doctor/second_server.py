@@ -53,22 +53,23 @@ def derived_recipe(recipe, label: str, port: int, env: dict[str, str]):
 
 
 @contextmanager
-def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: float,
+def second_server(spec, image: str, label: str, env: dict[str, str], timeout: float,
                   say=lambda message: None, port: int | None = None) -> Iterator[SecondServer]:
-    """Start a second server of `recipe` from `image` (the running stack's image id) with `env` added, on `port`
+    """Start a second server of the stack `spec` from `image` (the running stack's image id) with `env` added, on `port`
     (default: one the kernel picks), wait until it is healthy, yield it, and remove its container and bundle
     whatever happens."""
     from stackctl.engine.container import container_kwargs, read_secrets
     from stackctl.engine.health import wait_for_health
 
     port = port or free_port()
-    second = derived_recipe(recipe, label, port, env)
+    recipe = spec.recipe
+    second = spec.with_recipe(derived_recipe(recipe, label, port, env))
     files = renderer.render_files(second, guard=False)
-    bundle = Path(tempfile.mkdtemp(prefix=f"stackctl-{second.stack.name}-"))
+    bundle = Path(tempfile.mkdtemp(prefix=f"stackctl-{second.name}-"))
     container = None
     try:
         renderer.write_bundle(files, bundle / "bundle")
-        kwargs = container_kwargs(second, files, bundle / "bundle", None, secrets=read_secrets(recipe))
+        kwargs = container_kwargs(second, files, bundle / "bundle", None, secrets=read_secrets(spec))
         kwargs["image"] = image
         # Not a deployment: no stack labels, so `status`, `down` and `up` never take it for one.
         kwargs["labels"] = {SECOND_SERVER_LABEL: recipe.stack.name}
@@ -79,7 +80,7 @@ def second_server(recipe, image: str, label: str, env: dict[str, str], timeout: 
         say(f"starting a second server {kwargs['name']} on port {port} ({label})")
         container = dk.run_detached(engine, **kwargs)
         url = f"http://127.0.0.1:{port}"
-        wait_for_health(second.stack.name, f"{url}/health", container, timeout, say)
+        wait_for_health(second.name, f"{url}/health", container, timeout, say)
         yield SecondServer(url, container, recipe.served_name)
     finally:
         if container is not None:

@@ -122,7 +122,7 @@ def lmcache_initialised(ctx):
     (lmcache/v1/manager.py:107-111, :235-238) and skips post_init, so the marker never appears; on vLLM's CPU
     build it says `No supported cpu connector found.` first. Any LMCache ERROR line fails the check too (a backend
     that could not be created, a lookup socket timing out)."""
-    require_lmcache(ctx.recipe)
+    require_lmcache(ctx.spec)
     lines = [ANSI.sub("", line).strip() for line in ctx.server_log().splitlines()]
     degraded = [line for line in lines if DEGRADED in line or "No supported" in line]
     if degraded:
@@ -155,7 +155,7 @@ def lmcache_native(ctx):
     baseline` (lmcache/v1/platform/devices/cuda/device_ops.py:129), 0.4.x `Failed to import backend lmcache.c_ops`,
     when the native module cannot load; healthy 0.4.x
     logs `Using backend: lmcache.c_ops`."""
-    require_lmcache(ctx.recipe)
+    require_lmcache(ctx.spec)
     log = ctx.server_log()
     for marker in NATIVE_MISSING:
         for line in log.splitlines():
@@ -224,9 +224,7 @@ def cache_hits(ctx):
     LMCache (a degraded LMCache, which stores nothing and waits out a lookup timeout per request, still has HBM
     hits), so this check leaves it to that one."""
     if ctx.recipe.cache.enabled:
-        from stackctl.bundle.stackspec import lmcache_in_server
-
-        if lmcache_in_server(ctx.recipe):
+        if ctx.spec.lmcache_in_server:
             raise Unavailable("LMCache is on: server.lmcache-hit is the hit test (an HBM hit proves nothing about it)")
         raise Unavailable(f"KV offload is on (cache.offload = {ctx.recipe.cache.offload!r}): server.offload-hit is "
                           "the hit test (an HBM hit proves nothing about the offload)")

@@ -122,7 +122,7 @@ def tiers(ctx):
 
     if not ctx.recipe.cache.tiers:
         raise Unavailable("no LMCache tiers in the recipe")
-    require_lmcache(ctx.recipe)
+    require_lmcache(ctx.spec)
     if not ctx.deep and _stack_runs(ctx):
         raise Unavailable("the stack runs: server.lmcache-hit proves its first tier serves; `doctor --deep` runs "
                           "this round trip and proves every tier through serving (server.tier-served)")

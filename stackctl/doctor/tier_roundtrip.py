@@ -21,7 +21,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.knowledge.kinds import TIER_KIND_RECORDS, kind_of
 from stackctl.knowledge.kv_math import GiB, MiB
@@ -112,15 +111,15 @@ def cpu_buffer_gib(chunk_bytes: int, keys: int) -> float:
     return max(CHECK_CPU_GB, math.ceil((keys + 2) * chunk_bytes * 1.25 / GiB * 100) / 100)
 
 
-def tier_configs(recipe, cpu_gib: float = CHECK_CPU_GB) -> dict[str, dict]:
-    """One LMCache config per tier kind, derived from the stack's own config."""
-    full = stackspec.lmcache_config(recipe) or {}  # empty when the cache is off: there are no tiers to check
+def tier_configs(spec, cpu_gib: float = CHECK_CPU_GB) -> dict[str, dict]:
+    """One LMCache config per tier kind, derived from the stack's own config (its StackSpec's)."""
+    full = spec.lmcache_config or {}  # empty when the cache is off: there are no tiers to check
     extra = {k: v for k, v in full.get("extra_config", {}).items() if k not in TIER_EXTRA_KEYS}
     base = {k: v for k, v in full.items() if k not in TIER_KEYS and k != "extra_config"}
     configs = {}
-    for tier in recipe.cache.tiers:
+    for tier in spec.recipe.cache.tiers:
         config = dict(base, local_cpu=False, max_local_cpu_size=cpu_gib)
-        settings, own_extra = stackspec.tier_lmcache(recipe, tier)
+        settings, own_extra = spec.tier_lmcache(tier)
         config.update(settings, max_local_cpu_size=cpu_gib)  # the check's CPU buffer, whatever the tier's size
         if kind_of(tier).remote:
             config["remote_serde"] = "naive"
@@ -131,16 +130,16 @@ def tier_configs(recipe, cpu_gib: float = CHECK_CPU_GB) -> dict[str, dict]:
     return configs
 
 
-def tier_specs(recipe, chunk: KVChunk, keys: int, model: str, spec_dir: str, mounted_at: str = SPEC_DIR,
+def tier_specs(spec, chunk: KVChunk, keys: int, model: str, spec_dir: str, mounted_at: str = SPEC_DIR,
                kinds: set[str] | None = None) -> list:
     """Write one LMCache config per tier (of `kinds`, default all) into spec_dir and return the driver's spec list
     (paths as mounted)."""
     specs = []
-    for kind, config in tier_configs(recipe, cpu_buffer_gib(chunk.bytes, keys)).items():
+    for kind, config in tier_configs(spec, cpu_buffer_gib(chunk.bytes, keys)).items():
         if kinds is not None and kind not in kinds:
             continue
         Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
-        tier = recipe.tiers_of(kind)[0]
+        tier = spec.recipe.tiers_of(kind)[0]
         specs.append({"tier": kind, "config": f"{mounted_at}/{kind}.json", "model": model,
                       "path": tier.path if kind_of(tier).host_directory else None, "chunk": chunk.spec(), "keys": keys})
     Path(spec_dir, "specs.json").write_text(json.dumps(specs))
@@ -171,15 +170,14 @@ def run(ctx, chunk: KVChunk | None = None, keys: int | None = None) -> tuple[KVC
 
 def _round_trips(ctx, chunk: KVChunk, keys: int, model: str, kinds: set[str]) -> dict[str, dict]:
     """The driver's report per tier kind, from one check container running the round trip of `kinds`."""
-    recipe = ctx.recipe
     engine = ctx.engine()
-    environment = dict(stackspec.environment(recipe))
-    for container_var, host_var in stackspec.secret_references(recipe).items():
+    environment = dict(ctx.spec.environment)
+    for container_var, host_var in ctx.spec.secret_references.items():
         if os.environ.get(host_var):
             environment[container_var] = os.environ[host_var]
-    volumes = {m["host"]: {"bind": m["container"], "mode": m["mode"]} for m in stackspec.volumes(recipe)}
+    volumes = {m["host"]: {"bind": m["container"], "mode": m["mode"]} for m in ctx.spec.volumes}
     with tempfile.TemporaryDirectory(prefix="stackctl-tiers-") as spec_dir:
-        specs = tier_specs(recipe, chunk, keys, model, spec_dir, kinds=kinds)
+        specs = tier_specs(ctx.spec, chunk, keys, model, spec_dir, kinds=kinds)
         volumes[spec_dir] = {"bind": SPEC_DIR, "mode": "ro"}
         volumes[str(shipped("probes") / "tiers" / "roundtrip.py")] = {"bind": DRIVER, "mode": "ro"}
         command = ["python", DRIVER, "--spec", f"{SPEC_DIR}/specs.json", "--timeout", str(TIER_TIMEOUT_S)]

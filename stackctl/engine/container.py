@@ -1,4 +1,4 @@
-"""The container a stack runs as: docker-py `containers.run` arguments built from the recipe (pure; `up
+"""The container a stack runs as: docker-py `containers.run` arguments built from its stack spec (pure; `up
 --dry-run` prints them), and the secrets it receives at run time."""
 
 from __future__ import annotations
@@ -7,32 +7,33 @@ import json
 import os
 from pathlib import Path
 
-from stackctl.bundle import render, stackspec
+from stackctl.bundle import render
+from stackctl.bundle.layout import RUN_DIR
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import platform_of
-from stackctl.recipe.model import Recipe
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
 if TYPE_CHECKING:  # annotations only
     from typing import Any
 
 
-def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, host_groups: dict | None = None,
+def container_kwargs(spec, files: dict, bundle_dir: Path, pinning, host_groups: dict | None = None,
                      secrets: dict | None = None) -> dict:
     """docker-py `containers.run` arguments: ROCm devices and groups, host networking and IPC, large shm, model and
     tier volumes, the bundle's runtime files, env from the recipe, secrets from their references, and the
     pinning decision's cpuset and launcher (host/placement.py, the only place that turns a decision into these)."""
     from stackctl.host.placement import placement
 
-    env = dict(stackspec.environment(recipe))
+    recipe = spec.recipe
+    env = dict(spec.environment)
     env.update(secrets or {})
-    volumes = {str(bundle_dir): {"bind": stackspec.RUN_DIR, "mode": "ro"}}
-    for mount in stackspec.volumes(recipe):
+    volumes = {str(bundle_dir): {"bind": RUN_DIR, "mode": "ro"}}
+    for mount in spec.volumes:
         volumes[mount["host"]] = {"bind": mount["container"], "mode": mount["mode"]}
     kwargs: dict[str, Any] = {
-        "image": render.image_tag(recipe, files),
-        "name": stackspec.container_name(recipe),
+        "image": render.image_tag(spec, files),
+        "name": spec.container_name,
         "detach": True,
         "network_mode": "host",
         "ipc_mode": "host",
@@ -41,7 +42,7 @@ def container_kwargs(recipe: Recipe, files: dict, bundle_dir: Path, pinning, hos
         "volumes": volumes,
         "labels": {
             dk.LABEL_STACK: recipe.stack.name,
-            dk.LABEL_RECIPE_HASH: stackspec.recipe_hash(recipe),
+            dk.LABEL_RECIPE_HASH: spec.recipe_hash,
             dk.LABEL_IMAGE_HASH: render.image_hash(files),
             dk.LABEL_RECIPE_PATH: str(Path(recipe.source).resolve()),
             dk.LABEL_DESCRIPTION: recipe.stack.description,
@@ -74,15 +75,15 @@ def redacted(kwargs: dict, secrets: dict) -> dict:
     return shown
 
 
-def read_secrets(recipe: Recipe) -> dict[str, str]:
+def read_secrets(spec) -> dict[str, str]:
     """Secret values from the host variables the recipe names; a missing one is an error naming it."""
     values, missing = {}, []
-    for container_var, host_var in stackspec.secret_references(recipe).items():
+    for container_var, host_var in spec.secret_references.items():
         if host_var in os.environ:
             values[container_var] = os.environ[host_var]
         else:
             missing.append(host_var)
     if missing:
-        raise StackctlError(f"{recipe.source}: secret variable(s) not set: {', '.join(missing)} (fix: export them "
+        raise StackctlError(f"{spec.source}: secret variable(s) not set: {', '.join(missing)} (fix: export them "
                             "in the shell that runs stackctl; they reach the container at run time only)")
     return values

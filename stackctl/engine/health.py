@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from stackctl.bundle import stackspec
+from stackctl.bundle import layout
 from stackctl.engine import docker_adapter as dk
 from stackctl.engine.records import ContainerState
 from stackctl.errors import StackctlError
@@ -100,7 +100,7 @@ def served_address(container) -> tuple[str, str | None]:
     """Host and port the server listens on, read from the bundle's serve.sh the container runs (the recipe may
     have changed since)."""
     for mount in container.attrs.get("Mounts", []):
-        if mount.get("Destination") == stackspec.RUN_DIR:
+        if mount.get("Destination") == layout.RUN_DIR:
             serve = Path(mount["Source"]) / "serve.sh"
             if serve.is_file():
                 words = [w.strip("'\"") for w in serve.read_text().split()]

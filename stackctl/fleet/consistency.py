@@ -20,37 +20,34 @@ def _revision(extra_args: list[str]) -> str | None:
     return None
 
 
-def cache_key_settings(recipe) -> dict[str, object]:
+def cache_key_settings(spec) -> dict[str, object]:
     """Everything that changes the keys (or the stored format) of LMCache entries, by recipe key. LMCache 0.5.x keys
     are model@world_size@worker@chunk_hash@kv_dtype; the chunk hash chains from the hash seed with the hash
     algorithm over chunk_size-token chunks."""
-    from stackctl.bundle import stackspec
-    from stackctl.bundle.stackspec import hash_seed
-
-    config = stackspec.lmcache_config(recipe) or {}
-    versions = stackspec.versions(recipe)
+    config = spec.lmcache_config or {}
+    versions = spec.versions
     return {
-        "model.path": recipe.model.path,
-        "model revision (serve.extra_args --revision)": _revision(list(recipe.serve.extra_args)),
-        "model.tensor_parallel": recipe.model.tensor_parallel,
-        "model.kv_cache_dtype": recipe.model.kv_cache_dtype,
-        "model.dtype": recipe.model.dtype,
-        "cache.chunk_size": recipe.cache.chunk_size,
-        "cache.hash_seed": hash_seed(recipe),
+        "model.path": spec.recipe.model.path,
+        "model revision (serve.extra_args --revision)": _revision(list(spec.recipe.serve.extra_args)),
+        "model.tensor_parallel": spec.recipe.model.tensor_parallel,
+        "model.kv_cache_dtype": spec.recipe.model.kv_cache_dtype,
+        "model.dtype": spec.recipe.model.dtype,
+        "cache.chunk_size": spec.recipe.cache.chunk_size,
+        "cache.hash_seed": spec.hash_seed,
         "cache.extra.pre_caching_hash_algorithm": config.get("pre_caching_hash_algorithm", "builtin"),
-        "serve.prefix_caching_hash_algo": recipe.serve.prefix_caching_hash_algo or "sha256",
+        "serve.prefix_caching_hash_algo": spec.recipe.serve.prefix_caching_hash_algo or "sha256",
         "versions.lmcache": versions.get("lmcache") or versions.get("lmcache_git"),
         "cache.extra.remote_serde": config.get("remote_serde"),
     }
 
 
-def shared_tiers(recipe) -> list[str]:
+def shared_tiers(spec) -> list[str]:
     """Names of the remote tiers a recipe writes to ("s3 s3://host:port", "fs /mnt/x"): the kind and its place, a
     directory or a URL; [] when LMCache is off."""
-    if not recipe.cache.enabled:
+    if not spec.recipe.cache.enabled:
         return []
     names = []
-    for tier in recipe.cache.tiers:
+    for tier in spec.recipe.cache.tiers:
         kind = kind_of(tier)
         if kind.remote and kind.host_directory and tier.path:
             names.append(f"{kind.name} {os.path.normpath(tier.path)}")
@@ -77,20 +74,20 @@ class TierMismatch:
         return {"tier": self.tier, "key": self.key, "values": self.values}
 
 
-def hosts_by_shared_tier(host_recipes: dict) -> dict[str, list[str]]:
+def hosts_by_shared_tier(host_specs: dict) -> dict[str, list[str]]:
     """Each remote tier two or more hosts write, with those hosts."""
     by_tier: dict[str, list[str]] = {}
-    for host, recipe in host_recipes.items():
-        for tier in shared_tiers(recipe):
+    for host, spec in host_specs.items():
+        for tier in shared_tiers(spec):
             by_tier.setdefault(tier, []).append(host)
     return {tier: hosts for tier, hosts in by_tier.items() if len(hosts) >= 2}
 
 
-def find_tier_mismatches(host_recipes: dict) -> list[TierMismatch]:
+def find_tier_mismatches(host_specs: dict) -> list[TierMismatch]:
     """For each remote tier used by two or more hosts: every cache-key setting on which they differ."""
     mismatches = []
-    for tier, hosts in hosts_by_shared_tier(host_recipes).items():
-        settings = {host: cache_key_settings(host_recipes[host]) for host in hosts}
+    for tier, hosts in hosts_by_shared_tier(host_specs).items():
+        settings = {host: cache_key_settings(host_specs[host]) for host in hosts}
         for key in settings[hosts[0]]:
             mismatch = _disagreement(tier, key, {host: settings[host][key] for host in hosts})
             if mismatch is not None:
@@ -106,7 +103,7 @@ def _disagreement(tier: str, key: str, by_host: dict, fix: str = "") -> TierMism
     return TierMismatch(tier, key, values, fix) if len(values) > 1 else None
 
 
-def served_dtype_mismatches(host_recipes: dict, served: dict[str, str | None]) -> tuple[list[TierMismatch],
+def served_dtype_mismatches(host_specs: dict, served: dict[str, str | None]) -> tuple[list[TierMismatch],
                                                                                        list[str]]:
     """Hosts sharing a remote tier whose servers compute in different dtypes, from each host's live server (`served`:
     host -> dtype, None where it could not be read). LMCache's chunk keys carry the KV dtype, so each host writes
@@ -114,7 +111,7 @@ def served_dtype_mismatches(host_recipes: dict, served: dict[str, str | None]) -
     each CPU host serves its own native dtype (bf16 with AMX or AVX512-BF16, float32 on AVX2). Also returns, per
     tier, why the dtypes could not be compared (a host's dtype unknown)."""
     mismatches, unknown = [], []
-    for tier, hosts in hosts_by_shared_tier(host_recipes).items():
+    for tier, hosts in hosts_by_shared_tier(host_specs).items():
         missing = [host for host in hosts if not served.get(host)]
         if missing:
             unknown.append(f"the {tier} tier's served dtypes not compared: unknown on {', '.join(missing)} "
@@ -127,9 +124,9 @@ def served_dtype_mismatches(host_recipes: dict, served: dict[str, str | None]) -
     return mismatches, unknown
 
 
-def check_shared_tiers(host_recipes: dict) -> None:
+def check_shared_tiers(host_specs: dict) -> None:
     """Refuse (one line) a fleet whose hosts share a remote tier but would write it under different keys."""
-    mismatches = find_tier_mismatches(host_recipes)
+    mismatches = find_tier_mismatches(host_specs)
     if mismatches:
         more = f" (and {len(mismatches) - 1} more difference(s))" if len(mismatches) > 1 else ""
         raise StackctlError(mismatches[0].format() + more)

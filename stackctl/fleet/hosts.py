@@ -71,12 +71,11 @@ def tuning_for(recipe) -> dict:
     return tuning
 
 
-def host_plan(recipe_path: str, recipe) -> dict:
-    """What one host gets: the recipe file (controller path), its hash, the stack name, the tuning."""
-    from stackctl.bundle.stackspec import recipe_hash
-
-    return {"recipe": str(recipe_path), "recipe_hash": recipe_hash(recipe), "stack": recipe.stack.name,
-            "tuning": tuning_for(recipe)}
+def host_plan(recipe_path: str, spec) -> dict:
+    """What one host gets: the recipe file (controller path), its hash (as the stack spec derives it), the stack
+    name, the tuning."""
+    return {"recipe": str(recipe_path), "recipe_hash": spec.recipe_hash, "stack": spec.name,
+            "tuning": tuning_for(spec.recipe)}
 
 
 # -- `--batch` and `--max-fail`, and the batches Ansible's `serial` makes -------------------------------------------

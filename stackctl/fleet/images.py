@@ -37,7 +37,7 @@ class ShippedImage:
         return asdict(self)
 
 
-def build_once(recipes: dict, *, wheelhouse: str | None, ca_bundle: str | None, say: Say) -> tuple[dict, float]:
+def build_once(specs: dict, *, wheelhouse: str | None, ca_bundle: str | None, say: Say) -> tuple[dict, float]:
     """Each distinct recipe's image built (or found current) on the controller: {host: (tag, image id, size)} and
     the seconds it took."""
     from stackctl.engine import docker_adapter as dk
@@ -47,10 +47,10 @@ def build_once(recipes: dict, *, wheelhouse: str | None, ca_bundle: str | None, 
     engine = dk.client()
     built: dict[str, tuple[str, str, int]] = {}
     per_host = {}
-    for host, recipe in recipes.items():
-        key = str(recipe.source)
+    for host, spec in specs.items():
+        key = str(spec.source)
         if key not in built:
-            tag, _ = build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle, say=say)
+            tag, _ = build(spec, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle, say=say)
             image = dk.find_image(engine, tag)
             built[key] = (tag, image.id, dk.image_size(image))
         per_host[host] = built[key]

@@ -65,15 +65,16 @@ def tier_label(tier) -> str:
     return f"s3 tier {where_of(endpoint_of(tier))}"
 
 
-def assign_marker_groups(plans: dict, recipes: dict) -> None:
+def assign_marker_groups(plans: dict, specs: dict) -> None:
     """Add to the plan of each host that shares an fs or S3 tier with another host `shared_tiers`: {kind: {"tier":
-    label, "hosts": the group, in inventory order}} (`recipes` is in inventory order; the label is the first host's).
+    label, "hosts": the group, in inventory order}} (`specs`, each host's stack spec, is in inventory order; the label
+    is the first host's).
     The playbook picks each group's writer at marker time: the first of `hosts` still in the play."""
     groups: dict[str, dict] = {}
     keys: dict[tuple[str, str], str] = {}
-    for host, recipe in recipes.items():
+    for host, spec in specs.items():
         for kind in marker_kinds():
-            tier = marker_tier(recipe, kind)
+            tier = marker_tier(spec.recipe, kind)
             if tier is not None:
                 keys[host, kind] = key = group_key(tier)
                 groups.setdefault(key, {"tier": tier_label(tier), "hosts": []})["hosts"].append(host)

@@ -33,9 +33,12 @@ def read_inventory(inventory: str) -> tuple[list[str], dict]:
 
 def plan_fleet(recipe: str | None, inventory: str, resolve: Callable[[str], str],
                warn: Callable[[str], None]) -> tuple[list[str], dict, dict]:
-    """Hosts, each host's plan, each host's loaded recipe. Recipes with rule errors are refused here; warnings go
+    """Hosts, each host's plan, each host's stack spec (derived once per recipe, with this shell's ISA cap, which
+    the hosts' stackctl runs with too: fleet/ansible.py). Recipes with rule errors are refused here; warnings go
     to `warn`. `resolve` turns a recipe name (a path or a shipped recipe's name) into a path."""
+    from stackctl.bundle.stackspec import StackSpec
     from stackctl.recipe import load_recipe
+    from stackctl.recipe.isa_cap import shell_isa_cap
     from stackctl.rules.ruleset import run_rules
 
     hosts, hostvars = read_inventory(inventory)
@@ -43,13 +46,13 @@ def plan_fleet(recipe: str | None, inventory: str, resolve: Callable[[str], str]
         raise StackctlError(f"{inventory}: no hosts in the inventory")
     names = host_recipe_names(hosts, hostvars, recipe)
     loaded: dict[str, tuple] = {}
-    plans, recipes = {}, {}
+    plans, specs = {}, {}
     for host in hosts:
         name = names[host] if names[host] == recipe else resolve_inventory_path(names[host], inventory)
         if name not in loaded:
             path = Path(resolve(name)).resolve()
-            parsed = load_recipe(str(path))
-            findings = run_rules(parsed)
+            parsed = StackSpec(load_recipe(str(path)), isa_cap=shell_isa_cap())
+            findings = run_rules(parsed.recipe)
             for finding in findings:
                 if finding.severity == "warning":
                     warn(f"host {host}: {finding.format()}")
@@ -60,5 +63,5 @@ def plan_fleet(recipe: str | None, inventory: str, resolve: Callable[[str], str]
             loaded[name] = (path, parsed)
         path, parsed = loaded[name]
         plans[host] = host_plan(str(path), parsed)
-        recipes[host] = parsed
-    return hosts, plans, recipes
+        specs[host] = parsed
+    return hosts, plans, specs

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stackctl.bundle import stackspec
+from stackctl.bundle import layout
 from stackctl.errors import StackctlError
 from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits
@@ -269,6 +269,6 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
     if extra_config:
         extra["extra_config"] = extra_config
     if tier is None or not tier_kind(tier["kind"]).s3_bucket:
-        for key, variable in (("credentials_file", "AWS_SHARED_CREDENTIALS_FILE"), ("ca_file", stackspec.S3_CA_ENV)):
+        for key, variable in (("credentials_file", "AWS_SHARED_CREDENTIALS_FILE"), ("ca_file", layout.S3_CA_ENV)):
             if files[key]:
                 draft.notes.append(f"{variable} is set but there is no S3 tier; not imported")

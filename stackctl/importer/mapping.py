@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from stackctl.bundle import stackspec
+from stackctl.bundle import layout
 from stackctl.errors import StackctlError
 from stackctl.importer.atom_server import to_vllm
 from stackctl.importer.credentials import is_secret, is_secret_name
@@ -113,14 +113,14 @@ def import_env(draft: Draft, launch: Launch, platform: str, engine: str) -> dict
         elif key == ATOM_FORK_SWITCH and serving_engine(engine).atom_plugin:
             draft.notes.append(f"{key}={value}: the switch of the ATOM plugin's development fork of vLLM; stackctl's "
                                "ATOM image loads the released plugin through vLLM's plugin entry points instead")
-        elif key == stackspec.CPU_CONNECTOR_ENV and value in ("0", "1") and platform_named(platform).ships_cpu_connector:
+        elif key == layout.CPU_CONNECTOR_ENV and value in ("0", "1") and platform_named(platform).ships_cpu_connector:
             if value == "0":  # "1" is what an unset cache.cpu_connector means on platform cpu
                 draft.cache.set("cpu_connector", False, f"from {key}=0")
         elif key == "AWS_SHARED_CREDENTIALS_FILE":
             lmcache["__credentials_file__"] = launch.host_path(value)[0]
-        elif key == stackspec.S3_CA_ENV:
+        elif key == layout.S3_CA_ENV:
             lmcache["__ca_file__"] = launch.host_path(value)[0]
-        elif key == "SSL_CERT_FILE" and value == stackspec.S3_CA_BUNDLE:
+        elif key == "SSL_CERT_FILE" and value == layout.S3_CA_BUNDLE:
             pass  # stackctl's serve.sh joins the S3 tier's CA to the image's bundle there
         elif key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             lmcache[f"__{key}__"] = key

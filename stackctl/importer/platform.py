@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from stackctl.bundle import stackspec
+from stackctl.bundle import layout
 from stackctl.errors import StackctlError
 from stackctl.importer.container import is_cuda_image, repository
 from stackctl.importer.draft import Draft, fits
@@ -50,7 +50,7 @@ def platform_and_engine(draft: Draft, launch: Launch) -> tuple[str, str]:
     nvidia = nvidia_evidence(launch)
     cpu = any(k.startswith("VLLM_CPU_") for k in env) or env.get("VLLM_TARGET_DEVICE") == "cpu" or \
         "cpu" in image.lower() or _flag_value(launch.args, "--device") == "cpu" or \
-        stackspec.CPU_CONNECTOR_ENV in env  # stackctl's LMCache connector for vLLM-CPU: a rendered cpu bundle
+        layout.CPU_CONNECTOR_ENV in env  # stackctl's LMCache connector for vLLM-CPU: a rendered cpu bundle
     strong_rocm = [e for e in rocm if not e.isupper()]  # devices, amd.com/gpu, a ROCm image: more than variables
     if cpu and not strong_rocm and not nvidia:
         platform, why = "cpu", "the launch sets up vLLM's CPU backend"

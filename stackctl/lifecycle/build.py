@@ -13,17 +13,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from stackctl.bundle import render, stackspec
+from stackctl.bundle import render
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.state import store
-from stackctl.recipe.model import Recipe
 
 
-def base_image_id(engine, recipe: Recipe) -> str:
+def base_image_id(engine, spec) -> str:
     """The id of the recipe's base image as the engine has it now ("unresolved:NAME" when it has none: the build
     will pull it)."""
-    base = stackspec.base_image(recipe)
+    base = spec.base_image
     image = dk.find_image(engine, base)
     return image.id if image is not None else f"unresolved:{base}"
 
@@ -40,26 +39,26 @@ def rebuild_reason(image, base_id: str) -> str | None:
     return None
 
 
-def build(recipe: Recipe, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
+def build(spec, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
           rebuild: bool = False, no_cache: bool = False, say=print, locked: bool = False,
           files: dict[str, bytes] | None = None) -> tuple[str, bool]:
     """Build the stack's image unless it is up to date. Returns (tag, built). Takes the stack's lock unless the
     caller (`up`) holds it already; `files` is the bundle when the caller (`up`) rendered it already."""
     if locked:
-        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
+        return _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
     from stackctl.state.lock import StackLock
 
-    directory = store.stack_dir(recipe.stack.name)
+    directory = store.stack_dir(spec.name)
     store.ensure_writable(directory)
-    with StackLock(directory, recipe.stack.name, "build", say=say):
-        return _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
+    with StackLock(directory, spec.name, "build", say=say):
+        return _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
 
 
-def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=None) -> tuple[str, bool]:
-    files = files if files is not None else render.render_files(recipe)
+def _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=None) -> tuple[str, bool]:
+    files = files if files is not None else render.render_files(spec)
     engine = engine or dk.client()
-    base_id = base_image_id(engine, recipe)
-    tag = render.image_tag(recipe, files)
+    base_id = base_image_id(engine, spec)
+    tag = render.image_tag(spec, files)
     why = rebuild_reason(dk.find_image(engine, tag), base_id)
     if not (rebuild or no_cache) and why is None:
         say(f"image {tag} is up to date (same build inputs, same base image): not rebuilding")
@@ -68,10 +67,10 @@ def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=
         context_dir = Path(context)
         render.write_bundle(files, context_dir / "bundle")
         bundle = context_dir / "bundle"
-        _add_site_inputs(bundle, recipe, wheelhouse, ca_bundle, say)
-        labels = {dk.LABEL_STACK: recipe.stack.name, dk.LABEL_IMAGE_HASH: render.image_hash(files),
-                  dk.LABEL_BASE_IMAGE: stackspec.base_image(recipe), dk.LABEL_BASE_ID: base_id}
-        say(f"building {tag} from {stackspec.base_image(recipe)}" + (f" ({why})" if why else ""))
+        _add_site_inputs(bundle, spec.recipe, wheelhouse, ca_bundle, say)
+        labels = {dk.LABEL_STACK: spec.name, dk.LABEL_IMAGE_HASH: render.image_hash(files),
+                  dk.LABEL_BASE_IMAGE: spec.base_image, dk.LABEL_BASE_ID: base_id}
+        say(f"building {tag} from {spec.base_image}" + (f" ({why})" if why else ""))
         started = time.monotonic()
         try:
             dk.stream_build(engine, dk.build_kwargs(str(bundle), tag, labels, nocache=no_cache))
@@ -83,28 +82,28 @@ def _build(recipe, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=
     return tag, True
 
 
-def use_shipped(recipe: Recipe, image_id: str, *, engine=None, say=print,
+def use_shipped(spec, image_id: str, *, engine=None, say=print,
                 files: dict[str, bytes] | None = None) -> tuple[str, bool]:
     """The image a fleet rollout shipped to this host, instead of a build: the stack's tag must be on this host and
     be exactly `image_id` (the plan's, built once on the controller). Returns (tag, False); refuses otherwise,
     naming both ids: an image built or loaded here by other means is one nobody tested."""
-    files = files if files is not None else render.render_files(recipe)
+    files = files if files is not None else render.render_files(spec)
     engine = engine or dk.client()
-    tag = render.image_tag(recipe, files)
+    tag = render.image_tag(spec, files)
     image = dk.find_image(engine, tag)
     if image is None:
-        raise StackctlError(f"{recipe.stack.name}: image {tag} is not on this host, and with --image-id up never "
+        raise StackctlError(f"{spec.name}: image {tag} is not on this host, and with --image-id up never "
                             f"builds (fix: ship it here: `stackctl fleet rollout` does, or `docker load` the plan's "
                             f"image {image_id})")
     if image.id != image_id:
-        raise StackctlError(f"{recipe.stack.name}: image {tag} on this host is {image.id}, not the plan's {image_id}: "
+        raise StackctlError(f"{spec.name}: image {tag} on this host is {image.id}, not the plan's {image_id}: "
                             "refusing to start an image nobody tested (fix: ship the plan's image again with "
                             "`stackctl fleet rollout`)")
     say(f"image {tag} is the plan's ({image_id.split(':')[-1][:12]}): not building")
     return tag, False
 
 
-def _add_site_inputs(bundle: Path, recipe: Recipe, wheelhouse: str | None, ca_bundle: str | None, say) -> None:
+def _add_site_inputs(bundle: Path, recipe, wheelhouse: str | None, ca_bundle: str | None, say) -> None:
     """Copy the site's wheelhouse and CA bundle into the build context (not into the bundle's hash)."""
     wheelhouse = wheelhouse or recipe.build.wheelhouse or os.environ.get("STACKCTL_WHEELHOUSE")
     ca_bundle = ca_bundle or recipe.build.ca_bundle or os.environ.get("STACKCTL_CA_BUNDLE")

@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
-from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode
 from stackctl.state import store
 from stackctl.state.lock import StackLock
 from stackctl.state.signals import shielded
-from stackctl.recipe.model import Recipe
 
 
-def down(recipe: Recipe, remove_image: bool = False, say=print) -> int:
+def down(spec, remove_image: bool = False, say=print) -> int:
     engine = dk.client()
-    directory = store.stack_dir(recipe.stack.name)
+    directory = store.stack_dir(spec.name)
     store.ensure_writable(directory)
     removed = 0
-    with StackLock(directory, recipe.stack.name, "down", say=say):
-        for container in dk.stack_containers(engine, recipe.stack.name):
+    with StackLock(directory, spec.name, "down", say=say):
+        for container in dk.stack_containers(engine, spec.name):
             with shielded():  # a container is removed and said, or neither
                 dk.remove_container(container)
                 say(f"removed container {container.name}")
             removed += 1
         if remove_image:
-            for image in dk.stack_images(engine, recipe.stack.name):
+            for image in dk.stack_images(engine, spec.name):
                 dk.remove_image(engine, image)
                 say(f"removed image {', '.join(dk.image_tags(image)) or dk.short_id(image)}")
         if removed:
-            store.record_deployment(recipe.stack.name, {"command": "down", "outcome": "removed",
-                                                        "recipe_hash": stackspec.recipe_hash(recipe)})
+            store.record_deployment(spec.name, {"command": "down", "outcome": "removed",
+                                                        "recipe_hash": spec.recipe_hash})
     if not removed:
-        say(f"{recipe.stack.name}: no container to remove")
+        say(f"{spec.name}: no container to remove")
     return ExitCode.OK

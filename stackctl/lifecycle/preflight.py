@@ -10,11 +10,9 @@ from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import kind_of
 
 
-def ensure_ports_free(recipe, what: str) -> None:
+def ensure_ports_free(spec, what: str) -> None:
     """Every port the stack listens on (the server's; the LMCache server's with cache.offload = "lmcache-mp")."""
-    from stackctl.bundle.stackspec import listening_ports
-
-    for host, port, key in listening_ports(recipe):
+    for host, port, key in spec.listening_ports:
         ensure_port_free(host, port, what, key)
 
 

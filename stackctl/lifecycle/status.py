@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.engine.health import health_url, served_address, stop_reason
-from stackctl.recipe.model import Recipe
 
 
-def status_rows(recipe: Recipe | None = None) -> list[dict]:
+def status_rows(spec=None) -> list[dict]:
     """One row per stackctl container: name, description, state, image, recipe hash (and whether it matches),
     health, uptime, and for a stopped server why it stopped."""
     from datetime import datetime, timezone
@@ -17,8 +15,8 @@ def status_rows(recipe: Recipe | None = None) -> list[dict]:
 
     engine = dk.client()
     rows = []
-    wanted = stackspec.recipe_hash(recipe) if recipe else None
-    for container in dk.stack_containers(engine, recipe.stack.name if recipe else None):
+    wanted = spec.recipe_hash if spec else None
+    for container in dk.stack_containers(engine, spec.name if spec else None):
         labels = container.labels
         state = dk.container_state(container)
         started = state.started_at

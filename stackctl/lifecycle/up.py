@@ -17,7 +17,6 @@ import json
 from typing import Any, Callable
 
 from stackctl.bundle import render as renderer
-from stackctl.bundle import stackspec
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
 from stackctl.knowledge.kinds import platform_of
@@ -39,22 +38,28 @@ from stackctl.lifecycle.preflight import (
     ensure_tier_paths_writable,
 )
 from stackctl.state.signals import shielded
-from stackctl.recipe.model import Recipe
 
-# What `up --gate` runs once the new server is healthy: (recipe, bundle files, say) -> None, raising to refuse.
-Gate = Callable[[Recipe, dict, Any], None]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from stackctl.bundle.stackspec import StackSpec
+
+# What `up --gate` runs once the new server is healthy: (stack spec, bundle files, say) -> None, raising to refuse.
+Gate = Callable[[Any, dict, Any], None]
 
 
-def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
+def up(spec: StackSpec, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
        say=print, rollback: bool = True, gate: Gate | None = None, command: str = "up",
        image_id: str | None = None) -> int:
-    """gate: called with (recipe, the bundle files, say) once the new server is healthy; it raises StackctlError
+    """Bring up the stack `spec` (its StackSpec, derived once by the caller).
+
+    gate: called with (spec, the bundle files, say) once the new server is healthy; it raises StackctlError
     to refuse the deployment (the CLI passes doctor's, stackctl/doctor/gate.py). The bundle is rendered once here
     and handed to the build and the gate. image_id: never build; run the stack's tag only when it is this image
     (what a fleet rollout shipped, lifecycle/build.py use_shipped)."""
     from stackctl.host import PinningError, discover, pinning_for
 
-    files = renderer.render_files(recipe)
+    recipe = spec.recipe
+    files = renderer.render_files(spec)
     facts = discover()
     if not dry_run:
         _refuse_without_gpus(recipe, facts)
@@ -63,12 +68,12 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     except PinningError as exc:
         raise exc.located(recipe) from None
     groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
-    secrets = read_secrets(recipe) if not dry_run else {k: "" for k in stackspec.secret_references(recipe)}
-    bundle_dir = store.deployment_dir(recipe.stack.name, stackspec.recipe_hash(recipe)) / "bundle"
-    kwargs = container_kwargs(recipe, files, bundle_dir, pinning, groups, secrets)
-    _show_pinning(recipe, pinning, say)
+    secrets = read_secrets(spec) if not dry_run else {k: "" for k in spec.secret_references}
+    bundle_dir = store.deployment_dir(spec.name, spec.recipe_hash) / "bundle"
+    kwargs = container_kwargs(spec, files, bundle_dir, pinning, groups, secrets)
+    _show_pinning(spec, pinning, say)
     if dry_run:
-        _apply_dtype(recipe, facts, kwargs, say, {})  # from the CPU flags: nothing is measured in a dry run
+        _apply_dtype(spec, facts, kwargs, say, {})  # from the CPU flags: nothing is measured in a dry run
         print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
         return ExitCode.OK
 
@@ -76,17 +81,17 @@ def up(recipe: Recipe, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeou
     directory = store.stack_dir(recipe.stack.name)
     store.ensure_writable(directory)
     with StackLock(directory, recipe.stack.name, command, say=say):
-        deployment = Deployment(recipe, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
+        deployment = Deployment(spec, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
                                 timeout=timeout or recipe.checks.startup_timeout_s,
-                                decide_dtype=lambda image: _apply_dtype(recipe, facts, kwargs, say, _cpuset(pinning),
+                                decide_dtype=lambda image: _apply_dtype(spec, facts, kwargs, say, _cpuset(pinning),
                                                                         engine, image))
         if image_id:
-            return deployment.run(lambda: use_shipped(recipe, image_id, engine=engine, say=say, files=files))
-        return deployment.run(lambda: build(recipe, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
+            return deployment.run(lambda: use_shipped(spec, image_id, engine=engine, say=say, files=files))
+        return deployment.run(lambda: build(spec, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
                                             say=say, locked=True, files=files))
 
 
-def _show_pinning(recipe: Recipe, pinning, say) -> None:
+def _show_pinning(spec: StackSpec, pinning, say) -> None:
     """The decision, its reasons and warnings, the cpuset and the exact launcher line serve.sh will run."""
     from stackctl.host.placement import placement
 
@@ -97,7 +102,7 @@ def _show_pinning(recipe: Recipe, pinning, say) -> None:
         say(f"pinning: warning: {warning}")
     cpuset = " ".join(f"{key}={value}" for key, value in place.cpuset.items()) or "none (not pinned)"
     say(f"pinning: cpuset: {cpuset}")
-    say(f"pinning: launcher: {place.command_line(stackspec.server_command(recipe) + stackspec.serve_args(recipe))}")
+    say(f"pinning: launcher: {place.command_line([*spec.server_command, *spec.serve_args])}")
 
 
 def _cpuset(pinning) -> dict:
@@ -107,13 +112,14 @@ def _cpuset(pinning) -> dict:
     return placement(pinning).cpuset if pinning is not None else {}
 
 
-def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=None, image=None) -> dict | None:
+def _apply_dtype(spec: StackSpec, facts, kwargs: dict, say, cpuset: dict, engine=None, image=None) -> dict | None:
     """The CPU stack's dtype decision (host/dtype.py), from this host's matmul figures measured in the built image
     when there is one, else from the CPU flags; it goes into the container's environment and is said. None on a GPU
     platform (vLLM decides there)."""
     from stackctl.host.dtype import decide_dtype
     from stackctl.measure.matmul import measure
 
+    recipe = spec.recipe
     if not platform_of(recipe).cpu_computes:
         return None
     environment = kwargs["environment"]
@@ -121,7 +127,7 @@ def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=
     measured, note = None, ""
     if image is not None:
         try:
-            measured = measure(engine, image.id, environment=dict(stackspec.environment(recipe)), cpuset=cpuset,
+            measured = measure(engine, image.id, environment=dict(spec.environment), cpuset=cpuset,
                                isa=isa.to_dict(), stack=recipe.stack.name)
         except (ValueError, StackctlError) as exc:
             note = f" (matmul probe: {_first_line(str(exc))})"
@@ -132,7 +138,7 @@ def _apply_dtype(recipe: Recipe, facts, kwargs: dict, say, cpuset: dict, engine=
     return decision.to_dict()
 
 
-def _refuse_without_gpus(recipe: Recipe, facts) -> None:
+def _refuse_without_gpus(recipe, facts) -> None:
     """Say before an hour-long build, not after it, that this host cannot run a ROCm stack."""
     if not platform_of(recipe).has_gpus:
         return
@@ -150,14 +156,15 @@ PREVIOUS_SUFFIX = "-previous"
 
 
 class Deployment:
-    def __init__(self, recipe, files: dict, kwargs: dict, engine, say, *, rollback: bool, gate: Gate | None,
-                 command: str, timeout: float, decide_dtype=None):
-        self.recipe, self.files, self.kwargs, self.engine, self.say = recipe, files, kwargs, engine, say
+    def __init__(self, spec: StackSpec, files: dict, kwargs: dict, engine, say, *, rollback: bool,
+                 gate: Gate | None, command: str, timeout: float, decide_dtype=None):
+        self.spec, self.recipe = spec, spec.recipe
+        self.files, self.kwargs, self.engine, self.say = files, kwargs, engine, say
         self.decide_dtype = decide_dtype or (lambda image: None)
         self.dtype: dict | None = None  # the dtype decision, recorded in the history
         self.rollback, self.gate, self.command, self.timeout = rollback, gate, command, timeout
         self.name = kwargs["name"]
-        self.stack = recipe.stack.name
+        self.stack = spec.name
         self.recipe_hash = kwargs["labels"][dk.LABEL_RECIPE_HASH]
         # docker-py containers (untyped)
         self.previous: Any = None   # the container that ran before, while it is set aside
@@ -173,7 +180,7 @@ class Deployment:
         ensure_tier_paths_writable(self.recipe)
         ensure_tier_files_readable(self.recipe)
         if current is None or current.status != "running":
-            ensure_ports_free(self.recipe, self.stack)
+            ensure_ports_free(self.spec, self.stack)
         try:
             tag, _ = build()
         except KeyboardInterrupt:
@@ -226,14 +233,14 @@ class Deployment:
                 dk.stop_container(current, timeout=20)
                 dk.rename_container(current, self.name + PREVIOUS_SUFFIX)
                 self.previous = current
-        ensure_ports_free(self.recipe, self.stack)
+        ensure_ports_free(self.spec, self.stack)
         with shielded():
             self.container = dk.run_detached(self.engine, **self.kwargs)
         self.say(f"started {self.name} ({dk.short_id(self.container)}); waiting for http://{self.recipe.serve.host}:"
                  f"{self.recipe.serve.port}/health")
         wait_healthy(self.recipe, self.container, self.timeout, self.say)
         if self.gate is not None:
-            self.gate(self.recipe, self.files, self.say)
+            self.gate(self.spec, self.files, self.say)
 
     # -- failure: remove the replacement, bring the previous container back -------------------------------------
 
@@ -361,21 +368,22 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "failed"
 
 
-def rollback_recipe(recipe, running_hash: str | None) -> str:
+def rollback_recipe(spec: StackSpec, running_hash: str | None) -> str:
     """The recipe file of the deployment before the running one: the original file when it still has that
-    recipe hash, else the copy kept in the state directory."""
+    recipe hash (as this spec's options derive it), else the copy kept in the state directory."""
     from pathlib import Path
 
     from stackctl.recipe import load_recipe
 
-    target = store.last_good(recipe.stack.name, exclude_hash=running_hash or stackspec.recipe_hash(recipe))
+    recipe = spec.recipe
+    target = store.last_good(recipe.stack.name, exclude_hash=running_hash or spec.recipe_hash)
     if target is None:
         raise StackctlError(f"{recipe.stack.name}: no earlier deployment to return to (history: "
                             f"`stackctl status {recipe.source} --history`)")
     original = target.get("recipe", "")
     if original and Path(original).is_file():
         try:
-            if stackspec.recipe_hash(load_recipe(original)) == target["recipe_hash"]:
+            if spec.with_recipe(load_recipe(original)).recipe_hash == target["recipe_hash"]:
                 return original
         except StackctlError:
             pass  # the original file no longer loads: use the kept copy

@@ -39,12 +39,7 @@ def load_recipe(path: str | Path) -> Recipe:
                             "`stackctl init --list`)") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise StackctlError(f"{path}: cannot read recipe: {exc}") from None
-    recipe = load_recipe_text(text, path)
-    if os.environ.get("STACKCTL_CPU_ISA_CAP"):  # a what-if for this shell's CPU stacks (recipe/isa_cap.py)
-        from stackctl.recipe.isa_cap import with_cpu_isa_cap
-
-        recipe = with_cpu_isa_cap(recipe, os.environ["STACKCTL_CPU_ISA_CAP"])
-    return recipe
+    return load_recipe_text(text, path)
 
 
 def read_small_text(path: str, what: str, limit: int) -> str:

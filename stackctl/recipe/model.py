@@ -270,8 +270,6 @@ class Recipe(Section):
         # Where the recipe came from; filled by the loader, not part of the TOML.
         self.source = "<recipe>"
         self.positions: dict = {}
-        # Rule errors a user chose to go ahead with (--ignore-errors); render records them in manifest.json.
-        self.ignored_errors: list = []
 
     @property
     def served_name(self) -> str:

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 from helpers import RECIPES, run_cli
 from stacks import Stack, engine_or_skip, run_smoke_job, stackctl_env
+from stackctl.bundle.stackspec import StackSpec
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +35,7 @@ def smoke_image(docker_engine, stack_env) -> str:
     recipe = RECIPES / "cpu-smoke.toml"
     result = run_cli("build", str(recipe), env=stack_env, timeout=3600)
     assert result.returncode == 0, result.stderr[-3000:]
-    return DoctorContext(load_recipe(recipe)).image_tag
+    return DoctorContext(StackSpec(load_recipe(recipe))).image_tag
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from helpers import RECIPES, run_cli
 from stacks import Stack
+from stackctl.bundle.stackspec import StackSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -45,7 +46,7 @@ def tiers_image_tag(docker_engine, stack_env) -> str:
     from stackctl.recipe import load_recipe
 
     run_cli("build", str(RECIPE), env=stack_env, timeout=3600, check=True)
-    return DoctorContext(load_recipe(RECIPE)).image_tag
+    return DoctorContext(StackSpec(load_recipe(RECIPE))).image_tag
 
 
 def host_has_amx() -> bool:

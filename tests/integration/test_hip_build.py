@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers import RECIPES, REPO, hip_toolchain_facts, run_cli
+from stackctl.bundle.stackspec import StackSpec
 
 HIP = REPO / "tests" / "hip"
 RECIPE = HIP / "rocm-build-check-gfx942.toml"
@@ -36,7 +37,7 @@ def _image_tag(recipe: Path) -> str:
     from stackctl.doctor.context import DoctorContext
     from stackctl.recipe import load_recipe
 
-    return DoctorContext(load_recipe(recipe)).image_tag
+    return DoctorContext(StackSpec(load_recipe(recipe))).image_tag
 
 
 def _in_image(tag: str, script: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import RECIPES, run_cli
 from storage import TIER_ROOT, bucket_keys, files_under
+from stackctl.bundle.stackspec import StackSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -135,7 +136,7 @@ def served_round_trip(container, recipe, environment: dict, tmp_path) -> dict:
     chunk = tier_roundtrip.kv_chunk(recipe)
     spec_dir = tmp_path / f"spec-{model}"
     spec_dir.mkdir()
-    tier_roundtrip.tier_specs(recipe, chunk, 4, model, str(spec_dir), mounted_at="/tmp/stackctl-served")
+    tier_roundtrip.tier_specs(StackSpec(recipe), chunk, 4, model, str(spec_dir), mounted_at="/tmp/stackctl-served")
     files = {p.name: p.read_bytes() for p in spec_dir.iterdir()}
     files["roundtrip.py"] = (shipped("probes") / "tiers" / "roundtrip.py").read_bytes()
     archive = io.BytesIO()

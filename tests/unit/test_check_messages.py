@@ -18,6 +18,7 @@ from helpers import FIXTURES, RECIPES
 from image_sites import CPU_TORCH, build_site, probe
 
 from stackctl.doctor import s3_access
+from stackctl.bundle.stackspec import StackSpec
 from stackctl.doctor.context import DoctorContext
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS, FAIL, WARN, Unavailable
@@ -47,7 +48,7 @@ class CapturedContext(DoctorContext):
     start containers with and no server to send requests to (the checks that need them skip with the reason)."""
 
     def __init__(self, recipe, host, image_facts=None, log=None):
-        super().__init__(recipe)
+        super().__init__(StackSpec(recipe))
         self._cache["host"] = host
         self._image_facts, self._log = image_facts, log
 

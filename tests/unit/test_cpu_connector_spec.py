@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 from helpers import RECIPES
 
+from stackctl.bundle import layout
 from stackctl.bundle import render, stackspec
 from stackctl.importer import import_launch
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 from stackctl.rules.ruleset import run_rules
+from stackctl.bundle.stackspec import StackSpec
 
 CPU_TIERS = (RECIPES / "cpu-tiers.toml").read_text()
 ROCM = (RECIPES / "atom-lmcache-cpu.toml").read_text()
@@ -30,23 +32,23 @@ def cpu_recipe(switch: str | None = None, extra: str = ""):
 def test_cpu_stack_with_lmcache_carries_the_connector_and_the_switch_says_on_or_off(switch, value):
     recipe = cpu_recipe(switch)
     assert stackspec.cpu_connector_shipped(recipe)
-    assert stackspec.environment(recipe)[stackspec.CPU_CONNECTOR_ENV] == value
-    files = render.render_files(recipe)
+    assert stackspec.environment(recipe)[layout.CPU_CONNECTOR_ENV] == value
+    files = render.render_files(StackSpec(recipe))
     assert CONNECTOR_FILES <= set(files)
     assert "COPY connector/ /opt/stackctl/connector/" in files["Dockerfile"].decode()
     # the image compiles the connector's copy loop and proves it loads
     assert ("python -m stackctl_lmcache_cpu.native build && python -m stackctl_lmcache_cpu.native check"
             in files["Dockerfile"].decode())
-    assert f"{stackspec.CPU_CONNECTOR_ENV}={value}\n" in files["stack.env"].decode()
+    assert f"{layout.CPU_CONNECTOR_ENV}={value}\n" in files["stack.env"].decode()
 
 
 def test_switching_it_off_does_not_rebuild_the_image():
-    on, off = render.render_files(cpu_recipe()), render.render_files(cpu_recipe("false"))
+    on, off = render.render_files(StackSpec(cpu_recipe())), render.render_files(StackSpec(cpu_recipe("false")))
     assert render.image_hash(on) == render.image_hash(off)
 
 
 def test_connector_files_are_exact_copies_of_stackctls_own():
-    files = render.render_files(cpu_recipe())
+    files = render.render_files(StackSpec(cpu_recipe()))
     sources = render.connector_sources()
     assert set(sources) <= set(files)
     for name, source in sources.items():
@@ -56,9 +58,9 @@ def test_connector_files_are_exact_copies_of_stackctls_own():
 @pytest.mark.parametrize("recipe_file", ["cpu-smoke.toml", "atom-lmcache-cpu.toml", "vllm-lmcache-s3.toml"])
 def test_rocm_images_and_cpu_images_without_lmcache_never_carry_it(recipe_file):
     recipe = load_recipe(RECIPES / recipe_file)
-    files = render.render_files(recipe)
+    files = render.render_files(StackSpec(recipe))
     assert not any(name.startswith("connector/") for name in files)
-    assert stackspec.CPU_CONNECTOR_ENV not in stackspec.environment(recipe)
+    assert layout.CPU_CONNECTOR_ENV not in stackspec.environment(recipe)
     assert "connector" not in files["Dockerfile"].decode().lower()
 
 
@@ -67,8 +69,8 @@ def test_rocm_recipe_setting_the_key_gets_a_finding_and_an_unchanged_image():
     switched = load_recipe_text(ROCM.replace("[cache]\n", "[cache]\ncpu_connector = true\n", 1))
     findings = [f for f in run_rules(switched) if f.rule_id == "cpu-connector-on-rocm"]
     assert len(findings) == 1 and "ignored" in findings[0].message
-    assert render.image_hash(render.render_files(plain)) == render.image_hash(render.render_files(switched))
-    assert stackspec.CPU_CONNECTOR_ENV not in stackspec.environment(switched)
+    assert render.image_hash(render.render_files(StackSpec(plain))) == render.image_hash(render.render_files(StackSpec(switched)))
+    assert layout.CPU_CONNECTOR_ENV not in stackspec.environment(switched)
 
 
 @pytest.mark.parametrize(("switch", "extra", "key"), [
@@ -103,7 +105,7 @@ def test_an_unset_switch_leaves_the_recipe_hash_as_it_was_before_the_key_existed
 @pytest.mark.parametrize(("switch", "expected"), [("false", False), (None, None)])
 def test_importer_reads_the_switch_back(tmp_path, switch, expected):
     recipe = cpu_recipe(switch)
-    files = render.render_files(recipe)
+    files = render.render_files(StackSpec(recipe))
     env = [line for line in files["stack.env"].decode().splitlines() if line and not line.startswith("#")]
     script = tmp_path / "launch.sh"
     script.write_text("".join(f"export {line}\n" for line in env) + files["serve.sh"].decode())

@@ -11,6 +11,7 @@ from stackctl.doctor import registry, reporters
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.recipe import load_recipe, load_recipe_text
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 LOGS = FIXTURES / "logs"
@@ -21,6 +22,7 @@ class CapturedContext:
 
     def __init__(self, recipe, log: str | None = None, probe: dict | None = None, hash_runs=None):
         self.recipe, self._log, self._probe, self._hash_runs = recipe, log, probe, hash_runs
+        self.spec = StackSpec(self.recipe)
         self.deep = False
         self._cache = {}
 
@@ -177,6 +179,7 @@ class HostContext:
         from stackctl.host.facts import discover
 
         self.recipe, self.host, self.deep, self._cache = recipe, discover(FIXTURES / "sysfs" / tree), False, {}
+        self.spec = StackSpec(self.recipe)
 
 
 @pytest.mark.parametrize("check_id, on_mi300x, words", [

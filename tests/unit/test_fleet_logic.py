@@ -16,6 +16,12 @@ from stackctl.errors import StackctlError
 from stackctl.fleet.progress import HostOutcome
 from stackctl.recipe import load_recipe, load_recipe_text
 from stackctl.bundle.stackspec import recipe_hash
+from stackctl.bundle.stackspec import StackSpec
+
+
+def _specs(recipes: dict) -> dict:
+    """Each host's stack spec, as fleet's planning derives them."""
+    return {host: StackSpec(recipe) for host, recipe in recipes.items()}
 
 PLAYBOOKS = REPO / "playbooks"
 ROLE = PLAYBOOKS / "roles" / "stackctl_host"
@@ -108,7 +114,7 @@ def test_tuning_follows_the_recipe():
 
 def test_host_plan_carries_the_recipe_hash():
     smoke = load_recipe(RECIPES / "cpu-smoke.toml")
-    plan = fl.host_plan("/r/cpu-smoke.toml", smoke)
+    plan = fl.host_plan("/r/cpu-smoke.toml", StackSpec(smoke))
     assert plan == {"recipe": "/r/cpu-smoke.toml", "recipe_hash": recipe_hash(smoke), "stack": "cpu-smoke",
                     "tuning": fl.tuning_for(smoke)}
 
@@ -141,8 +147,8 @@ def _recipe(extra: str):
 
 def test_identical_recipes_on_a_shared_tier_agree():
     same = load_recipe_text(S3, "s3.toml")
-    assert fl.find_tier_mismatches({"h1": same, "h2": same, "h3": load_recipe_text(S3, "copy.toml")}) == []
-    fl.check_shared_tiers({"h1": same, "h2": same})
+    assert fl.find_tier_mismatches(_specs({"h1": same, "h2": same, "h3": load_recipe_text(S3, "copy.toml")})) == []
+    fl.check_shared_tiers(_specs({"h1": same, "h2": same}))
 
 
 @pytest.mark.parametrize("old, new, key", [
@@ -160,10 +166,10 @@ def test_identical_recipes_on_a_shared_tier_agree():
 def test_a_cache_key_difference_on_a_shared_tier_is_refused(old, new, key):
     fleet = {"h1": load_recipe_text(S3, "s3.toml"), "h2": load_recipe_text(S3, "s3.toml"),
              "h3": _variant(S3, old, new)}
-    mismatches = fl.find_tier_mismatches(fleet)
+    mismatches = fl.find_tier_mismatches(_specs(fleet))
     assert [m.key for m in mismatches] == [key]
     with pytest.raises(StackctlError) as error:
-        fl.check_shared_tiers(fleet)
+        fl.check_shared_tiers(_specs(fleet))
     message = str(error.value)
     assert "\n" not in message
     assert key in message and "h1, h2" in message and "on h3" in message
@@ -186,18 +192,18 @@ def test_hosts_whose_servers_compute_in_different_dtypes_on_a_shared_tier_are_re
     served = {"amx": _served("torch.bfloat16").served_dtype(), "avx2": _served("float32").served_dtype(),
               "amx-2": _served("bfloat16").served_dtype(), "alone": "float16"}
     assert served["amx"] == "bfloat16"  # read canonical, whatever spelling the log used
-    mismatches, unknown = fl.served_dtype_mismatches(fleet, served)
+    mismatches, unknown = fl.served_dtype_mismatches(_specs(fleet), served)
     assert unknown == [] and len(mismatches) == 1
     line = mismatches[0].format()
     assert line.startswith("hosts sharing the s3 s3://kvcache.rgw.example.com:7480 tier disagree on served dtype: ")
     assert '"bfloat16" on amx, amx-2' in line and '"float32" on avx2' in line and "model.dtype" in line
     assert "alone" not in line  # its tier is its own
-    assert fl.served_dtype_mismatches(fleet, {**served, "avx2": "bfloat16"}) == ([], [])
+    assert fl.served_dtype_mismatches(_specs(fleet), {**served, "avx2": "bfloat16"}) == ([], [])
 
 
 def test_a_host_whose_served_dtype_is_unknown_is_said_not_compared_never_passed():
     same = load_recipe_text(S3, "s3.toml")
-    mismatches, unknown = fl.served_dtype_mismatches({"a": same, "b": same},
+    mismatches, unknown = fl.served_dtype_mismatches(_specs({"a": same, "b": same}),
                                                      {"a": "bfloat16", "b": _served(None).served_dtype()})
     assert mismatches == [] and len(unknown) == 1 and "unknown on b" in unknown[0]
 
@@ -205,7 +211,7 @@ def test_a_host_whose_served_dtype_is_unknown_is_said_not_compared_never_passed(
 def test_the_message_counts_further_differences():
     other = _variant(S3.replace("chunk_size = 256", "chunk_size = 128"), "hash_seed = 0", "hash_seed = 1")
     with pytest.raises(StackctlError, match=r"\(and 1 more difference\(s\)\)"):
-        fl.check_shared_tiers({"a": load_recipe_text(S3, "s3.toml"), "b": other})
+        fl.check_shared_tiers(_specs({"a": load_recipe_text(S3, "s3.toml"), "b": other}))
 
 
 def test_equal_settings_written_differently_agree():
@@ -222,7 +228,7 @@ def test_equal_settings_written_differently_agree():
     assert stackspec.versions(default_version)["lmcache"] == stackspec.versions(base)["lmcache"] == default
     env_seed = load_recipe_text(pinned.replace("hash_seed = 0", "").replace(
         "[serve]\n", '[serve]\nenv = { PYTHONHASHSEED = "0" }\n', 1), "env.toml")
-    assert fl.find_tier_mismatches({"a": base, "b": default_version, "c": env_seed}) == []
+    assert fl.find_tier_mismatches(_specs({"a": base, "b": default_version, "c": env_seed})) == []
 
 
 def test_hosts_on_different_tiers_or_without_cache_are_not_compared():
@@ -232,15 +238,15 @@ def test_hosts_on_different_tiers_or_without_cache_are_not_compared():
     no_cache = _variant(S3.replace("chunk_size = 256", "chunk_size = 512"),
                         "[cache]\nenabled = true", "[cache]\nenabled = false")
     fs_host = load_recipe_text(FS.replace("chunk_size = 256", "chunk_size = 64"), "fs.toml")
-    assert fl.find_tier_mismatches({"a": base, "b": other_bucket, "c": no_cache, "d": fs_host}) == []
+    assert fl.find_tier_mismatches(_specs({"a": base, "b": other_bucket, "c": no_cache, "d": fs_host})) == []
 
 
 def test_shared_fs_tier_is_compared_too():
     fleet = {"a": load_recipe_text(FS, "fs.toml"),
              "b": load_recipe_text(FS.replace("/mnt/pnfs/lmcache", "/mnt/pnfs/lmcache/"), "fs2.toml")}
-    assert fl.find_tier_mismatches(fleet) == []   # the same directory, written with a trailing slash
+    assert fl.find_tier_mismatches(_specs(fleet)) == []   # the same directory, written with a trailing slash
     fleet["c"] = _variant(FS, "chunk_size = 256", "chunk_size = 512")
-    (mismatch,) = fl.find_tier_mismatches(fleet)
+    (mismatch,) = fl.find_tier_mismatches(_specs(fleet))
     assert mismatch.tier == "fs /mnt/pnfs/lmcache" and mismatch.values == {"256": ["a", "b"], "512": ["c"]}
 
 
@@ -540,7 +546,7 @@ def test_marker_groups_are_hosts_with_the_same_fs_path_or_s3_bucket_and_endpoint
         "e": _tiers_recipe(_s3("s3://kv.rgw.example.com:443")),
     }
     plans = {host: {} for host in recipes}
-    assign_marker_groups(plans, recipes)
+    assign_marker_groups(plans, _specs(recipes))
     fs = {"tier": "fs tier /kv", "hosts": ["a", "c"]}
     s3 = {"tier": "s3 tier bucket kv at rgw.example.com:443", "hosts": ["a", "c", "e"]}
     assert plans == {"a": {"shared_tiers": {"fs": fs, "s3": s3}}, "b": {}, "c": {"shared_tiers": {"fs": fs, "s3": s3}},
@@ -553,7 +559,7 @@ def test_marker_groups_keep_plain_http_and_tls_ports_apart():
     http = dict(_s3("s3://kv.rgw.example.com"), disable_tls=True)          # port 80
     recipes = {"a": _tiers_recipe(http), "b": _tiers_recipe(_s3("s3://kv.rgw.example.com"))}  # port 443
     plans = {host: {} for host in recipes}
-    assign_marker_groups(plans, recipes)
+    assign_marker_groups(plans, _specs(recipes))
     assert plans == {"a": {}, "b": {}}
 
 

@@ -11,12 +11,13 @@ from helpers import RECIPES, REPO
 
 from stackctl.bundle import render
 from stackctl.recipe.loader import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 HIP_ENV = REPO / "templates" / "files" / "hip_env.sh"
 
 
 def _files(recipe: str) -> dict[str, bytes]:
-    return render.render_files(load_recipe(RECIPES / recipe))
+    return render.render_files(StackSpec(load_recipe(RECIPES / recipe)))
 
 
 def test_rocm_images_run_the_compile_through_hip_env_and_never_fix_rocm_path():

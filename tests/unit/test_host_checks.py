@@ -17,6 +17,7 @@ from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 SYSFS = FIXTURES / "sysfs"
@@ -31,6 +32,7 @@ class HostContext:
 
     def __init__(self, recipe, host):
         self.recipe, self.host = recipe, host
+        self.spec = StackSpec(self.recipe)
 
 
 def rocm():
@@ -278,7 +280,7 @@ def test_disk_tier_skips_without_a_disk_tier():
 def test_docker_engine_check_fails_with_the_address_when_nothing_answers(tmp_path, monkeypatch):
     """The real docker-py client against a socket path where no engine listens."""
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    result = CHECKS["host.docker-engine"].run(DoctorContext(cpu()))
+    result = CHECKS["host.docker-engine"].run(DoctorContext(StackSpec(cpu())))
     assert result.status == "fail"
     assert result.message.startswith(f"cannot reach the Docker engine: cannot reach the Docker engine at "
                                      f"unix://{tmp_path}/no-engine.sock: ")

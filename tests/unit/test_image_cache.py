@@ -12,6 +12,7 @@ from stackctl.bundle import stackspec
 from stackctl.doctor.image_cache import cache_key, cached
 from stackctl.doctor.own_parsers import key_parts, server_arguments
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 ARGS = ["/models/tiny", "--port", "8000"]
 YAML = b"chunk_size: 256\n"
@@ -58,7 +59,7 @@ def test_the_key_holds_no_file_content_only_digests():
 
 def test_the_parsers_are_asked_about_what_serve_sh_passes():
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    assert server_arguments(recipe) == [recipe.model.path] + stackspec.serve_args(recipe)
+    assert server_arguments(StackSpec(recipe)) == [recipe.model.path] + stackspec.serve_args(recipe)
 
 
 def test_a_kept_answer_is_used_until_asked_afresh(tmp_path):

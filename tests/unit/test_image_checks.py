@@ -15,6 +15,7 @@ from image_sites import CPU_TORCH, CUDA_TORCH, build_site, probe
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 
@@ -22,6 +23,7 @@ load_all()
 class ProbeContext:
     def __init__(self, recipe, probe_doc=None, hash_runs=None):
         self.recipe, self._probe, self._hash_runs = recipe, probe_doc, hash_runs
+        self.spec = StackSpec(self.recipe)
 
     def probe(self):
         return self._probe

@@ -26,6 +26,7 @@ from stackctl.importer.writer import toml_key, toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
 from stackctl.rules.ruleset import run_rules
 from stackctl.bundle.render import render_files
+from stackctl.bundle.stackspec import StackSpec
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -476,7 +477,7 @@ def expressible(recipe) -> dict:
 @pytest.mark.parametrize("path", sorted(RECIPES.glob("*.toml")), ids=lambda p: p.stem)
 def test_import_of_rendered_bundle_gives_back_the_recipe(path, tmp_path):
     recipe = load_recipe(path)
-    files = render_files(recipe)
+    files = render_files(StackSpec(recipe))
     script = tmp_path / "launch.sh"
     script.write_text(launch_script(files))
     yaml_path = None
@@ -506,7 +507,7 @@ def test_round_trip_keeps_extra_settings(tmp_path):
               '[[cache.tiers]]\nkind = "cpu"\nsize_gb = 100\n[[cache.tiers]]\nkind = "s3"\n'
               'url = "s3://b.example.com:9000"\nregion = "eu-1"\ndisable_tls = true\n')
     recipe = load_recipe_text(source)
-    files = render_files(recipe)
+    files = render_files(StackSpec(recipe))
     back = load_recipe_text(text(launch_script(files), files["lmcache.yaml"].decode(), "rt"))
     mine, theirs = expressible(recipe), expressible(back)
     # serve.secret_env is a run-time reference too (compose.yaml only)

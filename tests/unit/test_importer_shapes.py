@@ -18,6 +18,7 @@ from stackctl.recipe.loader import load_recipe_text
 from stackctl.rules.ruleset import run_rules
 from stackctl.bundle.render import render_files
 from stackctl.unresolved import home_reference, runtime_reference
+from stackctl.bundle.stackspec import StackSpec
 
 LMCACHE = "'{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'"
 
@@ -73,7 +74,7 @@ def test_loop_values_are_left_out_and_nothing_renders_literally():
     assert recipe.serve.extra_args == ["--seed", "1"] and "HIP_VISIBLE_DEVICES" not in recipe.serve.env
     assert "--port $((BASE + i))" in flat(text) and "${SEQS[$i]}" in flat(text)  # arithmetic is not evaluated
     assert errors(recipe) == set()
-    rendered = b"".join(render_files(recipe).values()).decode()
+    rendered = b"".join(render_files(StackSpec(recipe)).values()).decode()
     assert "$((" not in rendered and "SEQS" not in rendered
 
 
@@ -88,7 +89,7 @@ def test_a_placeholder_model_is_kept_with_a_todo_and_refused_until_replaced():
     assert "TODO: <your model file path>" in flat(text)
     assert errors(recipe) == {"unresolved-value"}
     with pytest.raises(StackctlError, match="unresolved-value"):
-        render_files(recipe)
+        render_files(StackSpec(recipe))
 
 
 def test_secrets_taken_from_host_variables_become_references():

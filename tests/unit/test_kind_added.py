@@ -19,6 +19,12 @@ from stackctl.knowledge import kinds
 from stackctl.knowledge.sources import ids
 from stackctl.recipe import loader, model
 from stackctl.rules.ruleset import run_rules
+from stackctl.bundle.stackspec import StackSpec
+
+
+def _specs(recipes: dict) -> dict:
+    """Each host's stack spec, as fleet's planning derives them."""
+    return {host: StackSpec(recipe) for host, recipe in recipes.items()}
 
 NEW = kinds.TierKind(name="kvurl", summary="a key-value server", allowed=frozenset({"url"}),
                      required=frozenset({"url"}), lmcache_keys=("remote_url",), lmcache_extra_keys=(),
@@ -111,17 +117,17 @@ def test_the_endpoint_check_connects_to_the_url(new_kind):
         server.listen()
         port = server.getsockname()[1]
         recipe = loader.load_recipe_text(RECIPE.format(tiers=tier(f"kvurl://127.0.0.1:{port}")))
-        result = check.run(SimpleNamespace(recipe=recipe, host_root=None))
+        result = check.run(SimpleNamespace(recipe=recipe, spec=StackSpec(recipe), host_root=None))
         assert result.status == PASS and f"127.0.0.1:{port} accepts TCP" in result.message, result
-        captured = check.run(SimpleNamespace(recipe=recipe, host_root="/captured"))
+        captured = check.run(SimpleNamespace(recipe=recipe, spec=StackSpec(recipe), host_root="/captured"))
         assert captured.status == SKIP and "captured host" in captured.message, captured
-    result = check.run(SimpleNamespace(recipe=recipe, host_root=None))  # the server is gone
+    result = check.run(SimpleNamespace(recipe=recipe, spec=StackSpec(recipe), host_root=None))  # the server is gone
     assert result.status == FAIL and f"127.0.0.1:{port}" in result.message, result
     no_port = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://127.0.0.1")))
-    result = check.run(SimpleNamespace(recipe=no_port, host_root=None))
+    result = check.run(SimpleNamespace(recipe=no_port, spec=StackSpec(no_port), host_root=None))
     assert result.status == FAIL and "no host and port" in result.message, result
     without = loader.load_recipe_text(RECIPE.format(tiers=""))
-    result = check.run(SimpleNamespace(recipe=without, host_root=None))
+    result = check.run(SimpleNamespace(recipe=without, spec=StackSpec(without), host_root=None))
     assert result.status == SKIP and "no tier in the recipe" in result.message, result
 
 
@@ -134,7 +140,7 @@ def test_fleet_doctor_proves_no_kind_shared_that_it_has_no_marker_store_for(new_
     recipe = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://kv.example.com:6379")))
     assert "kvurl" not in marker.marker_kinds() and {"fs", "s3"} <= set(marker.marker_kinds())
     plans: dict = {"h1": {}, "h2": {}}
-    marker.assign_marker_groups(plans, {"h1": recipe, "h2": recipe})
+    marker.assign_marker_groups(plans, _specs({"h1": recipe, "h2": recipe}))
     assert plans == {"h1": {}, "h2": {}}
     outcome = marker.put(recipe.cache.tiers[-1], "m1", ["h2"])
     assert not outcome.ok and outcome.tier == "kvurl tier kvurl://kv.example.com:6379", outcome
@@ -147,6 +153,6 @@ def test_hosts_sharing_a_new_remote_kind_must_agree_on_its_cache_keys(new_kind):
     one = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://kv.example.com:6379")))
     other = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://KV.example.com:6379")).replace(
         "enabled = true", "enabled = true\nchunk_size = 512"))
-    assert fleet.shared_tiers(one) == ["kvurl kvurl://kv.example.com:6379"]
-    mismatches = fleet.find_tier_mismatches({"h1": one, "h2": other})
+    assert fleet.shared_tiers(StackSpec(one)) == ["kvurl kvurl://kv.example.com:6379"]
+    mismatches = fleet.find_tier_mismatches(_specs({"h1": one, "h2": other}))
     assert [(m.tier, m.key) for m in mismatches] == [("kvurl kvurl://kv.example.com:6379", "cache.chunk_size")]

@@ -8,12 +8,14 @@ from __future__ import annotations
 import pytest
 from helpers import FIXTURES, RECIPES
 
+from stackctl.bundle import layout
 from stackctl.engine import container, health
 from stackctl.lifecycle import build, up
 from stackctl.bundle import render, stackspec
 from stackctl.errors import StackctlError
 from stackctl.host import discover
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 SYSFS = FIXTURES / "sysfs"
 MI300X = discover(SYSFS / "mi300x-8gpu-2node")
@@ -27,20 +29,20 @@ def s3_recipe():
 
 def test_rocm_container_gets_the_gpu_devices_and_the_hosts_group_ids(tmp_path):
     recipe = s3_recipe()
-    kwargs = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None,
+    kwargs = container.container_kwargs(StackSpec(recipe), render.render_files(StackSpec(recipe)), tmp_path / "bundle", None,
                                      host_groups={"video": 44, "render": 110})
     assert kwargs["devices"] == ["/dev/kfd:/dev/kfd:rwm", "/dev/dri:/dev/dri:rwm"]
     assert kwargs["group_add"] == ["44", "110"]  # numeric: the image has no render group of the host's id
     assert kwargs["security_opt"] == ["seccomp=unconfined"] and kwargs["cap_add"] == ["SYS_PTRACE"]
-    assert kwargs["volumes"][str(tmp_path / "bundle")] == {"bind": stackspec.RUN_DIR, "mode": "ro"}
+    assert kwargs["volumes"][str(tmp_path / "bundle")] == {"bind": layout.RUN_DIR, "mode": "ro"}
     assert kwargs["network_mode"] == "host" and kwargs["name"] == stackspec.container_name(recipe)
-    without_ids = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None)
+    without_ids = container.container_kwargs(StackSpec(recipe), render.render_files(StackSpec(recipe)), tmp_path / "bundle", None)
     assert without_ids["group_add"] == ["video", "render"]
 
 
 def test_cpu_container_has_no_gpu_devices(tmp_path):
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    kwargs = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None)
+    kwargs = container.container_kwargs(StackSpec(recipe), render.render_files(StackSpec(recipe)), tmp_path / "bundle", None)
     assert not {"devices", "group_add", "cap_add", "security_opt"} & set(kwargs)
     assert kwargs["environment"]["PYTHONHASHSEED"] == str(recipe.cache.hash_seed)
 
@@ -49,10 +51,10 @@ def test_secrets_reach_the_container_but_never_the_printed_arguments(tmp_path, m
     for name, value in S3_KEYS.items():
         monkeypatch.setenv(name, value)
     recipe = s3_recipe()
-    secrets = container.read_secrets(recipe)
+    secrets = container.read_secrets(StackSpec(recipe))
     assert secrets == {"AWS_ACCESS_KEY_ID": S3_KEYS["LMCACHE_S3_ACCESS_KEY_ID"],
                        "AWS_SECRET_ACCESS_KEY": S3_KEYS["LMCACHE_S3_SECRET_ACCESS_KEY"]}
-    kwargs = container.container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", None, secrets=secrets)
+    kwargs = container.container_kwargs(StackSpec(recipe), render.render_files(StackSpec(recipe)), tmp_path / "bundle", None, secrets=secrets)
     assert kwargs["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"
     shown = container.redacted(kwargs, secrets)
     assert shown["environment"]["AWS_ACCESS_KEY_ID"] == "<secret: read at run time>"
@@ -65,7 +67,7 @@ def test_a_missing_secret_variable_is_named(monkeypatch):
     monkeypatch.setenv("LMCACHE_S3_ACCESS_KEY_ID", "AKIAEXAMPLEEXAMPLE12")
     monkeypatch.delenv("LMCACHE_S3_SECRET_ACCESS_KEY", raising=False)
     with pytest.raises(StackctlError) as error:
-        container.read_secrets(s3_recipe())
+        container.read_secrets(StackSpec(s3_recipe()))
     assert str(error.value).startswith(f"{RECIPES / 'vllm-lmcache-s3.toml'}: secret variable(s) not set: "
                                        "LMCACHE_S3_SECRET_ACCESS_KEY (fix: export them")
     assert "AKIAEXAMPLE" not in str(error.value)
@@ -95,9 +97,9 @@ def test_status_reads_the_address_from_the_rendered_serve_script(tmp_path):
     recipe.serve.port = 8123
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    (bundle / "serve.sh").write_bytes(render.render_files(recipe)["serve.sh"])
+    (bundle / "serve.sh").write_bytes(render.render_files(StackSpec(recipe))["serve.sh"])
     mounts = [{"Destination": "/models", "Source": "/srv/models"},
-              {"Destination": stackspec.RUN_DIR, "Source": str(bundle)}]
+              {"Destination": layout.RUN_DIR, "Source": str(bundle)}]
     assert health.served_address(RunningContainer(mounts)) == (recipe.serve.host, "8123")
     assert health.served_address(RunningContainer(mounts[:1])) == ("127.0.0.1", None)
     (bundle / "serve.sh").unlink()

@@ -17,6 +17,7 @@ from stackctl.state.lock import StackLock
 from stackctl.lifecycle.preflight import ensure_port_free, port_holder
 from stackctl.engine.health import stop_reason
 from stackctl.engine.records import ContainerState
+from stackctl.bundle.stackspec import StackSpec
 
 HOLD = """
 import sys, time
@@ -130,13 +131,13 @@ def test_build_up_compose_and_manifest_name_one_image(tmp_path):
     from stackctl.recipe import load_recipe
 
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    files = render.render_files(recipe)
-    tag = render.image_tag(recipe, files)
+    files = render.render_files(StackSpec(recipe))
+    tag = render.image_tag(StackSpec(recipe), files)
     assert tag == f"stackctl/cpu-smoke:{render.image_hash(files)}"
     compose = yaml.safe_load(files["compose.yaml"])
     assert [service["image"] for service in compose["services"].values()] == [tag]
     assert json.loads(files["manifest.json"])["image"] == tag
-    assert container_kwargs(recipe, files, tmp_path / "bundle", None)["image"] == tag
+    assert container_kwargs(StackSpec(recipe), files, tmp_path / "bundle", None)["image"] == tag
 
 
 def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, monkeypatch):
@@ -159,9 +160,9 @@ def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, mon
     store.record_deployment("cpu-smoke", {"outcome": "failed", "recipe_hash": "broken", "recipe": "/x.toml"})
     store.record_deployment("cpu-smoke", {"outcome": "deployed", "recipe_hash": two, "recipe": str(second)})
 
-    assert rollback_recipe(load_recipe(second), two) == str(first)  # the original file, unchanged since
+    assert rollback_recipe(StackSpec(load_recipe(second)), two) == str(first)  # the original file, unchanged since
     first.write_text(first.read_text().replace("port = 8000", "port = 8002"))
-    assert rollback_recipe(load_recipe(second), two) == str(kept)  # changed since: the kept copy
+    assert rollback_recipe(StackSpec(load_recipe(second)), two) == str(kept)  # changed since: the kept copy
     (tmp_path / "state" / "cpu-smoke" / "history.json").unlink()
     with pytest.raises(StackctlError, match="no earlier deployment to return to"):
-        rollback_recipe(load_recipe(second), two)
+        rollback_recipe(StackSpec(load_recipe(second)), two)

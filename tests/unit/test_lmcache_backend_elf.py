@@ -12,6 +12,7 @@ from helpers import FIXTURES, RECIPES, REPO
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe_text
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 ELF = FIXTURES / "elf"
@@ -30,6 +31,7 @@ PROBE = _probe_module()
 class ProbeContext:
     def __init__(self, recipe, probe):
         self.recipe, self._probe, self.deep, self._cache = recipe, probe, False, {}
+        self.spec = StackSpec(self.recipe)
 
     def probe(self):
         return self._probe

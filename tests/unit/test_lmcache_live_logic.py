@@ -13,6 +13,7 @@ from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.doctor.second_server import derived_recipe
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 
@@ -51,6 +52,7 @@ class Context:
 
     def __init__(self, recipe, recorded=None, deep=False, env=None):
         self.recipe, self.deep, self._recorded = recipe, deep, recorded or {}
+        self.spec = StackSpec(self.recipe)
         self._env = {"PYTHONHASHSEED": "0"} if env is None else env
 
     def remember(self, key, compute):
@@ -111,6 +113,7 @@ class StubServerContext:
 
     def __init__(self, url, deep=False):
         self.recipe, self.base_url, self.reads, self.deep = recipe(), url, 0, deep
+        self.spec = StackSpec(self.recipe)
 
     def require_healthy(self):
         pass
@@ -358,7 +361,7 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
     started = {}
 
     @contextmanager
-    def fake_second_server(recipe, image, label, env, timeout, say):
+    def fake_second_server(spec, image, label, env, timeout, say):
         started.update(env)
         raise Unavailable("stop here: the environment is what this test reads")
         yield  # pragma: no cover - a generator for contextmanager
@@ -368,7 +371,8 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
     monkeypatch.setattr(docker_adapter, "container_env",
                         lambda container: {"STACKCTL_DTYPE": "float32", "PYTHONHASHSEED": "0", "OTHER": "x"})
     stack = recipe()
-    ctx = type("Ctx", (), {"recipe": stack, "container": lambda self: object(), "say": lambda self, m: None})()
+    ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: object(),
+                           "say": lambda self, m: None})()
     tier = stack.tiers_of("fs")[0]
     try:
         lmcache_deep.prove_tier(ctx, tier, [1, 2, 3])
@@ -397,7 +401,7 @@ def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
         log[0] += lines[min(len(asked), 2) - 1] + "\n"
 
     @contextmanager
-    def fake_second_server(recipe, image, label, env, timeout, say):
+    def fake_second_server(spec, image, label, env, timeout, say):
         yield server
 
     monkeypatch.setattr(second_server, "second_server", fake_second_server)
@@ -405,7 +409,8 @@ def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
     monkeypatch.setattr(docker_adapter, "container_env", lambda container: {})
     monkeypatch.setattr(lmcache_deep, "ask", ask)
     stack = recipe()
-    ctx = type("Ctx", (), {"recipe": stack, "container": lambda self: object(), "say": lambda self, m: None})()
+    ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: object(),
+                           "say": lambda self, m: None})()
     result = lmcache_deep.prove_tier(ctx, stack.tiers_of("fs")[0], [1, 2, 3])
     assert result["second"].retrieved_tokens == 128
     assert asked == [{"logprobs": False}, {"logprobs": False}]

@@ -72,6 +72,7 @@ from stackctl.bundle import stackspec  # noqa: E402
 from stackctl.errors import StackctlError  # noqa: E402
 from stackctl.rules.ruleset import run_rules  # noqa: E402
 from stackctl.bundle.render import render_files  # noqa: E402
+from stackctl.bundle.stackspec import StackSpec  # noqa: E402
 
 SHAPED = ["AKIAQ3EXAMPLEFUZZ001", "hf_FuzzCanaryToken0123456789abcdefgh", "ghp_FuzzCanary0123456789abcdefghijklmno",
           "sk-proj-FuzzCanary0123456789abcdefXYZ", "https://u:Fuzz-Pw-31415@idx.example/simple"]
@@ -118,7 +119,7 @@ def assert_never_leaks(text: str) -> None:
     else:
         outputs += [f.format() for f in run_rules(recipe)]
         try:
-            outputs += [content.decode(errors="replace") for content in render_files(recipe).values()]
+            outputs += [content.decode(errors="replace") for content in render_files(StackSpec(recipe)).values()]
         except StackctlError as exc:
             outputs.append(str(exc))
     for output in outputs:

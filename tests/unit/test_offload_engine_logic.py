@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from stackctl.bundle import layout
 from stackctl import importer
 from stackctl.bundle import stackspec
 from stackctl.bundle.render import render_files
@@ -16,6 +17,7 @@ from stackctl.doctor import offload_checks
 from stackctl.doctor.registry import Unavailable, require_lmcache
 from stackctl.recipe.loader import load_recipe_text
 from stackctl.rules.ruleset import run_rules
+from stackctl.bundle.stackspec import StackSpec
 
 BASE = """
 [stack]
@@ -63,7 +65,7 @@ def test_lmcache_in_the_server_is_the_default_and_renders_as_before():
         'offload = "lmcache"\n', ""))
     assert r.cache.offload == "lmcache"
     assert transfer_config(stackspec.serve_args(r))["kv_connector"] == "LMCacheConnectorV1"
-    assert stackspec.environment(r)["LMCACHE_CONFIG_FILE"] == stackspec.LMCACHE_CONFIG_PATH
+    assert stackspec.environment(r)["LMCACHE_CONFIG_FILE"] == layout.LMCACHE_CONFIG_PATH
     assert stackspec.lmcache_config(r)["local_cpu"] is True
     assert stackspec.lmcache_server_command(r) is None
 
@@ -77,7 +79,7 @@ def test_vllm_native_is_written_with_vllms_own_flags_and_no_lmcache():
     assert "LMCACHE_CONFIG_FILE" not in stackspec.environment(r)
     assert stackspec.lmcache_config(r) is None and stackspec.lmcache_install(r) is None
     assert stackspec.versions(r)["lmcache"] is None  # the image carries no LMCache
-    assert "lmcache.yaml" not in render_files(r)
+    assert "lmcache.yaml" not in render_files(StackSpec(r))
 
 
 def test_vllm_simple_is_a_kv_transfer_config_with_its_disk_backend():
@@ -96,8 +98,8 @@ def test_lmcache_mp_starts_the_lmcache_server_before_vllm_in_serve_sh():
     assert argv[argv.index("--l1-size-gb") + 1] == "2" and "--l2-adapter" in argv
     assert stackspec.lmcache_in_image(r) and not stackspec.lmcache_in_server(r)
     assert stackspec.cpu_connector_shipped(r) and not stackspec.cpu_connector_enabled(r)
-    assert stackspec.environment(r)[stackspec.CPU_CONNECTOR_ENV] == "0"
-    files = render_files(r)
+    assert stackspec.environment(r)[layout.CPU_CONNECTOR_ENV] == "0"
+    files = render_files(StackSpec(r))
     serve = files["serve.sh"].decode()
     assert serve.index("lmcache server") < serve.index("exec \"${launcher[@]}\"")
     assert "http://127.0.0.1:8080/healthcheck" in serve and "[lmcache-server] " in serve
@@ -123,9 +125,9 @@ def test_up_makes_sure_the_lmcache_servers_ports_are_free():
         # The other ports free (a stack of the test run may serve on the recipe's 8000), the server's HTTP port taken.
         r.serve.port, r.cache.server_port = free_port(), free_port()
         r.cache.server_http_port = taken
-        assert (stackspec.LMCACHE_SERVER_HOST, taken, "cache.server_http_port") in stackspec.listening_ports(r)
+        assert (layout.LMCACHE_SERVER_HOST, taken, "cache.server_http_port") in stackspec.listening_ports(r)
         with pytest.raises(StackctlError, match=f"port {taken} .* set cache.server_http_port to a free port"):
-            ensure_ports_free(r, "t")
+            ensure_ports_free(StackSpec(r), "t")
     assert stackspec.listening_ports(recipe("vllm-native")) == [("127.0.0.1", 8000, "serve.port")]
 
 
@@ -134,7 +136,7 @@ def test_the_lmcache_mp_image_is_the_image_of_lmcache_in_the_server():
     from stackctl.bundle.render import image_hash
 
     def inputs(offload):
-        files = render_files(recipe(offload, platform="cpu"))
+        files = render_files(StackSpec(recipe(offload, platform="cpu")))
         return {k: v for k, v in files.items() if k not in ("serve.sh", "compose.yaml", "manifest.json", "stack.env")}
 
     assert image_hash(inputs("lmcache-mp")) == image_hash(inputs("lmcache"))
@@ -280,13 +282,14 @@ def test_import_offloading_backend_alone_offloads_nothing():
 ])
 def test_lmcache_checks_skip_with_the_engines_reason(offload, in_server, reason):
     with pytest.raises(Unavailable, match=reason):
-        require_lmcache(recipe(offload), in_server=in_server)
-    require_lmcache(recipe("lmcache-mp"), in_server=False)  # the image carries LMCache: image checks apply
+        require_lmcache(StackSpec(recipe(offload)), in_server=in_server)
+    require_lmcache(StackSpec(recipe("lmcache-mp")), in_server=False)  # the image carries LMCache: image checks apply
 
 
 class FakeContext:
     def __init__(self, r):
         self.recipe = r
+        self.spec = StackSpec(self.recipe)
 
 
 def test_offload_checks_leave_lmcache_in_the_server_to_its_own_checks():

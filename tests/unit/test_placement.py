@@ -19,6 +19,7 @@ from stackctl.host import discover, pinning_for
 from stackctl.engine.container import container_kwargs
 from stackctl.host.placement import FALLBACK_VAR, LAUNCHER_VAR, placement
 from stackctl.recipe.loader import load_recipe, load_recipe_text
+from stackctl.bundle.stackspec import StackSpec
 
 SYSFS = FIXTURES / "sysfs"
 MI300X = discover(SYSFS / "mi300x-8gpu-2node")  # isolated CPUs 8-47,56-95,104-143,152-191; GPUs 0-3 node 0
@@ -32,7 +33,7 @@ def rocm_recipe(host: str = "", tensor_parallel: int = 1):
 
 def kwargs_for(recipe, facts, tmp_path: Path) -> tuple[dict, object]:
     decision = pinning_for(recipe, facts)
-    kwargs = container_kwargs(recipe, render.render_files(recipe), tmp_path / "bundle", decision)
+    kwargs = container_kwargs(StackSpec(recipe), render.render_files(StackSpec(recipe)), tmp_path / "bundle", decision)
     return kwargs, decision
 
 
@@ -119,7 +120,7 @@ def stub_bin(folder: Path, names: tuple[str, ...]) -> Path:
 def run_serve(tmp_path: Path, decision, tools: tuple[str, ...]) -> tuple[list, str]:
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
     serve = tmp_path / "serve.sh"
-    serve.write_bytes(render.render_files(recipe)["serve.sh"])
+    serve.write_bytes(render.render_files(StackSpec(recipe))["serve.sh"])
     # The dtype `up` decided (cpu-smoke's model.dtype is "auto"): serve.sh passes it on last.
     server = stackspec.server_command(recipe) + stackspec.serve_args(recipe) + ["--dtype", "float32"]
     env = {"PATH": str(stub_bin(tmp_path / "bin", tools + (server[0],))), **placement(decision).environment(),

@@ -23,6 +23,7 @@ from stackctl.bundle import render, stackspec
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.importer.writer import toml_value
 from stackctl.recipe.loader import load_recipe, load_recipe_text
+from stackctl.bundle.stackspec import StackSpec
 
 GOLDEN = REPO / "tests" / "golden"
 SHIPPED = sorted(RECIPES.glob("*.toml"), key=lambda p: p.stem)
@@ -35,7 +36,7 @@ def on_disk(folder: Path) -> dict[str, bytes]:
 
 
 def rendered(path: Path) -> dict[str, bytes]:
-    return render.render_files(load_recipe(path))
+    return render.render_files(StackSpec(load_recipe(path)))
 
 
 def golden_view(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -81,9 +82,11 @@ def test_rendering_twice_gives_the_same_bytes():
 
 
 _DIGEST = ("import hashlib, sys; from pathlib import Path; from stackctl.recipe.loader import load_recipe; "
-           "from stackctl.bundle.render import render_files; h = hashlib.sha256()\n"
+           "from stackctl.bundle.render import render_files; from stackctl.bundle.stackspec import StackSpec; "
+           "h = hashlib.sha256()\n"
            "for p in sorted(Path(sys.argv[1]).glob('*.toml')):\n"
-           "    for name, data in sorted(render_files(load_recipe(p)).items()): h.update(name.encode() + data)\n"
+           "    for name, data in sorted(render_files(StackSpec(load_recipe(p))).items()): "
+           "h.update(name.encode() + data)\n"
            "print(h.hexdigest())")
 
 
@@ -104,7 +107,7 @@ def recipe_cpu():
 
 
 def test_failed_write_keeps_the_existing_bundle_and_leaves_no_partial_directory(tmp_path):
-    out = render.render(recipe_cpu(), tmp_path / "out")
+    out = render.render(StackSpec(recipe_cpu()), tmp_path / "out")
     before = on_disk(out)
     # "serve.sh/x" cannot be created under the file "serve.sh": the write fails half-way through.
     broken = {"Dockerfile": b"FROM x\n", "serve.sh": b"#!/bin/sh\n", "serve.sh/x": b"", "zzz": b""}
@@ -125,16 +128,16 @@ def test_failed_write_of_a_new_bundle_leaves_nothing(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "write_bytes", disk_fills_up)
     with pytest.raises(StackctlError, match="No space left"):
-        render.render(recipe_cpu(), tmp_path / "new")
+        render.render(StackSpec(recipe_cpu()), tmp_path / "new")
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(StackctlError, match="No space left"):
         calls.clear()
-        render.render(recipe_cpu(), tmp_path / "deeper" / "new")
+        render.render(StackSpec(recipe_cpu()), tmp_path / "deeper" / "new")
     assert [p.name for p in tmp_path.iterdir()] == ["deeper"] and list((tmp_path / "deeper").iterdir()) == []
 
 
 def test_existing_bundle_survives_a_failed_swap(tmp_path, monkeypatch):
-    out = render.render(recipe_cpu(), tmp_path / "out")
+    out = render.render(StackSpec(recipe_cpu()), tmp_path / "out")
     before = on_disk(out)
     real_replace, calls = os.replace, []
 
@@ -146,7 +149,7 @@ def test_existing_bundle_survives_a_failed_swap(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", second_rename_fails)
     with pytest.raises(StackctlError, match="cross-device"):
-        render.render(recipe_cpu(), out)
+        render.render(StackSpec(recipe_cpu()), out)
     monkeypatch.undo()
     assert out.is_dir() and on_disk(out) == before
 
@@ -213,7 +216,7 @@ def fake_server_bin(folder: Path) -> Path:
 @pytest.mark.parametrize("platform", ["cpu", "rocm"])
 def test_hostile_values_cannot_inject_shell_into_serve_sh(tmp_path, platform):
     recipe, marker, evil = hostile_recipe(tmp_path, platform)
-    bundle = render.render(recipe, tmp_path / "bundle")
+    bundle = render.render(StackSpec(recipe), tmp_path / "bundle")
     serve = bundle / "serve.sh"
     subprocess.run(["bash", "-n", str(serve)], check=True, timeout=30)
     bin_dir = fake_server_bin(tmp_path / "bin")
@@ -246,13 +249,13 @@ def test_render_refuses_values_a_shell_would_have_expanded(key, value):
     text = '[stack]\nname = "r"\n' + ("" if key == "model.path" else '[model]\npath = "/m"\n') + table
     recipe = load_recipe_text(text.replace("[model]\npath = \"/m\"\n[model]\n", "[model]\npath = \"/m\"\n"))
     with pytest.raises(StackctlError, match="unresolved-value"):
-        render.render_files(recipe)
+        render.render_files(StackSpec(recipe))
 
 
 @pytest.mark.parametrize("platform", ["cpu", "rocm"])
 def test_hostile_values_stay_quoted_in_the_other_bundle_files(tmp_path, platform):
     recipe, marker, evil = hostile_recipe(tmp_path, platform)
-    files = render.render_files(recipe)
+    files = render.render_files(StackSpec(recipe))
     dockerfile = files["Dockerfile"].decode()
     run_bodies = [body for keyword, body in dockerfile_instructions(dockerfile) if keyword == "RUN"]
     words = []
@@ -307,7 +310,7 @@ def test_secret_env_names_cannot_rewrite_compose_yaml():
         recipe = load_recipe_text(text)
     except RecipeError:
         return  # refusing such names is a fix
-    environment = yaml.safe_load(render.render_files(recipe)["compose.yaml"])["services"]["n"]["environment"]
+    environment = yaml.safe_load(render.render_files(StackSpec(recipe))["compose.yaml"])["services"]["n"]["environment"]
     assert list(environment) == ["A: b"]
 
 
@@ -317,7 +320,7 @@ def test_env_names_are_variable_names():
         recipe = load_recipe_text(text)
     except RecipeError:
         return
-    lines = render.render_files(recipe)["stack.env"].decode().splitlines()
+    lines = render.render_files(StackSpec(recipe))["stack.env"].decode().splitlines()
     parsed = dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
     assert parsed.get("A=B") == "x"
 
@@ -340,9 +343,9 @@ VARIANTS = {
 
 def lint_cases() -> list:
     cases = [pytest.param(lambda _, p=path: rendered(p), id=path.stem) for path in SHIPPED]
-    cases += [pytest.param(lambda _, t=text: render.render_files(load_recipe_text(t)), id=name)
+    cases += [pytest.param(lambda _, t=text: render.render_files(StackSpec(load_recipe_text(t))), id=name)
               for name, text in VARIANTS.items()]
-    cases += [pytest.param(lambda tmp, p=platform: render.render_files(hostile_recipe(tmp, p)[0]),
+    cases += [pytest.param(lambda tmp, p=platform: render.render_files(StackSpec(hostile_recipe(tmp, p)[0])),
                            id=f"hostile-{platform}") for platform in ("cpu", "rocm")]
     return cases
 
@@ -384,7 +387,7 @@ def test_secret_values_never_reach_the_bundle(tmp_path, monkeypatch):
     # As a user runs it: the CLI in a process whose environment holds the secrets.
     run_cli("render", str(recipe_path), "-o", str(tmp_path / "bundle"), env=dict(os.environ), check=True)
     files = on_disk(tmp_path / "bundle")
-    assert files == render.render_files(load_recipe(recipe_path))
+    assert files == render.render_files(StackSpec(load_recipe(recipe_path)))
     for name, content in files.items():
         for value in SECRET_VALUES.values():
             assert value.encode() not in content, f"{value} leaked into {name}"
@@ -437,14 +440,14 @@ def test_compiled_templates_are_kept_and_a_damaged_or_unwritable_cache_only_comp
     the same with a cold cache, a warm one, a damaged one and none at all."""
     recipe = load_recipe(RECIPES / "cpu-lmcache.toml")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    cold = render.render_files(recipe, guard=False)
+    cold = render.render_files(StackSpec(recipe), guard=False)
     kept = list((tmp_path / "cache" / "stackctl").glob("templates-*/*.cache"))
     assert len(kept) >= 5, kept
-    assert render.render_files(recipe, guard=False) == cold
+    assert render.render_files(StackSpec(recipe), guard=False) == cold
     for path in kept:
         path.write_bytes(b"not marshal data")
-    assert render.render_files(recipe, guard=False) == cold
+    assert render.render_files(StackSpec(recipe), guard=False) == cold
     assert all(path.read_bytes() != b"not marshal data" for path in kept)  # compiled again and kept again
     (tmp_path / "file").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))  # a cache directory that cannot be made
-    assert render.render_files(recipe, guard=False) == cold
+    assert render.render_files(StackSpec(recipe), guard=False) == cold

@@ -10,6 +10,7 @@ from helpers import REPO
 from stackctl.bundle.render import render_files
 from stackctl.host.isa import parse_cpuinfo
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 CPUS = {
     "avx2 only (AMD EPYC VM)": "flags\t\t: fpu sse4_2 avx avx2 fma\n",
@@ -24,7 +25,7 @@ CAPS = ["", "AVX2", "avx512_core", "AVX512_CORE_BF16", "AVX512_CORE_AMX", "NOT_A
 
 @pytest.fixture(scope="module")
 def native_bf16_function() -> str:
-    serve = render_files(load_recipe(REPO / "recipes" / "cpu-smoke.toml"), guard=False)["serve.sh"].decode()
+    serve = render_files(StackSpec(load_recipe(REPO / "recipes" / "cpu-smoke.toml")), guard=False)["serve.sh"].decode()
     start = serve.index("native_bf16() {")
     return serve[start:serve.index("\n}\n", start) + 3]
 

@@ -14,6 +14,7 @@ from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.doctor.server_checks import hit_test as hit_test_of
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 LOGS = FIXTURES / "logs"
@@ -26,6 +27,7 @@ class ServerContext:
 
     def __init__(self, recipe, log="", hit=None, base_url="", deep=False, floor_error=None):
         self.recipe, self._log, self._hit, self.base_url, self.deep = recipe, log, hit, base_url, deep
+        self.spec = StackSpec(self.recipe)
         self.floor_error = floor_error or Unavailable("no container in a unit test")
         self._cache = {}
         self.log_reads = 0

@@ -16,6 +16,7 @@ from stackctl.knowledge.kinds import platform_named
 from stackctl.knowledge.serving_engines import ServingEngine
 from stackctl.recipe.loader import load_recipe_text
 from stackctl.rules.ruleset import run_rules
+from stackctl.bundle.stackspec import StackSpec
 
 load_all()
 
@@ -25,6 +26,7 @@ class LogContext:
 
     def __init__(self, recipe, log: str, probe: dict) -> None:
         self.recipe, self._log, self._probe = recipe, log, probe
+        self.spec = StackSpec(self.recipe)
         self._cache: dict = {}
 
     def server_log(self) -> str:

@@ -15,6 +15,7 @@ from stackctl.bench.sweep_lock import sweep_lock
 from stackctl.errors import StackctlError
 from stackctl.state.lock import StackLock
 from stackctl.state import store
+from stackctl.bundle.stackspec import StackSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
@@ -95,7 +96,7 @@ def test_a_sweep_of_a_stack_another_sweep_holds_stops_before_it_touches_any_arm(
     try:
         with pytest.raises(StackctlError, match=rf"^another bench sweep of {recipe.stack.name} is running \(pid "
                                                 rf"{first.pid}\); wait or stop it$"):
-            sweep.run_sweep(recipe, ["hbm", "lmcache"], spec, say=lambda message: None)
+            sweep.run_sweep(StackSpec(recipe), ["hbm", "lmcache"], spec, say=lambda message: None)
     finally:
         first.communicate("")
     assert touched == []

@@ -14,6 +14,7 @@ from stackctl.doctor import tier_roundtrip
 from stackctl.knowledge.kv_math import MiB
 from stackctl.recipe import load_recipe
 from stackctl.resources import shipped
+from stackctl.bundle.stackspec import StackSpec
 
 
 def driver():
@@ -74,7 +75,7 @@ def test_the_cpu_buffer_holds_every_chunk_of_the_cpu_tier():
 
 
 def test_each_tier_gets_its_own_config_and_lower_tiers_bypass_ram():
-    configs = tier_roundtrip.tier_configs(load_recipe(RECIPES / "cpu-tiers.toml"), 0.2)
+    configs = tier_roundtrip.tier_configs(StackSpec(load_recipe(RECIPES / "cpu-tiers.toml")), 0.2)
     assert set(configs) == {"cpu", "disk", "fs", "s3"}
     assert configs["cpu"]["local_cpu"] is True and "local_disk" not in configs["cpu"]
     for kind in ("disk", "fs", "s3"):
@@ -90,7 +91,7 @@ def test_each_tier_gets_its_own_config_and_lower_tiers_bypass_ram():
 def test_the_specs_give_every_tier_the_same_chunk(tmp_path):
     recipe = load_recipe(RECIPES / "cpu-tiers.toml")
     chunk = tier_roundtrip.kv_chunk(recipe)
-    specs = tier_roundtrip.tier_specs(recipe, chunk, 64, "m", str(tmp_path), mounted_at="/spec")
+    specs = tier_roundtrip.tier_specs(StackSpec(recipe), chunk, 64, "m", str(tmp_path), mounted_at="/spec")
     assert [s["tier"] for s in specs] == ["cpu", "disk", "fs", "s3"]
     assert all(s["chunk"] == chunk.spec() and s["keys"] == 64 and s["model"] == "m" for s in specs)
     assert json.loads((tmp_path / "specs.json").read_text()) == specs
@@ -174,7 +175,7 @@ def test_image_tiers_fails_on_a_missing_ca_file_before_mounting_anything(tmp_pat
     recipe = load_recipe(RECIPES / "cpu-tiers.toml")
     missing = tmp_path / "missing-ca.pem"
     recipe.tiers_of("s3")[0].ca_file = str(missing)
-    ctx = SimpleNamespace(recipe=recipe, deep=True, probe=lambda: {"lmcache": {"found": True, "version": "0.5.6"}})
+    ctx = SimpleNamespace(recipe=recipe, spec=StackSpec(recipe), deep=True, probe=lambda: {"lmcache": {"found": True, "version": "0.5.6"}})
     result = tier_checks.tiers(ctx)
     assert result.status == "fail", result
     assert f"cache.tiers[3].ca_file: {missing} does not exist" in result.message
@@ -185,7 +186,7 @@ def test_image_tiers_skips_an_lmcache_without_the_storage_api():
     from stackctl.doctor import tier_checks
     from stackctl.doctor.registry import Unavailable
 
-    ctx = SimpleNamespace(recipe=load_recipe(RECIPES / "cpu-tiers.toml"), deep=True,
+    ctx = SimpleNamespace(recipe=load_recipe(RECIPES / "cpu-tiers.toml"), spec=StackSpec(load_recipe(RECIPES / "cpu-tiers.toml")), deep=True,
                           probe=lambda: {"lmcache": {"found": True, "version": "0.4.4"}})
     with pytest.raises(Unavailable, match="LMCache 0.4.4 is not known to have the storage API"):
         tier_checks.tiers(ctx)
@@ -201,10 +202,10 @@ def test_image_tiers_on_a_running_stack_waits_for_deep():
         raise Unavailable("stack not running")
 
     recipe = load_recipe(RECIPES / "cpu-tiers.toml")
-    running = SimpleNamespace(recipe=recipe, deep=False, container=lambda: object())
+    running = SimpleNamespace(recipe=recipe, spec=StackSpec(recipe), deep=False, container=lambda: object())
     with pytest.raises(Unavailable, match="the stack runs: server.lmcache-hit proves its first tier serves"):
         tier_checks.tiers(running)
-    stopped = SimpleNamespace(recipe=recipe, deep=False, container=no_container)
+    stopped = SimpleNamespace(recipe=recipe, spec=StackSpec(recipe), deep=False, container=no_container)
     with pytest.raises(AttributeError, match="probe"):
         tier_checks.tiers(stopped)
 

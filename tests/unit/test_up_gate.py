@@ -15,6 +15,7 @@ from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.lifecycle import build
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 
 
 def refuse_rendering(monkeypatch) -> None:
@@ -45,14 +46,14 @@ class EngineWithImages:
 
 
 def test_build_takes_the_bundle_up_rendered_and_does_not_render_it_again(monkeypatch):
-    recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    files = render.render_files(recipe)
-    tag = render.image_tag(recipe, files)
-    base = "unresolved:" + build.stackspec.base_image(recipe)
+    spec = StackSpec(load_recipe(RECIPES / "cpu-smoke.toml"))
+    files = render.render_files(spec)
+    tag = render.image_tag(spec, files)
+    base = "unresolved:" + spec.base_image
     engine = EngineWithImages({tag: BuiltImage({dk.LABEL_BASE_ID: base})})
     refuse_rendering(monkeypatch)
     said: list[str] = []
-    assert build.build(recipe, engine=engine, locked=True, files=files, say=said.append) == (tag, False)
+    assert build.build(spec, engine=engine, locked=True, files=files, say=said.append) == (tag, False)
     assert said == [f"image {tag} is up to date (same build inputs, same base image): not rebuilding"]
 
 
@@ -61,16 +62,16 @@ def test_the_gate_judges_the_bundle_it_is_given_and_names_the_failing_check(monk
     recipe = load_recipe(RECIPES / "cpu-lmcache.toml")
     recipe.tiers_of("cpu")[0].size_gb = 1 << 20  # 1 PiB: host.cpu-tier-ram fails on any host
     recipe.checks.skip = [c for c in CHECKS if CHECKS[c].scope == "host" and c != "host.cpu-tier-ram"]
-    files = render.render_files(recipe)
+    files = render.render_files(StackSpec(recipe))
     refuse_rendering(monkeypatch)
-    assert DoctorContext(recipe, files=files).image_tag == render.image_tag(recipe, files)
+    assert DoctorContext(StackSpec(recipe), files=files).image_tag == render.image_tag(StackSpec(recipe), files)
     said: list[str] = []
     with pytest.raises(StackctlError, match=r"cpu-lmcache: gate failed \(doctor --scope host\): host.cpu-tier-ram: "
                                             r"CPU tier 1048576.0 GiB"):
-        gate_for("host")(recipe, files, said.append)
+        gate_for("host")(StackSpec(recipe), files, said.append)
     assert said == ["gate: stackctl doctor --scope host"]
     recipe.checks.skip.append("host.cpu-tier-ram")  # skipped by request: nothing fails, the gate lets it through
-    assert gate_for("host")(recipe, files, said.append) is None
+    assert gate_for("host")(StackSpec(recipe), files, said.append) is None
 
 
 def test_a_gate_value_naming_no_scope_fails_before_anything_runs():
