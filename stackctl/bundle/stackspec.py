@@ -565,5 +565,28 @@ class StackSpec:
     def cpu_connector_enabled(self) -> bool:
         return cpu_connector_enabled(self.recipe)
 
+    @cached_property
+    def vllm_version(self) -> str | None:
+        return vllm_version(self.recipe)
+
+    @cached_property
+    def vllm_block_size(self) -> int | None:
+        return vllm_block_size(self.recipe)
+
+    @cached_property
+    def lmcache_chunk_size(self) -> int | None:
+        return lmcache_chunk_size(self.recipe)
+
+    @cached_property
+    def kv_connector(self) -> Mapping:
+        return MappingProxyType(kv_connector(self.recipe))
+
+    @cached_property
+    def compilation_config(self) -> Mapping:
+        return MappingProxyType(compilation_config(self.recipe))
+
+    def with_connectors_beside(self, transfer: dict | None) -> dict | None:
+        return with_connectors_beside(self.recipe, transfer)
+
     def tier_lmcache(self, tier) -> tuple[dict, dict]:
         return tier_lmcache(self.recipe, tier)

@@ -278,7 +278,7 @@ def _seed_sources(ctx) -> str:
         return ""
     from stackctl.rules.seed import seed_need
 
-    need = seed_need(ctx.recipe)
+    need = seed_need(ctx.spec)
     return f"; from the sources, the seed is {'needed' if need.needed else 'not needed'} here: {need.why}"
 
 

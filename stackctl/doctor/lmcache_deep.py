@@ -164,7 +164,7 @@ def hash_seed_proof(ctx):
     if running is None:
         from stackctl.rules.seed import seed_need
 
-        need = seed_need(ctx.recipe)
+        need = seed_need(ctx.spec)
         cause = ("PYTHONHASHSEED is not set in the stack: each process chains its keys from a random seed, so no "
                  f"other process (a restart, another host) ever hits what it stored ({need.why})" if need.needed else
                  f"PYTHONHASHSEED is not set, which the sources say this configuration does not need ({need.why}); "

@@ -59,13 +59,9 @@ OWN_KEY_RULES = ("secret-in-recipe", "cache-extra-shadows-key", "extra-args-shad
 
 def own_key_errors(recipe) -> list:
     """Errors of the rules guarding stackctl's own keys on a recipe, innermost (longest key path) first."""
-    from stackctl.rules.ruleset import RULES
+    from stackctl.rules.ruleset import rule_hits
 
-    findings = [RULES[rule_id] for rule_id in OWN_KEY_RULES]
-    found = []
-    for rule_ in findings:
-        for path, message in rule_.check(recipe):
-            found.append(_OwnKeyFinding(rule_.id, path, message))
+    found = [_OwnKeyFinding(rule_id, path, message) for rule_id, (path, message) in rule_hits(recipe, OWN_KEY_RULES)]
     return sorted(found, key=lambda f: (len(f.key), f.key), reverse=True)  # innermost, then the last flag first
 
 

@@ -17,7 +17,6 @@ import json
 from stackctl.knowledge import compat
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.serve_flags import json_flag_values
-from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import package_version, rule
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
@@ -33,7 +32,7 @@ OLDEST_SUPPORTED = {"vllm": "0.19.0", "lmcache": "0.4.1"}
 
 
 def fact_rule(rule_id: str, severity: str, summary: str, fix: str, package: str,
-              judged: Callable[[Recipe], bool] | None = None):
+              judged: Callable[..., bool] | None = None):
     """Register JUDGE(recipe, release) as a rule on the facts of the recipe's PACKAGE release. With that version
     unknown, what every supported release reports is still reported (a flag no release has needs no version to be
     judged), and `version-unknown` names the rule only when the releases disagree. JUDGED(recipe), when given, says
@@ -41,23 +40,23 @@ def fact_rule(rule_id: str, severity: str, summary: str, fix: str, package: str,
     version unknown, that would be every release's) and the rule reports nothing, as JUDGE would."""
 
     def register(judge):
-        def has_input(recipe: Recipe) -> bool:
-            return judged is None or judged(recipe)
+        def has_input(spec) -> bool:
+            return judged is None or judged(spec)
 
-        def check(recipe: Recipe):
-            release = factdb.release(package, package_version(recipe, package)) if has_input(recipe) else None
-            return judge(recipe, release) if release is not None else iter(())
+        def check(spec):
+            release = factdb.release(package, package_version(spec, package)) if has_input(spec) else None
+            return judge(spec, release) if release is not None else iter(())
 
         check.__doc__ = judge.__doc__
         rule(rule_id, severity, summary, fix, needs_version=package,
-             applies=lambda recipe: has_input(recipe) and _verdicts(recipe, package, judge)[1],
-             unknown_check=lambda recipe: _verdicts(recipe, package, judge)[0] if has_input(recipe) else [])(check)
+             applies=lambda spec: has_input(spec) and _verdicts(spec, package, judge)[1],
+             unknown_check=lambda spec: _verdicts(spec, package, judge)[0] if has_input(spec) else [])(check)
         return judge
 
     return register
 
 
-def _verdicts(recipe: Recipe, package: str, judge) -> tuple[list, bool]:
+def _verdicts(spec, package: str, judge) -> tuple[list, bool]:
     """(hits every supported release reports, whether the releases disagree) for a recipe whose version is
     unknown. The message is the newest release's, saying the version was not known."""
     from stackctl.knowledge.compat import version_key
@@ -65,7 +64,7 @@ def _verdicts(recipe: Recipe, package: str, judge) -> tuple[list, bool]:
     oldest = version_key(OLDEST_SUPPORTED[package])
     releases = [v for v in factdb.versions(package) if version_key(v) >= oldest]
     per_release = [{tuple(path) if not isinstance(path, str) else (path,): message
-                    for path, message in judge(recipe, factdb.release(package, version))} for version in releases]
+                    for path, message in judge(spec, factdb.release(package, version))} for version in releases]
     common = set(per_release[0]).intersection(*per_release[1:]) if per_release else set()
     disagree = any(set(hits) != common for hits in per_release)
     name = "vLLM" if package == "vllm" else "LMCache"
@@ -77,12 +76,12 @@ def _verdicts(recipe: Recipe, package: str, judge) -> tuple[list, bool]:
 
 # -- vLLM serve flags ------------------------------------------------------------------------------------------
 
-def _flag_problems(recipe: Recipe, release: factdb.Release, kind: str) -> Iterator[Hit]:
-    from stackctl.bundle.stackspec import SERVE_FLAG_KEYS, serve_args
+def _flag_problems(spec, release: factdb.Release, kind: str) -> Iterator[Hit]:
+    from stackctl.bundle.stackspec import SERVE_FLAG_KEYS
     from stackctl.knowledge import serve_flags
 
-    args = serve_args(recipe)
-    offset = len(args) - len(recipe.serve.extra_args)
+    args = spec.serve_args
+    offset = len(args) - len(spec.recipe.serve.extra_args)
     for problem in serve_flags.judge(args, release):
         if problem.kind != kind:
             continue
@@ -98,7 +97,7 @@ def _flag_problems(recipe: Recipe, release: factdb.Release, kind: str) -> Iterat
 @fact_rule("vllm-flag-removed", "error",
       "a `vllm serve` flag the pinned vLLM no longer has: the server stops with \"unrecognized arguments\"",
       "remove the flag, or use the replacement the message names", "vllm")
-def _flag_removed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _flag_removed(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM parses its command line with argparse (vLLM 0.33.0 vllm/utils/argparse_utils.py:156
     `FlexibleArgumentParser`): a flag the release does not define ends the server before it loads anything, with
     `unrecognized arguments`. Flags are removed often: `--disable-log-requests` (last in vLLM 0.16.0
@@ -112,27 +111,27 @@ def _flag_removed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     when the package names one. A recipe pinned to a release without a facts file is judged against the nearest
     one, and the message says which.
     """
-    yield from _flag_problems(recipe, release, "removed")
+    yield from _flag_problems(spec, release, "removed")
 
 
 @fact_rule("vllm-flag-unknown", "error",
       "a `vllm serve` flag the pinned vLLM does not know: the server stops with \"unrecognized arguments\"",
       "fix the spelling (the message suggests the closest flag), or pin a vLLM release that has it", "vllm")
-def _flag_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _flag_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """A flag that no release stackctl has facts for defines (a typo, another program's option), or one that only
     later releases have. argparse (vLLM 0.33.0 vllm/utils/argparse_utils.py:156) ends the server with
     `unrecognized arguments`; a unique prefix of a real flag is accepted, as argparse does. The flags of each release
     are in stackctl/knowledge/facts/vllm-VERSION.json, read from that release's vllm/engine/arg_utils.py and
     cli_args.py.
     """
-    yield from _flag_problems(recipe, release, "unknown")
+    yield from _flag_problems(spec, release, "unknown")
 
 
 @fact_rule("vllm-flag-value", "error",
       "a `vllm serve` flag with a value its parser rejects: a boolean given a value, an invalid choice, a number "
       "that is not one, a missing value",
       "write the flag as the message shows", "vllm")
-def _flag_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _flag_value(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM builds each flag from its config dataclass field (vLLM 0.33.0 vllm/engine/arg_utils.py:325
     `_compute_kwargs`): a bool field becomes `--x/--no-x` (argparse.BooleanOptionalAction), which takes no value,
     so `--enable-chunked-prefill true` leaves `true` as an unrecognised argument and `--enable-chunked-prefill=true`
@@ -142,28 +141,27 @@ def _flag_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     `--enable-chunked-prefill`: vLLM 0.33.0 vllm/config/scheduler.py:134, registered at
     vllm/engine/arg_utils.py:1784).
     """
-    yield from _flag_problems(recipe, release, "value")
+    yield from _flag_problems(spec, release, "value")
 
 
 @fact_rule("vllm-flag-deprecated", "warning",
       "a `vllm serve` flag the pinned vLLM marks deprecated: it goes away in a coming release",
       "use the replacement the deprecation notice names", "vllm")
-def _flag_deprecated(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _flag_deprecated(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM marks flags it is about to remove (`deprecated=True`, or a help text saying so; e.g.
     `--log-config-file`, vLLM 0.33.0 vllm/engine/arg_utils.py:457 and :1665). The flag still works in the pinned
     release, and stops the server after the next upgrade. The notice is quoted from the release's own source.
     """
-    yield from _flag_problems(recipe, release, "deprecated")
+    yield from _flag_problems(spec, release, "deprecated")
 
 
 # -- compilation_config / pass_config --------------------------------------------------------------------------
 
-def _compilation_configs(recipe: Recipe) -> Iterator[tuple[tuple, dict]]:
+def _compilation_configs(spec) -> Iterator[tuple[tuple, dict]]:
     """(key path prefix, config dict) of the recipe's compilation config and of any in serve.extra_args."""
-    from stackctl.bundle.stackspec import compilation_config
 
-    yield ("serve", "compilation_config"), compilation_config(recipe)
-    for index, config in json_flag_values(recipe.serve.extra_args, COMPILATION_FLAGS):
+    yield ("serve", "compilation_config"), spec.compilation_config
+    for index, config in json_flag_values(spec.recipe.serve.extra_args, COMPILATION_FLAGS):
         yield ("serve", "extra_args", index), config
 
 
@@ -172,9 +170,9 @@ def _handwritten(section: str) -> set[str]:
     return {e["key"] for e in table["compilation_keys" if section == "compilation_config" else "pass_config_keys"]}
 
 
-def _key_problems(recipe: Recipe, release: factdb.Release) -> Iterator[tuple[str, tuple, str, str]]:
+def _key_problems(spec, release: factdb.Release) -> Iterator[tuple[str, tuple, str, str]]:
     """(kind, path, key, message): kind "unknown" or "value"."""
-    for prefix, config in _compilation_configs(recipe):
+    for prefix, config in _compilation_configs(spec):
         yield from _judge_keys(release, "compilation_config", prefix, config)
         nested = config.get("pass_config")
         if isinstance(nested, dict):
@@ -249,7 +247,7 @@ def _json_problem(value, entry: dict) -> str | None:
 @fact_rule("compilation-config-key-unknown", "error",
       "a compilation_config or pass_config key the pinned vLLM does not have: `vllm serve` exits at start-up",
       "remove the key, or use the one the message names", "vllm")
-def _compilation_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _compilation_key_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """`--compilation-config` is validated into `CompilationConfig` and its `pass_config` into `PassConfig`
     (vLLM 0.33.0 vllm/config/compilation.py:692 for the `pass_config` field), pydantic dataclasses made by vLLM's `@config`, which forbids extra
     keys (vllm/config/utils.py:71 `ConfigDict(extra="forbid")`): an unknown key stops `vllm serve` with
@@ -258,7 +256,7 @@ def _compilation_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterato
     deprecation notice named. Keys with a hand-written range in compat.toml (`level`, `fuse_minimax_qk_norm`) are
     reported by compilation-key-removed and pass-config-version.
     """
-    for kind, path, _key, message in _key_problems(recipe, release):
+    for kind, path, _key, message in _key_problems(spec, release):
         if kind == "unknown":
             yield (path, message)
 
@@ -266,22 +264,22 @@ def _compilation_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterato
 @fact_rule("compilation-config-value", "error",
       "a compilation_config or pass_config value of the wrong type or outside its choices: `vllm serve` exits",
       "give the key a value of the type the message names", "vllm")
-def _compilation_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _compilation_value(spec, release: factdb.Release) -> Iterator[Hit]:
     """pydantic validates each compilation_config / pass_config value against the field's type (vLLM 0.33.0
     vllm/config/compilation.py:651 `cudagraph_capture_sizes: list[int]`; e.g. `pass_config.eliminate_noops` is a bool, `cudagraph_capture_sizes` a list of
     ints). Only clear mismatches are reported: a list or object where a scalar is expected, a word where a number
     is, a value outside a Literal's choices; numeric strings pass, as pydantic's lax mode reads them.
     """
-    for kind, path, _key, message in _key_problems(recipe, release):
+    for kind, path, _key, message in _key_problems(spec, release):
         if kind == "value":
             yield (path, message)
 
 
 # -- environment variables -------------------------------------------------------------------------------------
 
-def _env_names(recipe: Recipe, prefix: str) -> list[tuple[tuple, str]]:
-    names = [(("serve", "env", name), name) for name in recipe.serve.env if name.startswith(prefix)]
-    return names + [(("serve", "secret_env", name), name) for name in recipe.serve.secret_env
+def _env_names(spec, prefix: str) -> list[tuple[tuple, str]]:
+    names = [(("serve", "env", name), name) for name in spec.recipe.serve.env if name.startswith(prefix)]
+    return names + [(("serve", "secret_env", name), name) for name in spec.recipe.serve.secret_env
                     if name.startswith(prefix)]
 
 
@@ -293,7 +291,7 @@ def _removed_env() -> set[str]:
 @fact_rule("vllm-env-unknown", "warning",
       "a VLLM_* variable the pinned vLLM does not know: it is ignored",
       "remove it from serve.env, or use the variable the release has", "vllm")
-def _vllm_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _vllm_env_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM reads its variables through `vllm.envs.environment_variables` (vLLM 0.33.0 vllm/envs.py:619) and, at
     start-up, warns `Unknown vLLM environment variable detected` for any other VLLM_* variable
     (vllm/platforms/interface.py:1458-1471; a hard failure only with --fail-on-environ-validation). The variable
@@ -303,7 +301,7 @@ def _vllm_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     """
     known = release.section("env")
     skip = _removed_env()
-    for path, name in _env_names(recipe, "VLLM_"):
+    for path, name in _env_names(spec, "VLLM_"):
         if name in known or name in skip:
             continue
         from stackctl.knowledge.compat import version_key
@@ -322,7 +320,7 @@ def _vllm_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
 @fact_rule("kv-connector-unknown", "error",
       "a --kv-transfer-config naming a KV connector the pinned vLLM has not registered: the server exits",
       "use a connector the message lists, or give kv_connector_module_path", "vllm")
-def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _kv_connector_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM builds the connector named by `kv_connector` from its registry (`register_connector` calls; the
     lookup is vLLM 0.33.0 vllm/distributed/kv_transfer/kv_connector/factory.py:93), unless
     `kv_connector_module_path` names a module to load it from; any other name raises `Connector '...' is not
@@ -335,7 +333,7 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
     from stackctl.knowledge.kv_transfer import ATOM_LMCACHE_CONNECTORS, connector_configs
 
     registry = release.section("kv_connectors")
-    for path, config in connector_configs(recipe):
+    for path, config in connector_configs(spec.recipe):
         connector = config.get("kv_connector")
         if isinstance(connector, str) and connector not in registry and not config.get("kv_connector_module_path"):
             if connector in ATOM_LMCACHE_CONNECTORS:
@@ -357,18 +355,18 @@ def _kv_connector_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[H
 @fact_rule("offload-engine-release", "error",
       "the pinned vLLM lacks what the offload engine (cache.offload) is written with: its connector or its flags",
       "pin a vLLM release that has them (the message names the first), or choose another engine", "vllm")
-def _offload_engine_release(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _offload_engine_release(spec, release: factdb.Release) -> Iterator[Hit]:
     """stackctl writes each offload engine as vLLM expects it: a `--kv-transfer-config` naming the engine's
     connector (LMCacheConnectorV1, LMCacheMPConnector, SimpleCPUOffloadConnector), or the `--kv-offloading-backend`
     and `--kv-offloading-size` flags (vllm-native; vLLM 0.32 vllm/engine/arg_utils.py:1415-1419, mapped to the
     OffloadingConnector in vllm/config/vllm.py:1115-1123). The connectors each release registers and its flags are
     in stackctl/knowledge/facts/vllm-VERSION.json; a release without them makes the server exit at start-up.
     """
-    if not recipe.cache.enabled:
+    if not spec.recipe.cache.enabled:
         return
     from stackctl.knowledge.kinds import engine_of
 
-    engine = engine_of(recipe)
+    engine = engine_of(spec.recipe)
     if engine.connector not in release.section("kv_connectors"):
         yield (("cache", "offload"), f"offload engine {engine.name!r} runs vLLM's {engine.connector}, which "
                                      f"{release.label()} does not register"
@@ -384,8 +382,8 @@ def _offload_engine_release(recipe: Recipe, release: factdb.Release) -> Iterator
       "adapter stackctl starts it with",
       "pin an LMCache release that has them (versions.lmcache; the message names the first), or choose another "
       "engine", "lmcache",
-      judged=lambda recipe: bool(_lmcache_server_argv(recipe)))
-def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(_lmcache_server_argv(spec)))
+def _lmcache_server_release(spec, release: factdb.Release) -> Iterator[Hit]:
     """LMCache's multiprocess mode runs as its own server, started by the `lmcache server` command
     (lmcache/cli/commands/server.py), which vLLM's LMCacheMPConnector reaches over ZMQ. stackctl starts it with
     --host, --port, --http-host, --http-port, --chunk-size, --l1-size-gb and --eviction-policy (the legacy L1 form
@@ -395,7 +393,7 @@ def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator
     `--l2-adapter` of type fs. Each release's command, flags and L2 adapter types are in
     stackctl/knowledge/facts/lmcache-VERSION.json (read by scripts/factgen/lmcache_facts.py).
     """
-    argv = _lmcache_server_argv(recipe)
+    argv = _lmcache_server_argv(spec)
     if not argv:
         return
     if not release.section("mp_server"):
@@ -415,10 +413,9 @@ def _lmcache_server_release(recipe: Recipe, release: factdb.Release) -> Iterator
                                        f"{_first_with('lmcache', 'l2_adapter_types', kind)}")
 
 
-def _lmcache_server_argv(recipe: Recipe) -> list[str] | None:
-    from stackctl.bundle.stackspec import lmcache_server_command
+def _lmcache_server_argv(spec) -> list[str] | None:
 
-    return lmcache_server_command(recipe)
+    return spec.lmcache_server_command
 
 
 def _first_with(package: str, section: str, name: str) -> str:
@@ -429,15 +426,15 @@ def _first_with(package: str, section: str, name: str) -> str:
 
 # -- LMCache config --------------------------------------------------------------------------------------------
 
-def _lmcache_keys_present(recipe: Recipe) -> bool:
-    return bool(recipe.cache.extra) or bool(_env_names(recipe, "LMCACHE_"))
+def _lmcache_keys_present(spec) -> bool:
+    return bool(spec.recipe.cache.extra) or bool(_env_names(spec, "LMCACHE_"))
 
 
 @fact_rule("lmcache-key-unknown", "warning",
       "a cache.extra key LMCache does not know: LMCache logs \"Unknown configuration key\" and ignores it",
       "remove the key, or use the name the message gives", "lmcache",
-      judged=lambda recipe: bool(recipe.cache.extra))
-def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(spec.recipe.cache.extra))
+def _lmcache_key_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """LMCache reads its YAML through `_resolve_config_aliases` (LMCache 0.5.6 lmcache/v1/config_base.py:184-215):
     a key that is neither in `_CONFIG_DEFINITIONS` (lmcache/v1/config.py:88) nor a deprecated name is logged as
     `Unknown configuration key` and dropped, so the setting does nothing. Note that names in `_CONFIG_ALIASES`
@@ -446,7 +443,7 @@ def _lmcache_key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
     keys of each release are in stackctl/knowledge/facts/lmcache-VERSION.json.
     """
     config, aliases, deprecated = (release.section(n) for n in ("config", "aliases", "deprecated"))
-    for key in recipe.cache.extra:
+    for key in spec.recipe.cache.extra:
         if key in config or key in deprecated:
             continue
         path = ("cache", "extra", key)
@@ -481,15 +478,15 @@ def _lmcache_last_with(key: str, release: factdb.Release) -> str:
 @fact_rule("lmcache-key-renamed", "warning",
       "a cache.extra key LMCache has deprecated: it still works, under a new name",
       "use the new name the message gives", "lmcache",
-      judged=lambda recipe: bool(recipe.cache.extra))
-def _lmcache_key_renamed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(spec.recipe.cache.extra))
+def _lmcache_key_renamed(spec, release: factdb.Release) -> Iterator[Hit]:
     """`_DEPRECATED_CONFIGS` (LMCache 0.5.6 lmcache/v1/config.py:73) lists names LMCache still reads with a warning
     (e.g. `external_backends` -> `storage_plugins`); `_CONFIG_ALIASES` (config.py:57) says which new key receives
     the value. They go away in a later release. Read from each release's config.py
     (stackctl/knowledge/facts/lmcache-VERSION.json).
     """
     aliases, deprecated = release.section("aliases"), release.section("deprecated")
-    for key in recipe.cache.extra:
+    for key in spec.recipe.cache.extra:
         if key in deprecated:
             new = aliases.get(key, {}).get("value")
             target = f"; use `{new}`" if new else ""
@@ -500,15 +497,15 @@ def _lmcache_key_renamed(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
 @fact_rule("lmcache-key-value", "error",
       "a cache.extra value of the wrong type: LMCache's converter turns it into None or False without an error",
       "give the key a value of the type the message names", "lmcache",
-      judged=lambda recipe: bool(recipe.cache.extra))
-def _lmcache_key_value(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(spec.recipe.cache.extra))
+def _lmcache_key_value(spec, release: factdb.Release) -> Iterator[Hit]:
     """LMCache converts every YAML value with the key's converter (LMCache 0.5.6 lmcache/v1/config_base.py:28-47
     `_apply_env_converter_safely`): a value that does not convert is logged and replaced by None, and a bool
     converter (`_to_bool`, config_base.py:128-134) reads anything but true/1 as False, so `local_cpu: "yes"` turns
     the CPU tier off. The types of each release's keys are in stackctl/knowledge/facts/lmcache-VERSION.json.
     """
     config = release.section("config")
-    for key, value in recipe.cache.extra.items():
+    for key, value in spec.recipe.cache.extra.items():
         entry = config.get(key)
         if entry is None:
             continue
@@ -549,8 +546,8 @@ def _lmcache_value_problem(value, type_text: str) -> str | None:
 @fact_rule("lmcache-env-unknown", "warning",
       "an LMCACHE_* variable the pinned LMCache does not read: it is ignored",
       "remove it, or use the variable of the key the message names", "lmcache",
-      judged=lambda recipe: bool(_env_names(recipe, "LMCACHE_") or _env_names(recipe, "LM_CACHE_")))
-def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(_env_names(spec, "LMCACHE_") or _env_names(spec, "LM_CACHE_")))
+def _lmcache_env_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """LMCache takes a config key from the variable `LMCACHE_<KEY>` (LMCache 0.5.6 lmcache/v1/config.py:1003,
     upper case of the key, for every key of `_CONFIG_DEFINITIONS`), the deprecated names from their own
     LMCACHE_<OLD> variables, and reads a few variables by name elsewhere (LMCACHE_CONFIG_FILE, LMCACHE_LOG_LEVEL,
@@ -561,7 +558,7 @@ def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
     config, aliases = release.section("config"), release.section("aliases")
     read = release.section("env_read")
     prefixes = tuple(name for name in read if name.endswith("_") and name != "LMCACHE_")
-    for path, name in _env_names(recipe, "LMCACHE_"):
+    for path, name in _env_names(spec, "LMCACHE_"):
         key = name[len("LMCACHE_"):].lower()
         if key in config or key in aliases or name in read or name.startswith(prefixes):
             continue
@@ -570,7 +567,7 @@ def _lmcache_env_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hi
         close = difflib.get_close_matches(key, list(config), n=1, cutoff=0.75)
         hint = f" (did you mean LMCACHE_{close[0].upper()}?)" if close else ""
         yield (path, f"{name} is not read by {release.label()}{hint}")
-    for path, name in _env_names(recipe, "LM_CACHE_"):
+    for path, name in _env_names(spec, "LM_CACHE_"):
         key = name[len("LM_CACHE_"):]
         meant = "LMCACHE_" + key
         hint = f" (did you mean {meant}?)" if key.lower() in config or meant in read else ""
@@ -591,8 +588,8 @@ def unprefixed_lmcache_keys(env: dict, release: factdb.Release, upper: bool = Fa
       "a variable named like an LMCache config key without the LMCACHE_ prefix (chunk_size=256): LMCache never reads "
       "it",
       "rename it to LMCACHE_<KEY> (the message names it), or set the recipe key (cache.chunk_size, ...)", "lmcache",
-      judged=lambda recipe: bool(recipe.serve.env or recipe.serve.secret_env))
-def _lmcache_env_unprefixed(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(spec.recipe.serve.env or spec.recipe.serve.secret_env))
+def _lmcache_env_unprefixed(spec, release: factdb.Release) -> Iterator[Hit]:
     """LMCache reads a config key from the environment only as `LMCACHE_<KEY>`: `_update_config_from_env` asks
     `os.getenv(f"LMCACHE_{name.upper()}")` for each key of `_CONFIG_DEFINITIONS` (LMCache 0.5.6
     lmcache/v1/config.py:1001-1009). A variable spelled like the YAML key (`chunk_size=256`, `local_cpu=True`, as
@@ -602,28 +599,28 @@ def _lmcache_env_unprefixed(recipe: Recipe, release: factdb.Release) -> Iterator
     """
     from stackctl.rules.seed import lmcache_connections
 
-    upper = bool(lmcache_connections(recipe))
+    upper = bool(lmcache_connections(spec))
     for section in ("env", "secret_env"):
-        values = getattr(recipe.serve, section)
+        values = getattr(spec.recipe.serve, section)
         for name, meant in unprefixed_lmcache_keys(values, release, upper):
             yield (("serve", section, name), f"{name} is not read by {release.label()}: LMCache reads {meant} "
                                              f"({release.cite(release.section('env_prefix').get('at', ''))})")
 
 
-def _remote_urls(recipe: Recipe) -> list[tuple[tuple, str]]:
+def _remote_urls(spec) -> list[tuple[tuple, str]]:
     urls = []
-    if isinstance(recipe.cache.extra.get("remote_url"), str):
-        urls.append((("cache", "extra", "remote_url"), recipe.cache.extra["remote_url"]))
-    if recipe.serve.env.get("LMCACHE_REMOTE_URL"):
-        urls.append((("serve", "env", "LMCACHE_REMOTE_URL"), recipe.serve.env["LMCACHE_REMOTE_URL"]))
+    if isinstance(spec.recipe.cache.extra.get("remote_url"), str):
+        urls.append((("cache", "extra", "remote_url"), spec.recipe.cache.extra["remote_url"]))
+    if spec.recipe.serve.env.get("LMCACHE_REMOTE_URL"):
+        urls.append((("serve", "env", "LMCACHE_REMOTE_URL"), spec.recipe.serve.env["LMCACHE_REMOTE_URL"]))
     return urls
 
 
 @fact_rule("lmcache-remote-url-scheme", "error",
       "a remote_url whose scheme no LMCache connector adapter accepts: LMCache fails to create the remote backend",
       "use a scheme the message lists (s3://, fs://, redis://, lm://, ...)", "lmcache",
-      judged=lambda recipe: bool(_remote_urls(recipe)))
-def _remote_url_scheme(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+      judged=lambda spec: bool(_remote_urls(spec)))
+def _remote_url_scheme(spec, release: factdb.Release) -> Iterator[Hit]:
     """LMCache finds the remote connector by asking each adapter of lmcache/v1/storage_backend/connector/
     (`*_adapter.py`, discovered at start) whether it can parse the URL; none raises `No adapter found for URL`
     (LMCache 0.5.6 lmcache/v1/storage_backend/connector/__init__.py:355), and the engine runs without the remote
@@ -631,7 +628,7 @@ def _remote_url_scheme(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]
     the adapter file:line.
     """
     schemes = release.section("remote_url_schemes")
-    for path, url in _remote_urls(recipe):
+    for path, url in _remote_urls(spec):
         scheme = url.split("://", 1)[0] if "://" in url else ""
         if scheme not in schemes:
             yield (path, f"{url}: scheme {scheme or '(none)'!r} is not accepted by any connector adapter of "

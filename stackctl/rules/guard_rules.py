@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from stackctl import secrets
 from stackctl.knowledge.kinds import kind_of, kind_of_url
-from stackctl.recipe.model import Recipe
 from stackctl.recipe.safety import host_path_problem, unresolved_values
 from stackctl.rules.registry import rule
 
@@ -24,7 +23,7 @@ if TYPE_CHECKING:  # annotations only
       "a secret value is written in the recipe: it would reach the bundle, the image or a log",
       "put the value in a host environment variable and name it: serve.secret_env, or the S3 tier's "
       "access_key_env / secret_key_env")
-def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
+def _secret_in_recipe(spec) -> Iterator[Hit]:
     """A recipe is a file people share, commit and paste into issues; everything in it is rendered into the bundle
     (serve.sh, lmcache.yaml, stack.env) and may end in an image layer or a log. A secret written in it has leaked.
 
@@ -40,14 +39,14 @@ def _secret_in_recipe(recipe: Recipe) -> Iterator[Hit]:
     A value named by its host variable (`serve.secret_env = { VLLM_API_KEY = "MY_KEY" }`: container variable =
     host variable) reaches the container at run time only, and is never written to a file.
     """
-    yield from secrets.find_in_recipe(recipe)
+    yield from secrets.find_in_recipe(spec.recipe)
 
 
 @rule("unresolved-value", "error",
       "a recipe value holds a shell reference or a placeholder ($MODEL, ${arr[$i]}, ~/x, <your model path>): "
       "stackctl writes values as given, so the server would receive that text",
       "write the value itself (the path, the number, the Hugging Face id) in place of the reference")
-def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
+def _unresolved_value(spec) -> Iterator[Hit]:
     """A launch script's values can come from its run time: a variable set in the user's shell, a loop counter, an
     array element, a command substitution, `~`, or a placeholder a document asks the reader to fill in. A recipe
     has no run time: serve.sh quotes every argument and stack.env is read by Docker without expansion, so `$MODEL`
@@ -56,7 +55,7 @@ def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
     recipe needs: it keeps the reference and this rule refuses it until it is replaced. `stackctl render` refuses
     such a recipe even when this rule is skipped.
     """
-    yield from unresolved_values(recipe)
+    yield from unresolved_values(spec.recipe)
 
 
 # -- free-form keys that would bypass the recipe -------------------------------------------------------------
@@ -64,7 +63,7 @@ def _unresolved_value(recipe: Recipe) -> Iterator[Hit]:
 @rule("cache-extra-shadows-key", "error",
       "a cache.extra key that stackctl writes from a recipe key: it overrides the recipe behind the rules' back",
       "remove it from cache.extra and set the recipe key the message names")
-def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
+def _cache_extra_shadows(spec) -> Iterator[Hit]:
     """`cache.extra` is written into lmcache.yaml after the keys stackctl derives from the recipe, so a key there
     with the same name silently wins: `save_decode_cache: true` in extra escapes the `save-decode-cache` rule, a
     `chunk_size` escapes the fleet consistency check, a `max_local_cpu_size` makes `plan` and `doctor` judge a size
@@ -78,9 +77,9 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
     """
     from stackctl.bundle.stackspec import LMCACHE_EXTRA_CONFIG_KEYS, LMCACHE_KEYS
 
-    extra = recipe.cache.extra
+    extra = spec.recipe.cache.extra
     for key, value in extra.items():
-        if key not in LMCACHE_KEYS or not _recipe_expresses(recipe, key, value):
+        if key not in LMCACHE_KEYS or not _recipe_expresses(spec, key, value):
             continue
         why = " (and a disk in extra is never mounted into the container)" if key == "local_disk" else ""
         yield (("cache", "extra", key), f"`{key}` is written by stackctl from {LMCACHE_KEYS[key]}; set that "
@@ -94,18 +93,18 @@ def _cache_extra_shadows(recipe: Recipe) -> Iterator[Hit]:
                        "set that instead")
 
 
-def _recipe_expresses(recipe: Recipe, key: str, value) -> bool:
+def _recipe_expresses(spec, key: str, value) -> bool:
     """Whether the recipe has a key for this value (a remote URL of a kind the tiers cannot describe has none)."""
     if key == "remote_url":
-        return kind_of_url(str(value)) is not None or any(kind_of(t).remote for t in recipe.cache.tiers)
+        return kind_of_url(str(value)) is not None or any(kind_of(t).remote for t in spec.recipe.cache.tiers)
     if key == "remote_storage_plugins":
-        return "fs" in (value if isinstance(value, list) else [value]) or bool(recipe.tiers_of("fs"))
-    extra, cpu_tier = recipe.cache.extra, bool(recipe.tiers_of("cpu"))
+        return "fs" in (value if isinstance(value, list) else [value]) or bool(spec.recipe.tiers_of("fs"))
+    extra, cpu_tier = spec.recipe.cache.extra, bool(spec.recipe.tiers_of("cpu"))
     if key == "local_cpu":  # false without a cpu tier is what stackctl writes anyway
         return bool(value) or cpu_tier
     if key == "max_local_cpu_size":  # without a CPU tier it sizes LMCache's CPU buffer, which no recipe key does
         return cpu_tier or bool(extra.get("local_cpu"))
-    if key in ("local_disk", "max_local_disk_size") and not _disk_used(extra) and not recipe.tiers_of("disk"):
+    if key in ("local_disk", "max_local_disk_size") and not _disk_used(extra) and not spec.recipe.tiers_of("disk"):
         return False  # a disk LMCache never uses has no tier to express it (disk-tier-without-size reports it)
     return True
 
@@ -121,7 +120,7 @@ def _disk_used(extra: dict) -> bool:
 @rule("extra-args-shadow-flag", "error",
       "a serve.extra_args flag that stackctl writes from a recipe key: it overrides the recipe behind the rules' back",
       "remove the flag from serve.extra_args and set the recipe key the message names")
-def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
+def _extra_args_shadow(spec) -> Iterator[Hit]:
     """`serve.extra_args` is appended to the server command after the flags stackctl writes, and vLLM keeps the
     last value of a repeated flag. So `--enforce-eager` there escapes `atom-cuda-graphs`, a `--port` makes `up` and
     `doctor` wait on the wrong port, a `--kv-transfer-config` replaces the connector stackctl configured, and a
@@ -134,7 +133,7 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
     """
     from stackctl.bundle.stackspec import SERVE_FLAG_KEYS
 
-    args = recipe.serve.extra_args
+    args = spec.recipe.serve.extra_args
     for index, token in enumerate(args):
         flag = _flag_name(token)
         if flag is None or flag not in SERVE_FLAG_KEYS:
@@ -143,9 +142,9 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
         value = token.split("=", 1)[1] if "=" in token else (
             args[index + 1] if index + 1 < len(args) and not args[index + 1].startswith("--")
             and _takes_value(flag, key) else None)
-        if flag == "--kv-transfer-config" and not _kv_transfer_shadows(recipe, value):
+        if flag == "--kv-transfer-config" and not _kv_transfer_shadows(spec, value):
             continue
-        if key == "cache.offload" and not recipe.cache.enabled:
+        if key == "cache.offload" and not spec.recipe.cache.enabled:
             continue  # vLLM's own offload flags, kept as given while stackctl writes no offload engine
         problem = _value_problem(key, value) if value is not None else None
         detail = f"; and as {key} the value {problem}" if problem else ""
@@ -153,7 +152,7 @@ def _extra_args_shadow(recipe: Recipe) -> Iterator[Hit]:
                                                f"instead{detail}")
 
 
-def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
+def _kv_transfer_shadows(spec, text: str | None) -> bool:
     """A --kv-transfer-config shadows the recipe when the recipe could say it all (LMCache's V1 connector, kv_both:
     cache.enabled and the cache keys), or when it replaces the connector stackctl writes for an enabled cache. A
     config the recipe has no key for (a producer/consumer role, connector settings, another connector while the
@@ -170,7 +169,7 @@ def _kv_transfer_shadows(recipe: Recipe, text: str | None) -> bool:
     if kv_transfer_says_only_recipe_keys(config):
         return True
     connector = config.get("kv_connector") if isinstance(config, dict) else None
-    return recipe.cache.enabled and connector != engine_of(recipe).connector
+    return spec.recipe.cache.enabled and connector != engine_of(spec.recipe).connector
 
 
 def _takes_value(flag: str, key: str) -> bool:
@@ -199,14 +198,14 @@ def _value_problem(key: str, value: str) -> str | None:
     from stackctl.recipe.model import SECTION_TYPES
 
     section, _, name = key.partition(".")
-    spec = SECTION_TYPES[section]._fields.get(name)
-    if spec is None or spec.kind not in ("int", "float", "str"):
+    field = SECTION_TYPES[section]._fields.get(name)
+    if field is None or field.kind not in ("int", "float", "str"):
         return None
-    meta = spec.meta
+    meta = field.meta
     try:
-        number = int(value) if spec.kind == "int" else float(value) if spec.kind == "float" else None
+        number = int(value) if field.kind == "int" else float(value) if field.kind == "float" else None
     except ValueError:
-        return f"{value!r} is not {'an integer' if spec.kind == 'int' else 'a number'}"
+        return f"{value!r} is not {'an integer' if field.kind == 'int' else 'a number'}"
     if number is not None:
         if "minimum" in meta and number < meta["minimum"]:
             return f"must be >= {meta['minimum']}, got {value}"
@@ -253,12 +252,12 @@ def refuse_unknown_skip_ids(ids, option: str = "--skip") -> None:
 @rule("skip-unknown-id", "error",
       "checks.skip names an id that is neither a rule nor a doctor check: it skips nothing",
       "use an id from `stackctl rules` or `stackctl doctor --list` (the message suggests the closest)")
-def _skip_unknown_id(recipe: Recipe) -> Iterator[Hit]:
+def _skip_unknown_id(spec) -> Iterator[Hit]:
     """`checks.skip` silences rules (validate, render, up) and doctor checks. A misspelt id skips nothing, and the
     recipe's author believes a finding was acknowledged when it was not; a renamed rule does the same after an
     upgrade. Every id must name a rule or a check; the message suggests the closest one.
     """
-    for index, skip_id in enumerate(recipe.checks.skip):
+    for index, skip_id in enumerate(spec.recipe.checks.skip):
         for problem in unknown_skip_ids([skip_id]):
             yield (("checks", "skip", index), problem)
 
@@ -269,7 +268,7 @@ def _skip_unknown_id(recipe: Recipe) -> Iterator[Hit]:
       "a host path (model, disk or fs tier, wheelhouse, CA bundle, credentials file) that is relative, climbs with "
       "`..`, holds a `:`, or is / or a system directory",
       "use an absolute path of a directory of your own, e.g. /data/models or /nvme/kvcache")
-def _host_path_unsafe(recipe: Recipe) -> Iterator[Hit]:
+def _host_path_unsafe(spec) -> Iterator[Hit]:
     """Host paths in a recipe become Docker bind mounts (`-v HOST:CONTAINER:MODE`) and directories LMCache writes
     into. A relative path means something else in every shell that runs stackctl; `..` hides where it lands; a `:`
     breaks the mount syntax; and `/`, `/etc`, `/usr`, `/proc`, `/sys`, `/dev`, `/boot`, `/var/lib/docker`, ...
@@ -279,16 +278,16 @@ def _host_path_unsafe(recipe: Recipe) -> Iterator[Hit]:
 
     A model path counts as a host path when it starts with `/`, `.` or `~`; anything else is a Hugging Face id.
     """
-    model = recipe.model.path
-    if not recipe.model.generate and model.startswith(("/", ".", "~")):
+    model = spec.recipe.model.path
+    if not spec.recipe.model.generate and model.startswith(("/", ".", "~")):
         yield from _judge(("model", "path"), model, writable=False)
-    for index, tier in enumerate(recipe.cache.tiers):
+    for index, tier in enumerate(spec.recipe.cache.tiers):
         if tier.path is not None:
             yield from _judge(("cache", "tiers", index, "path"), tier.path, writable=True)
         if tier.credentials_file is not None:
             yield from _judge(("cache", "tiers", index, "credentials_file"), tier.credentials_file, writable=False)
     for key in ("wheelhouse", "ca_bundle"):
-        value = getattr(recipe.build, key)
+        value = getattr(spec.recipe.build, key)
         if value is not None:
             yield from _judge(("build", key), value, writable=False)
 

@@ -4,7 +4,6 @@ another, and nothing in the recipe alone shows it."""
 from __future__ import annotations
 
 from stackctl.knowledge.kinds import platform_of
-from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import Hit, rule
 
 TYPE_CHECKING = False
@@ -15,7 +14,7 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at run time
 @rule("cpu-dtype-emulated", "error",
       "a CPU stack serves a 16-bit dtype this CPU has no native matmuls for: prefill 100-300x slower than float32",
       'set model.dtype = "auto" (stackctl picks float32 where bf16 is emulated) or "float32"')
-def _cpu_dtype_emulated(recipe: Recipe) -> Iterator[Hit]:
+def _cpu_dtype_emulated(spec) -> Iterator[Hit]:
     """vLLM's CPU platform declares bfloat16 and float16 supported on every x86 and aarch64 CPU and serves bf16 first,
     whatever the CPU has. Without AVX512-BF16 or AMX (x86: the commonest cloud AMD EPYC and older Xeon hosts) torch
     runs bf16 matmuls emulated: a prefill GEMM measured 0.4 GFLOP/s in bf16 against 124 in float32 on a 2-core EPYC
@@ -29,16 +28,16 @@ def _cpu_dtype_emulated(recipe: Recipe) -> Iterator[Hit]:
 
     It judges the host validate runs on: validate on a host of the kind the stack will run on.
     """
-    if not platform_of(recipe).cpu_computes or recipe.model.dtype.strip().lower() == "auto":
+    if not platform_of(spec.recipe).cpu_computes or spec.recipe.model.dtype.strip().lower() == "auto":
         return  # `up` decides per host (host/dtype.py): nothing to judge, and validate reads no host facts
     from stackctl.host.isa import canonical_dtype, read_isa
 
-    served = canonical_dtype(recipe.model.dtype)
+    served = canonical_dtype(spec.recipe.model.dtype)
     if served in (None, "float32"):
         return
     from stackctl.host.dtype import stack_isa
 
-    isa = stack_isa(recipe, read_isa())
+    isa = stack_isa(spec.recipe, read_isa())
     if isa.native(served) is False:
-        yield (("model", "dtype"), f"model.dtype = {recipe.model.dtype!r}: this CPU has no native {served} matmuls "
+        yield (("model", "dtype"), f"model.dtype = {spec.recipe.model.dtype!r}: this CPU has no native {served} matmuls "
                                    f"({isa.native_text()}); the server would run 100-300x slower than in float32")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 from stackctl.knowledge.kinds import platform_of
-from stackctl.recipe.model import Recipe
 from stackctl.rules.registry import rule
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up cost)
@@ -25,13 +24,13 @@ if TYPE_CHECKING:  # annotations only
 NOT_SHARED = ("mock", "blackhole")
 
 
-def lmcache_setting(recipe: Recipe, key: str) -> tuple[tuple, object] | None:
+def lmcache_setting(spec, key: str) -> tuple[tuple, object] | None:
     """(key path, value) where the recipe gives LMCache KEY itself: cache.extra, else serve.env LMCACHE_<KEY>."""
-    if key in recipe.cache.extra:
-        return ("cache", "extra", key), recipe.cache.extra[key]
+    if key in spec.recipe.cache.extra:
+        return ("cache", "extra", key), spec.recipe.cache.extra[key]
     env = f"LMCACHE_{key.upper()}"
-    if env in recipe.serve.env:
-        return ("serve", "env", env), recipe.serve.env[env]
+    if env in spec.recipe.serve.env:
+        return ("serve", "env", env), spec.recipe.serve.env[env]
     return None
 
 
@@ -40,13 +39,12 @@ def truthy(value) -> bool:
     return value is True or str(value).strip().lower() in ("true", "1")
 
 
-def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
+def _kv_transfer_configs(spec) -> list[dict]:
     """The --kv-transfer-config the server gets: stackctl's (cache.enabled), or those in serve.extra_args."""
-    from stackctl.bundle.stackspec import kv_connector, lmcache_in_server
     from stackctl.knowledge.serve_flags import json_flag_values
 
-    configs = [kv_connector(recipe)] if lmcache_in_server(recipe) else []
-    configs += [config for _, config in json_flag_values(recipe.serve.extra_args, ("--kv-transfer-config",))]
+    configs = [spec.kv_connector] if spec.lmcache_in_server else []
+    configs += [config for _, config in json_flag_values(spec.recipe.serve.extra_args, ("--kv-transfer-config",))]
     return configs
 
 
@@ -54,7 +52,7 @@ def _kv_transfer_configs(recipe: Recipe) -> list[dict]:
       "LMCache is set to layer-wise transfer in its own config, but vLLM's connector config does not say so: vLLM "
       "keeps full CUDA/HIP graphs around layer-wise loads",
       "set cache.use_layerwise = true (stackctl then tells LMCache and vLLM) and remove the LMCache-side setting")
-def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
+def _layerwise_not_told(spec) -> Iterator[Hit]:
     """LMCache reads `use_layerwise` from its YAML or LMCACHE_USE_LAYERWISE (LMCache 0.5.6 lmcache/v1/config.py:121)
     and then loads and saves KV layer by layer inside the forward pass (lmcache/integration/vllm/
     vllm_v1_adapter.py:531, :826, :1126). vLLM decides whether the forward pass may be a full CUDA/HIP graph by
@@ -67,10 +65,10 @@ def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
     `cache.use_layerwise` is the one stackctl writes to both sides (LMCache's config and the connector's extra
     config).
     """
-    setting = lmcache_setting(recipe, "use_layerwise")
-    if setting is None or not truthy(setting[1]) or recipe.cache.use_layerwise:
+    setting = lmcache_setting(spec, "use_layerwise")
+    if setting is None or not truthy(setting[1]) or spec.recipe.cache.use_layerwise:
         return
-    configs = _kv_transfer_configs(recipe)
+    configs = _kv_transfer_configs(spec)
     from stackctl.knowledge.lmcache_connectors import is_lmcache
 
     lmcache = [c for c in configs if is_lmcache(c.get("kv_connector"))]
@@ -84,25 +82,25 @@ def _layerwise_not_told(recipe: Recipe) -> Iterator[Hit]:
                            "full CUDA/HIP graphs")
 
 
-def _gds(recipe: Recipe) -> tuple[tuple, object] | None:
-    setting = lmcache_setting(recipe, "gds_path")
+def _gds(spec) -> tuple[tuple, object] | None:
+    setting = lmcache_setting(spec, "gds_path")
     return setting if setting is not None and setting[1] not in (None, "") else None
 
 
 @rule("gds-buffer-size-missing", "error",
       "an LMCache GDS tier (gds_path) without gds_buffer_size: the GDS backend fails an assertion at start",
       "set gds_buffer_size (MiB) next to gds_path")
-def _gds_buffer_size(recipe: Recipe) -> Iterator[Hit]:
+def _gds_buffer_size(spec) -> Iterator[Hit]:
     """LMCache creates its GDS backend whenever `gds_path` is set (LMCache 0.5.6
     lmcache/v1/storage_backend/__init__.py:235). Its buffer is `gds_buffer_size` MiB, which defaults to None
     (lmcache/v1/config.py:342-346), and the allocator starts with `assert config.gds_buffer_size is not None`
     (lmcache/v1/storage_backend/gds_backend.py:1168-1174): without it the engine's storage init fails and LMCache
     runs without cache.
     """
-    gds = _gds(recipe)
+    gds = _gds(spec)
     if gds is None:
         return
-    size = lmcache_setting(recipe, "gds_buffer_size")
+    size = lmcache_setting(spec, "gds_buffer_size")
     try:
         usable = size is not None and float(size[1]) > 0  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -115,20 +113,20 @@ def _gds_buffer_size(recipe: Recipe) -> Iterator[Hit]:
 @rule("gds-cufile-on-rocm", "error",
       "an LMCache GDS tier using the cuFile backend on ROCm: `import cufile` (NVIDIA GPUDirect Storage) fails",
       'set gds_backend = "hipfile" (ROCm), or use_gds = false for plain POSIX I/O')
-def _gds_cufile_on_rocm(recipe: Recipe) -> Iterator[Hit]:
+def _gds_cufile_on_rocm(spec) -> Iterator[Hit]:
     """LMCache's GDS backend picks its library from `gds_backend`, default "cufile" (LMCache 0.5.6
     lmcache/v1/config.py:360-363), with `use_gds` on by default (:355-358). "cufile" imports NVIDIA's cuFile
     bindings (lmcache/v1/storage_backend/gds_backend.py:318-325), which do not exist on ROCm (and stackctl purges
     cufile-python from ROCm images); "hipfile" uses the ROCm shim (:327-334), and `use_gds: false` falls back to
     POSIX I/O through the GPU runtime (:338-341).
     """
-    gds = _gds(recipe)
-    if gds is None or not platform_of(recipe).has_gpus:
+    gds = _gds(spec)
+    if gds is None or not platform_of(spec.recipe).has_gpus:
         return
-    use_gds = lmcache_setting(recipe, "use_gds")
+    use_gds = lmcache_setting(spec, "use_gds")
     if use_gds is not None and not truthy(use_gds[1]):
         return
-    backend = lmcache_setting(recipe, "gds_backend")
+    backend = lmcache_setting(spec, "gds_backend")
     name = str(backend[1]) if backend is not None else "cufile"
     if name == "cufile":
         where = backend[0] if backend is not None else gds[0]
@@ -136,12 +134,12 @@ def _gds_cufile_on_rocm(recipe: Recipe) -> Iterator[Hit]:
         yield (where, f"GDS tier on platform rocm with {said}: cuFile is NVIDIA-only")
 
 
-def shared_stores(recipe: Recipe) -> list[tuple[tuple, str]]:
+def shared_stores(spec) -> list[tuple[tuple, str]]:
     """(key path, what) of every store other servers can read that the recipe names outside its tiers: a
     remote_url (redis://, lm://, s3://, fs://, ...) or remote_storage_plugins in cache.extra, LMCACHE_REMOTE_URL."""
     stores = []
     for key in ("remote_url", "remote_storage_plugins"):
-        setting = lmcache_setting(recipe, key)
+        setting = lmcache_setting(spec, key)
         if setting is None or setting[1] in (None, "", []):
             continue
         text = json.dumps(setting[1]) if not isinstance(setting[1], str) else setting[1]
@@ -155,7 +153,7 @@ def shared_stores(recipe: Recipe) -> list[tuple[tuple, str]]:
       "a shared remote store (redis, lm://, S3, fs, ...) named in LMCache's config without a fixed hash seed: no "
       "server ever finds another's entries",
       "set cache.hash_seed to one value on every server that shares the store")
-def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
+def _shared_store_hash_seed(spec) -> Iterator[Hit]:
     """Cache keys chain from vLLM's NONE_HASH, which can be random per process unless PYTHONHASHSEED is fixed
     (LMCache 0.5.6 lmcache/v1/token_database.py:90-101 seeds from it; its default chunk hash is Python's builtin
     hash, :161-177). A store that many servers read (a remote_url of any scheme but mock/blackhole,
@@ -169,13 +167,12 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
     added. With the cache on, lmcache-hash-seed reports the missing seed, and remote-tier-hash-seed the recipe's own
     S3 and fs tiers.
     """
-    from stackctl.bundle.stackspec import hash_seed
     from stackctl.rules.seed import seed_need
 
-    if hash_seed(recipe) is not None or recipe.cache.enabled:
+    if spec.hash_seed is not None or spec.recipe.cache.enabled:
         return
-    stores = shared_stores(recipe)
-    need = seed_need(recipe) if stores else None
+    stores = shared_stores(spec)
+    need = seed_need(spec) if stores else None
     if need is None or not need.needed:
         return
     for path, store in stores:
@@ -187,7 +184,7 @@ def _shared_store_hash_seed(recipe: Recipe) -> Iterator[Hit]:
       "chunk at the end of the prompt where vLLM's own prefix cache recomputes at most a block, and on a CPU that "
       "tail is most of the time to first token",
       "set cache.chunk_size to vLLM's block size (128 on vLLM-CPU unless serve.block_size says otherwise)")
-def _chunk_above_block(recipe: Recipe) -> Iterator[Hit]:
+def _chunk_above_block(spec) -> Iterator[Hit]:
     """LMCache stores and finds whole chunks only: it cuts a prompt into `chunk_size`-token chunks and drops the
     last, partial one (LMCache 0.5.6 lmcache/v1/token_database.py:334-356; `save_unfull_chunk` is false by default,
     lmcache/v1/config.py:385-389, and the vLLM adapter then stores whole chunks only,
@@ -216,15 +213,14 @@ def _chunk_above_block(recipe: Recipe) -> Iterator[Hit]:
     multiplies LMCache's per-chunk work (a key, a hash and an object per chunk in every tier), and none was
     measured here.
     """
-    from stackctl.bundle.stackspec import cpu_connector_enabled, lmcache_chunk_size, vllm_block_size
 
-    if not cpu_connector_enabled(recipe):
+    if not spec.cpu_connector_enabled:
         return  # no LMCache on vLLM-CPU, or LMCache storing nothing there (lmcache-on-cpu-platform)
-    chunk, block = lmcache_chunk_size(recipe), vllm_block_size(recipe)
+    chunk, block = spec.lmcache_chunk_size, spec.vllm_block_size
     if chunk is None or block is None or chunk <= block:
         return
-    where = ("serve", "env", "LMCACHE_CHUNK_SIZE") if "LMCACHE_CHUNK_SIZE" in recipe.serve.env else (
-        ("cache", "extra", "chunk_size") if "chunk_size" in recipe.cache.extra else ("cache", "chunk_size"))
+    where = ("serve", "env", "LMCACHE_CHUNK_SIZE") if "LMCACHE_CHUNK_SIZE" in spec.recipe.serve.env else (
+        ("cache", "extra", "chunk_size") if "chunk_size" in spec.recipe.cache.extra else ("cache", "chunk_size"))
     yield (where, f"chunk_size {chunk} > vLLM's block size {block}: a prompt LMCache holds is served up to its last "
                   f"whole chunk, so up to {chunk - 1} tokens are recomputed, against at most {block} from vLLM's "
                   "prefix cache")

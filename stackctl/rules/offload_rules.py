@@ -9,7 +9,6 @@ from __future__ import annotations
 from stackctl.knowledge import facts as factdb
 from stackctl.knowledge.compat import version_key
 from stackctl.knowledge.kv_transfer import connector_configs
-from stackctl.recipe.model import Recipe
 from stackctl.rules.fact_rules import fact_rule
 
 TYPE_CHECKING = False
@@ -21,8 +20,8 @@ if TYPE_CHECKING:  # annotations only
 OFFLOADING = "OffloadingConnector"
 
 
-def _has_transfer_config(recipe: Recipe) -> bool:
-    return bool(connector_configs(recipe))
+def _has_transfer_config(spec) -> bool:
+    return bool(connector_configs(spec.recipe))
 
 
 def _extra(config: dict) -> dict:
@@ -30,14 +29,14 @@ def _extra(config: dict) -> dict:
     return extra if isinstance(extra, dict) else {}
 
 
-def _offloading_configs(recipe: Recipe, release: factdb.Release) -> Iterator[tuple[tuple, dict, str, dict | None]]:
+def _offloading_configs(spec, release: factdb.Release) -> Iterator[tuple[tuple, dict, str, dict | None]]:
     """(key path, kv_connector_extra_config, spec name, the release's facts of that spec or None) of every
     OffloadingConnector the recipe configures; nothing when the release has no OffloadingConnector (0.10:
     kv-connector-unknown says so)."""
     facts = release.section("kv_connector_keys").get(OFFLOADING)
     if not facts:
         return
-    for path, config in connector_configs(recipe):
+    for path, config in connector_configs(spec.recipe):
         if config.get("kv_connector") == OFFLOADING:
             yield (path, _extra(config), *_spec(config, facts))
 
@@ -53,15 +52,15 @@ def _spec(config: dict, facts: dict) -> tuple[str, dict | None]:
            "the server exits at start-up",
            "use a spec the message lists, pin a vLLM release that has it, or give spec_module_path", "vllm",
            judged=_has_transfer_config)
-def _spec_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _spec_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM's OffloadingConnector builds the spec named by `spec_name` (default `CPUOffloadingSpec`) from the specs
     its release registers (vLLM 0.33.0 vllm/v1/kv_offload/factory.py:62-67: CPUOffloadingSpec and, from 0.22,
     TieringOffloadingSpec); a name it has not registered is loaded from `spec_module_path`, and with none the
     factory raises `Unsupported spec type` (factory.py:31-37) and the server does not start. vLLM 0.11-0.21 register
     only CPUOffloadingSpec (vLLM 0.11.2 vllm/v1/kv_offload/factory.py:54); 0.10 has no OffloadingConnector at all
     (kv-connector-unknown says so)."""
-    for path, extra, name, spec in _offloading_configs(recipe, release):
-        if spec is None and not extra.get("spec_module_path"):
+    for path, extra, name, offload_spec in _offloading_configs(spec, release):
+        if offload_spec is None and not extra.get("spec_module_path"):
             specs = release.section("kv_connector_keys")[OFFLOADING].get("specs", {})
             registered = ", ".join(f"{spec_name} ({release.cite(entry['where'])})"
                                    for spec_name, entry in specs.items())
@@ -74,13 +73,13 @@ def _spec_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
            "an OffloadingConnector spec without a key the pinned vLLM requires of it (cpu_bytes_to_use, or "
            "num_cpu_blocks before 0.14): the server exits at start-up",
            "add the key the message names to kv_connector_extra_config", "vllm", judged=_has_transfer_config)
-def _key_missing(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _key_missing(spec, release: factdb.Release) -> Iterator[Hit]:
     """A spec reads some keys with no default and raises when they are absent: the CPU spec's size, `num_cpu_blocks`
     up to vLLM 0.13 (vLLM 0.11.2 vllm/v1/kv_offload/cpu.py:24-28) and `cpu_bytes_to_use` from 0.14 (vLLM 0.33.0
     vllm/v1/kv_offload/cpu/spec.py:100-104, also for TieringOffloadingSpec, its subclass). A launch written for
     one release and run on the other fails at start-up with `... must be specified in kv_connector_extra_config`."""
-    for path, extra, name, spec in _offloading_configs(recipe, release):
-        for key, entry in (spec or {}).get("keys", {}).items():
+    for path, extra, name, offload_spec in _offloading_configs(spec, release):
+        for key, entry in (offload_spec or {}).get("keys", {}).items():
             if entry.get("required") and key not in extra:
                 yield (path,
                        f"{release.label()}'s {name} requires {key} in kv_connector_extra_config "
@@ -92,7 +91,7 @@ def _key_missing(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
            "a kv_connector_extra_config key the offload connector (and its spec) of the pinned vLLM never reads: "
            "ignored",
            "remove the key, or use the key the message names", "vllm", judged=_has_transfer_config)
-def _key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
+def _key_unknown(spec, release: factdb.Release) -> Iterator[Hit]:
     """vLLM's offload connectors read their settings from `kv_connector_extra_config` by name and ignore any other
     key: a key from another release (the CPU spec's `num_cpu_blocks`, vLLM 0.11.2 vllm/v1/kv_offload/cpu.py:24,
     became `cpu_bytes_to_use`, vLLM 0.33.0 vllm/v1/kv_offload/cpu/spec.py:100) or a misspelling changes nothing.
@@ -101,7 +100,7 @@ def _key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
     SimpleCPUOffloadConnector (simple_cpu_offload_connector.py:98-146) and the MultiConnector (`connectors`,
     multi_connector.py:147); a spec loaded from spec_module_path is not judged."""
     section = release.section("kv_connector_keys")
-    for path, config in connector_configs(recipe):
+    for path, config in connector_configs(spec.recipe):
         connector = str(config.get("kv_connector"))
         facts = section.get(connector)
         extra = _extra(config)
@@ -110,10 +109,10 @@ def _key_unknown(recipe: Recipe, release: factdb.Release) -> Iterator[Hit]:
         known = dict(facts.get("keys", {}))
         label = str(connector)
         if connector == OFFLOADING:
-            name, spec = _spec(config, facts)
-            if spec is None:
+            name, offload_spec = _spec(config, facts)
+            if offload_spec is None:
                 continue  # an unknown spec (offload-spec-unknown) or one loaded from spec_module_path
-            known.update(spec.get("keys", {}))
+            known.update(offload_spec.get("keys", {}))
             label = f"{connector} with {name}"
         for key in extra:
             if key not in known:

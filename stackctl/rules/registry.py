@@ -1,4 +1,5 @@
-"""How a recipe rule is declared: `@rule(id, severity, summary, fix)` on a function from a Recipe to (key path,
+"""How a recipe rule is declared: `@rule(id, severity, summary, fix)` on a function from a stack spec (the recipe as
+stackctl runs it, bundle/stackspec.py StackSpec: its keys as `spec.recipe`, what it derives as `spec.X`) to (key path,
 message) pairs. The rule modules (rules/stack_rules.py, fact_rules.py, guard_rules.py, lmcache_rules.py) declare with
 it; rules/ruleset.py loads them all and runs them. Every id is also registered in the one catalog of rule and
 check ids (stackctl/ids.py).
@@ -7,9 +8,7 @@ check ids (stackctl/ids.py).
 from __future__ import annotations
 
 from stackctl import ids
-from stackctl.bundle.stackspec import versions, vllm_version
 from stackctl.knowledge import compat
-from stackctl.recipe.model import Recipe
 from stackctl.text import clean_doc
 
 TYPE_CHECKING = False
@@ -42,13 +41,13 @@ VERSION_UNKNOWN = "version-unknown"
 
 
 def rule(rule_id: str, severity: str, summary: str, fix: str, needs_version: str | None = None,
-         applies: Callable[[Recipe], bool] | None = None, unknown_check: Callable | None = None):
+         applies: Callable[..., bool] | None = None, unknown_check: Callable | None = None):
     """Register a rule function under a stable id. A rule whose facts depend on a package version names the package
     (needs_version="vllm" or "lmcache"): with that version unknown the engine does not run it, and reports it under
-    `version-unknown` when `applies(recipe)` says the recipe has something it would judge; `unknown_check(recipe)`,
+    `version-unknown` when `applies(spec)` says the recipe has something it would judge; `unknown_check(spec)`,
     when given, reports what holds whatever the version."""
 
-    def register(check: Callable[[Recipe], Iterable[Hit]]):
+    def register(check: Callable[..., Iterable[Hit]]):
         ids.register(rule_id, ids.RULE)
         RULES[rule_id] = Rule(rule_id, severity, summary, fix, check, needs_version, applies, unknown_check)
         return check
@@ -56,9 +55,9 @@ def rule(rule_id: str, severity: str, summary: str, fix: str, needs_version: str
     return register
 
 
-def package_version(recipe: Recipe, package: str) -> str | None:
+def package_version(spec, package: str) -> str | None:
     """The version a version-bound rule judges against, the one the stack runs: the pin, else the platform's default
     (stackspec: the vLLM of the CPU and ATOM images, the LMCache release stackctl builds); a real version number,
     else None (unknown)."""
-    version = vllm_version(recipe) if package == "vllm" else versions(recipe)["lmcache"]
+    version = spec.vllm_version if package == "vllm" else spec.versions["lmcache"]
     return version if compat.parse_version(version) is not None else None

@@ -23,25 +23,31 @@ if TYPE_CHECKING:  # annotations only: typing is not imported at run time
 __all__ = ["RULES", "run_rules"]
 
 
-def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
-    """All findings of all rules not skipped (by the caller or the recipe's checks.skip), in file order.
+def run_rules(recipe: Recipe, skip: Iterable[str] = (), spec=None) -> list[Finding]:
+    """All findings of all rules not skipped (by the caller or the recipe's checks.skip), in file order. The rules
+    judge the recipe's stack spec: `spec` when the caller derived it already (StackSpec of this recipe), else one
+    derived here.
 
     One policy for unknown versions, here and nowhere else: a version-bound rule is not applied when its package's
     version is unknown, and one `version-unknown` warning names every rule left out that way (never silence, never
     an error)."""
+    if spec is None:
+        from stackctl.bundle.stackspec import StackSpec
+
+        spec = StackSpec(recipe)
     skipped = set(skip) | set(recipe.checks.skip)
     hits: list[tuple[Rule, str | tuple, str]] = []
     unapplied: dict[str, list[str]] = {}
     for rule_ in RULES.values():
         if rule_.id in skipped or rule_.id == VERSION_UNKNOWN:
             continue
-        if rule_.needs_version and package_version(recipe, rule_.needs_version) is None:
-            if rule_.applies is None or rule_.applies(recipe):
+        if rule_.needs_version and package_version(spec, rule_.needs_version) is None:
+            if rule_.applies is None or rule_.applies(spec):
                 unapplied.setdefault(rule_.needs_version, []).append(rule_.id)
             if rule_.unknown_check is not None:
-                hits += [(rule_, path, message) for path, message in rule_.unknown_check(recipe)]
+                hits += [(rule_, path, message) for path, message in rule_.unknown_check(spec)]
             continue
-        hits += [(rule_, path, message) for path, message in rule_.check(recipe)]
+        hits += [(rule_, path, message) for path, message in rule_.check(spec)]
     if unapplied and VERSION_UNKNOWN not in skipped:
         hits += [(RULES[VERSION_UNKNOWN], path, message) for path, message in _version_unknown_hits(unapplied)]
     findings = []
@@ -52,6 +58,15 @@ def run_rules(recipe: Recipe, skip: Iterable[str] = ()) -> list[Finding]:
         findings.append(Finding(recipe.source, line, col, key_path_text(path), message, rule_.fix,
                                 rule_.id, rule_.severity))
     return sorted(findings, key=lambda f: (f.line, f.col, f.rule_id))
+
+
+def rule_hits(recipe: Recipe, rule_ids: Iterable[str]) -> list[tuple[str, Hit]]:
+    """(rule id, (key path, message)) of each named rule on the recipe's stack spec, version policy aside: for callers
+    that ask a few rules directly (the importer's guard on its own keys)."""
+    from stackctl.bundle.stackspec import StackSpec
+
+    spec = StackSpec(recipe)
+    return [(rule_id, hit) for rule_id in rule_ids for hit in RULES[rule_id].check(spec)]
 
 
 def _version_unknown_hits(unapplied: dict[str, list[str]]) -> Iterator[Hit]:

@@ -9,6 +9,7 @@ from helpers import FIXTURES, RECIPES
 
 from stackctl.knowledge import facts, serve_flags
 from stackctl.recipe import load_recipe
+from stackctl.bundle.stackspec import StackSpec
 from stackctl.rules.ruleset import RULES, run_rules
 
 V33 = facts.release("vllm", "0.33.0")
@@ -166,7 +167,7 @@ def test_lmcache_rules_read_no_release_when_the_recipe_gives_them_nothing(monkey
     real_load = facts.load
     monkeypatch.setattr(facts, "load", lambda package, version: read.append(package) or real_load(package, version))
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
-    assert package_version(recipe, "lmcache") is None and not recipe.cache.extra and not recipe.serve.env
+    assert package_version(StackSpec(recipe), "lmcache") is None and not recipe.cache.extra and not recipe.serve.env
     findings = run_rules(recipe)
     assert "vllm" in read  # the log was read: the vLLM flags were judged against their release
     assert "lmcache" not in read
