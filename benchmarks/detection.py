@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
+from stackctl.bundle import keys
 from stackctl.bundle.stackspec import StackSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -200,16 +201,15 @@ def _normal(text: str) -> str:
 
 def is_named(setting: str, output: str) -> bool:
     """Whether a setting shows in the recipe (values or comments) or the bundle: its name, LMCache's key for an
-    LMCACHE_ variable, or the recipe key a server flag is written from (stackspec.SERVE_FLAG_KEYS: a flag whose
+    LMCACHE_ variable, or the recipe key a server flag is written from (keys.SERVE_FLAG_KEYS: a flag whose
     value equals vLLM's default is not written into serve.sh, the key holds it)."""
-    from stackctl.bundle import stackspec
 
     names = {setting.lstrip("-")}
     if setting.startswith("LMCACHE_"):
         names.add(setting[len("LMCACHE_"):])
     flag = "--" + setting.lstrip("-").replace("_", "-") if setting.startswith("--") else setting
-    if flag in stackspec.SERVE_FLAG_KEYS:
-        names.add(stackspec.SERVE_FLAG_KEYS[flag].rsplit(".", 1)[-1] + " =")
+    if flag in keys.SERVE_FLAG_KEYS:
+        names.add(keys.SERVE_FLAG_KEYS[flag].rsplit(".", 1)[-1] + " =")
     return any(_normal(name) in output for name in names if name)
 
 

@@ -18,11 +18,9 @@ from pathlib import Path
 from stackctl.bundle import layout
 from stackctl import __version__
 from stackctl.errors import StackctlError
-from stackctl.host.dtype import DTYPE_ENV, host_decides
+from stackctl.host.dtype import DTYPE_ENV
 from stackctl.host.isa import ONEDNN_LEVELS, onednn_levels_with
 from stackctl.knowledge import compat
-from stackctl.knowledge.kinds import platform_of
-from stackctl.knowledge.rocm import rocm_path
 from stackctl.recipe.model import Recipe
 from stackctl.resources import shipped
 
@@ -48,7 +46,7 @@ def render_files(spec: StackSpec, guard: bool = True) -> dict[str, bytes]:
         refuse_unresolved(spec.recipe)
     env = _jinja_env()
     context = _template_context(spec)
-    dockerfile = platform_of(spec.recipe).dockerfile
+    dockerfile = spec.platform.dockerfile
     files: dict[str, bytes] = {
         "Dockerfile": _tidy(env.get_template(dockerfile).render(context)).encode(),
         "wheelhouse/.keep": b"",
@@ -254,7 +252,7 @@ def _yaml_quote(value) -> str:
 
 def _template_context(spec: StackSpec) -> dict:
     recipe = spec.recipe
-    platform = platform_of(recipe)
+    platform = spec.platform
     return {
         "recipe": recipe,
         "stackctl_version": __version__,
@@ -262,7 +260,7 @@ def _template_context(spec: StackSpec) -> dict:
         "base_image": spec.base_image,
         "versions": dict(spec.versions),
         "lmcache_install": spec.lmcache_install,
-        "lmcache_build_requirements": compat.lmcache_build_requirements(spec.versions["lmcache"]),
+        "lmcache_build_requirements": spec.lmcache_build_requirements,
         "purge": recipe.build.purge_cuda_packages,
         "verify_imports": ["vllm"] + (["lmcache"] if spec.lmcache_install else []),
         "keep_prefixes": list(platform.tolerated_packages),
@@ -276,7 +274,7 @@ def _template_context(spec: StackSpec) -> dict:
         "rocm": platform.has_gpus,  # the GPU devices, groups and capabilities in compose.yaml
         # The release's ROCM_PATH (knowledge/rocm.py; /opt/rocm unless versions.rocm names a TheRock build). Built
         # from a version that matched MAJOR.MINOR[.PATCH], so it needs no quoting.
-        "rocm_path": rocm_path(recipe),
+        "rocm_path": spec.rocm_path,
         "secrets": dict(spec.secret_references),
         "volumes": [dict(mount) for mount in spec.volumes],
         "environment": dict(spec.environment),
@@ -289,7 +287,7 @@ def _template_context(spec: StackSpec) -> dict:
         "cpu_connector": spec.cpu_connector_shipped,
         "cpu_connector_package": layout.CPU_CONNECTOR_PACKAGE,
         "cpu_connector_env": layout.CPU_CONNECTOR_ENV,
-        "host_dtype": host_decides(recipe),
+        "host_dtype": spec.host_decides_dtype,
         "dtype_env": DTYPE_ENV,
         "onednn_levels": " ".join(ONEDNN_LEVELS),
         "bf16_onednn_levels": {flag: " ".join(onednn_levels_with(flag)) for flag in ("avx512_bf16", "amx_bf16")},
@@ -344,7 +342,7 @@ def _build_context_files(spec: StackSpec) -> dict[str, bytes]:
     sources = verbatim_sources()
     if spec.cpu_connector_shipped:
         sources.update(connector_sources())
-    if platform_of(spec.recipe).has_gpus:
+    if spec.platform.has_gpus:
         sources.update(hip_sources())
     files = {name: source.read_bytes() for name, source in sources.items()}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()

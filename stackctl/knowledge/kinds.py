@@ -94,7 +94,7 @@ class TierKind(_Record):
     lmcache_keys: tuple[str, ...]
     lmcache_extra_keys: tuple[str, ...]
     # Each of those keys -> the tier field it is written from ("": the tier itself): what the guard rule
-    # cache-extra-shadows-key tells a user to set instead (stackspec.LMCACHE_KEYS is built from it).
+    # cache-extra-shadows-key tells a user to set instead (bundle/keys.py builds LMCACHE_KEYS from it).
     lmcache_from: dict
     # The remote_url schemes LMCache reads as this kind (a tier's url must use one; the importer reads such a
     # remote_url back as this kind). Empty: the kind is not written as a remote_url.

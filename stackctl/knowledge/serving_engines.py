@@ -72,3 +72,8 @@ def serving_engine_of(recipe) -> ServingEngine:
 def engine_help() -> str:
     """stack.engine's documentation, from the records' summaries."""
     return "Serving engine: " + ", or ".join(engine.summary for engine in SERVING_ENGINE_RECORDS) + "."
+
+
+def disables_atom_plugin(env: dict) -> bool:
+    """Whether an environment switches ATOM's vLLM plugin off (ATOM reads "1", any case, as true)."""
+    return str(env.get(ATOM_DISABLE_ENV, "0")).strip().lower() == "1"

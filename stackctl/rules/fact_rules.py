@@ -77,7 +77,7 @@ def _verdicts(spec, package: str, judge) -> tuple[list, bool]:
 # -- vLLM serve flags ------------------------------------------------------------------------------------------
 
 def _flag_problems(spec, release: factdb.Release, kind: str) -> Iterator[Hit]:
-    from stackctl.bundle.stackspec import SERVE_FLAG_KEYS
+    from stackctl.bundle.keys import SERVE_FLAG_KEYS
     from stackctl.knowledge import serve_flags
 
     args = spec.serve_args

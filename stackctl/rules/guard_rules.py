@@ -70,12 +70,12 @@ def _cache_extra_shadows(spec) -> Iterator[Hit]:
     that is not used, and a `local_disk` in extra is never mounted into the container (LMCache writes into the
     container's own filesystem, and loses it on restart).
 
-    The list of keys is the one stackctl writes (`stackspec.LMCACHE_KEYS`, and `s3_region`, `disable_tls`,
+    The list of keys is the one stackctl writes (bundle/keys.py `LMCACHE_KEYS`, and `s3_region`, `disable_tls`,
     `remote_storage_plugin.fs.base_path` under `extra_config`). A `remote_url` for a backend the recipe has no tier
     kind for (lm://, redis://, ...), `remote_serde`, and a `local_disk` LMCache never uses (no
     `max_local_disk_size` above 0, which `disk-tier-without-size` reports) stay allowed.
     """
-    from stackctl.bundle.stackspec import LMCACHE_EXTRA_CONFIG_KEYS, LMCACHE_KEYS
+    from stackctl.bundle.keys import LMCACHE_EXTRA_CONFIG_KEYS, LMCACHE_KEYS
 
     extra = spec.recipe.cache.extra
     for key, value in extra.items():
@@ -124,14 +124,14 @@ def _extra_args_shadow(spec) -> Iterator[Hit]:
     """`serve.extra_args` is appended to the server command after the flags stackctl writes, and vLLM keeps the
     last value of a repeated flag. So `--enforce-eager` there escapes `atom-cuda-graphs`, a `--port` makes `up` and
     `doctor` wait on the wrong port, a `--kv-transfer-config` replaces the connector stackctl configured, and a
-    `--gpu-memory-utilization 1.5` is never checked. Every flag stackctl writes (`stackspec.SERVE_FLAG_KEYS`,
+    `--gpu-memory-utilization 1.5` is never checked. Every flag stackctl writes (`keys.SERVE_FLAG_KEYS`,
     also in `--flag=value`, `--flag_with_underscores` and dotted `--compilation-config.key=value` forms) has a
     recipe key; its value is checked like that key's (range, choices), and the message says which key to set.
 
     A `--kv-transfer-config` for another connector is allowed while `cache.enabled = false` (stackctl then writes
     none).
     """
-    from stackctl.bundle.stackspec import SERVE_FLAG_KEYS
+    from stackctl.bundle.keys import SERVE_FLAG_KEYS
 
     args = spec.recipe.serve.extra_args
     for index, token in enumerate(args):
@@ -159,7 +159,7 @@ def _kv_transfer_shadows(spec, text: str | None) -> bool:
     cache is off) is the user's to keep."""
     import json
 
-    from stackctl.bundle.stackspec import kv_transfer_says_only_recipe_keys
+    from stackctl.bundle.keys import kv_transfer_says_only_recipe_keys
     from stackctl.knowledge.kinds import engine_of
 
     try:

@@ -3,7 +3,7 @@ ATOM's plugin was made against."""
 
 from __future__ import annotations
 
-from stackctl.bundle.stackspec import ATOM_DISABLE_ENV, disables_atom_plugin
+from stackctl.knowledge.serving_engines import ATOM_DISABLE_ENV, disables_atom_plugin
 from stackctl.errors import StackctlError
 from stackctl.knowledge import compat
 from stackctl.knowledge.kinds import platform_of

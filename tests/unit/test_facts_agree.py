@@ -4,6 +4,7 @@ compat.toml holds exactly where the package has (or lacks) the key, variable or 
 
 import pytest
 
+from stackctl.bundle import keys
 from stackctl.knowledge import compat, facts
 
 
@@ -42,24 +43,22 @@ def test_the_default_releases_have_facts():
 
 
 def test_the_flags_stackctl_writes_exist_in_every_supported_release():
-    """Every flag serve_args can write (stackspec.SERVE_FLAG_KEYS) is accepted by every release from 0.19 on."""
-    from stackctl.bundle import stackspec
+    """Every flag serve_args can write (keys.SERVE_FLAG_KEYS) is accepted by every release from 0.19 on."""
     from stackctl.knowledge.serve_flags import flag_table
 
     for version in _releases("vllm"):
         if compat.parse_version(version) < compat.parse_version("0.19.0"):
             continue
         table = flag_table(facts.release("vllm", version))
-        missing = [flag for flag in stackspec.SERVE_FLAG_KEYS if flag not in table]
+        missing = [flag for flag in keys.SERVE_FLAG_KEYS if flag not in table]
         assert missing == [], version
 
 
 def test_the_lmcache_keys_stackctl_writes_exist_in_every_release():
-    from stackctl.bundle import stackspec
 
     for version in _releases("lmcache"):
         config = facts.load("lmcache", version)["config"]
-        assert [k for k in stackspec.LMCACHE_KEYS if k not in config] == [], version
+        assert [k for k in keys.LMCACHE_KEYS if k not in config] == [], version
 
 
 def test_every_facts_file_names_its_release_and_cites_file_lines():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import run_cli
 
+from stackctl.bundle import keys
 from stackctl.bundle import stackspec
 from stackctl.recipe import load_recipe_text
 from stackctl.rules.ruleset import run_rules
@@ -63,16 +64,16 @@ def test_every_flag_serve_args_writes_has_a_recipe_key(platform, prefix):
     recipe = maximal(platform, prefix)
     argv = stackspec.server_command(recipe)[3:] + stackspec.serve_args(recipe)  # after `python -m MODULE`
     flags = {a for a in argv if a.startswith("-")}
-    assert flags <= set(stackspec.SERVE_FLAG_KEYS), flags - set(stackspec.SERVE_FLAG_KEYS)
+    assert flags <= set(keys.SERVE_FLAG_KEYS), flags - set(keys.SERVE_FLAG_KEYS)
 
 
 @pytest.mark.parametrize("remote", ["s3", "fs"])
 def test_every_key_lmcache_config_writes_is_listed(remote):
     config = stackspec.lmcache_config(maximal(remote=remote))
     written = set(config) - {"extra_config", "remote_serde"}
-    assert written <= set(stackspec.LMCACHE_KEYS), written - set(stackspec.LMCACHE_KEYS)
-    assert set(config["extra_config"]) <= set(stackspec.LMCACHE_EXTRA_CONFIG_KEYS)
-    for key in stackspec.LMCACHE_KEYS:  # and nothing listed that stackctl never writes
+    assert written <= set(keys.LMCACHE_KEYS), written - set(keys.LMCACHE_KEYS)
+    assert set(config["extra_config"]) <= set(keys.LMCACHE_EXTRA_CONFIG_KEYS)
+    for key in keys.LMCACHE_KEYS:  # and nothing listed that stackctl never writes
         assert key in stackspec.lmcache_config(maximal(remote="s3")) or \
             key in stackspec.lmcache_config(maximal(remote="fs")), key
 

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from stackctl.bundle import keys
 from stackctl import importer
 from stackctl.bundle import stackspec
 from stackctl.doctor.all_checks import load_all
@@ -59,9 +60,8 @@ def new_kind(monkeypatch):
     monkeypatch.setattr(kinds, "TIER_KINDS", names)
     monkeypatch.setattr(loader, "TIER_KINDS", names)
     monkeypatch.setitem(model.Tier._fields["kind"].meta, "choices", names)
-    monkeypatch.setattr(stackspec, "TIER_KIND_RECORDS", records)
-    monkeypatch.setattr(stackspec, "LMCACHE_KEYS", {**stackspec.LMCACHE_KEYS,
-                                                    **stackspec._tier_key_sources(extra_config=False)})
+    monkeypatch.setattr(keys, "TIER_KIND_RECORDS", records)
+    monkeypatch.setattr(keys, "LMCACHE_KEYS", {**keys.LMCACHE_KEYS, **keys._tier_key_sources(extra_config=False)})
     return NEW
 
 
@@ -75,8 +75,8 @@ def test_every_record_names_a_host_check_with_sources_and_its_lmcache_keys():
         assert kind.host_check in checks and kind.host_check in sourced, kind
         assert set(kind.lmcache_from) == set(kind.lmcache_keys) | set(kind.lmcache_extra_keys), kind
         assert set(kind.lmcache_from.values()) - {""} <= kind.allowed, kind
-        assert set(kind.lmcache_keys) <= set(stackspec.LMCACHE_KEYS), kind
-        assert set(kind.lmcache_extra_keys) <= set(stackspec.LMCACHE_EXTRA_CONFIG_KEYS), kind
+        assert set(kind.lmcache_keys) <= set(keys.LMCACHE_KEYS), kind
+        assert set(kind.lmcache_extra_keys) <= set(keys.LMCACHE_EXTRA_CONFIG_KEYS), kind
     assert ENDPOINT_CHECK in sourced
 
 

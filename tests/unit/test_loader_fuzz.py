@@ -6,6 +6,7 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stackctl.bundle import keys
 from stackctl.errors import RecipeError
 from stackctl.recipe import load_recipe_text
 from stackctl.recipe.model import SECTION_TYPES, recipe_fields
@@ -68,7 +69,6 @@ def test_arbitrary_values_in_known_sections(sections, tiers):
 # Never a traceback (only a clean RecipeError or StackctlError), and a planted secret never shows: not in a finding,
 # not in an error, not in a rendered file.
 
-from stackctl.bundle import stackspec  # noqa: E402
 from stackctl.errors import StackctlError  # noqa: E402
 from stackctl.rules.ruleset import run_rules  # noqa: E402
 from stackctl.bundle.render import render_files  # noqa: E402
@@ -78,7 +78,7 @@ SHAPED = ["AKIAQ3EXAMPLEFUZZ001", "hf_FuzzCanaryToken0123456789abcdefgh", "ghp_F
           "sk-proj-FuzzCanary0123456789abcdefXYZ", "https://u:Fuzz-Pw-31415@idx.example/simple"]
 PLAIN = "Fuzz-Plain-Secret-2718"  # found by the name next to it only
 CANARIES = SHAPED[:4] + ["Fuzz-Pw-31415", PLAIN]
-FLAGS = sorted(stackspec.SERVE_FLAG_KEYS) + ["--max-log-len", "-O3", "--foo_bar", "-"]
+FLAGS = sorted(keys.SERVE_FLAG_KEYS) + ["--max-log-len", "-O3", "--foo_bar", "-"]
 plain_values = st.one_of(st.text(max_size=12), st.sampled_from(["0", "-1", "1.5", "1e300", "nan", "{}", "{\"a\":1}",
                                                                  "FULL", "8000", "99999", ""]))
 arg_units = st.one_of(
@@ -89,7 +89,7 @@ arg_units = st.one_of(
     st.builds(lambda f: (f"{f}={PLAIN}",), st.sampled_from(["--api-key", "--db-password"])),
     st.tuples(st.sampled_from(SHAPED)),
 )
-extra_keys = st.one_of(st.sampled_from(sorted(stackspec.LMCACHE_KEYS) + ["extra_config", "remote_serde", "x"]),
+extra_keys = st.one_of(st.sampled_from(sorted(keys.LMCACHE_KEYS) + ["extra_config", "remote_serde", "x"]),
                        st.text(alphabet=string.ascii_letters + "_.", min_size=1, max_size=10))
 secret_names = st.sampled_from(["s3_secret_key", "Password", "api_token", "ACCESS_KEY", "auth"])
 extra_values = st.recursive(

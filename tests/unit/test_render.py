@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers import RECIPES, REPO, run_cli, tool
 
+from stackctl.bundle import keys
 from stackctl.bundle import render, stackspec
 from stackctl.errors import RecipeError, StackctlError
 from stackctl.importer.writer import toml_value
@@ -426,7 +427,7 @@ def test_async_scheduling_is_tri_state(value, flags):
 def test_layerwise_is_written_where_vllm_looks_for_it():
     recipe = load_recipe(RECIPES / "atom-lmcache-cpu.toml")
     args = stackspec.serve_args(recipe)
-    assert json.loads(args[args.index("--kv-transfer-config") + 1]) == stackspec.KV_CONNECTOR
+    assert json.loads(args[args.index("--kv-transfer-config") + 1]) == keys.KV_CONNECTOR
     recipe.cache.use_layerwise = True
     args = stackspec.serve_args(recipe)
     config = json.loads(args[args.index("--kv-transfer-config") + 1])
