@@ -104,20 +104,54 @@ def command_words(command: str) -> list[str]:
     """shlex words of one command, `$` markers kept for expand(). A command substitution or arithmetic expansion
     (`$(seq 1 8)`, `$((8000 + i))`) is one word, as the shell has it, whatever its spaces."""
     command, substitutions = _hold_substitutions(command)
+    command = _mark_redirections(command)
     try:
         words = shlex.split(command, posix=True)
     except ValueError as exc:
-        raise StackctlError(f"cannot read the launch script near {_show(command)}: {exc}") from None
+        raise StackctlError(f"cannot read the launch script near {_show(command.replace(_REDIRECT, ''))}: "
+                            f"{exc}") from None
     words = [re.sub(r"\x02(\d+)\x02", lambda m: substitutions[int(m.group(1))], word) for word in words]
     kept, skip = [], False
     for word in words:
         if skip:
             skip = False
-        elif re.fullmatch(r"\d*(>>?|<|&>>?|>\|)", word):
+        elif not word.startswith(_REDIRECT):
+            kept.append(word)  # a quoted '<' or '>' is a word the program gets, as the shell passes it
+        elif re.fullmatch(r"\d*(>>?|<|&>>?|>\|)", word[1:]):
             skip = True  # the redirection's target is the next word
-        elif _PLACEHOLDER_WORD.fullmatch(word) or not re.fullmatch(r"\d*(>>?|<|&>>?)\S+", word):
-            kept.append(word)  # a placeholder (<model_path>) is a word, not a redirection
+        elif _PLACEHOLDER_WORD.fullmatch(word[1:]) or not re.fullmatch(r"\d*(>>?|<|&>>?)\S+", word[1:]):
+            kept.append(word[1:])  # a placeholder (<model_path>) is a word, not a redirection
     return kept
+
+
+_REDIRECT = "\x03"  # marks a word that starts with an unquoted redirection operator
+
+
+def _mark_redirections(command: str) -> str:
+    """command with _REDIRECT before each word that starts, outside quotes, with a redirection operator (`<`, `>`,
+    `2>`, `&>`): only those are redirections to the shell; shlex drops the quotes that tell them apart."""
+    out, quote, i, start = [], "", 0, True
+    while i < len(command):
+        c = command[i]
+        if quote:
+            if c == quote:
+                quote = ""
+            elif c == "\\" and quote == '"' and i + 1 < len(command):
+                out.append(c)
+                i += 1
+                c = command[i]
+        elif c in "'\"":
+            quote = c
+        elif c == "\\" and i + 1 < len(command):
+            out.append(c)
+            i += 1
+            c = command[i]
+        elif start and re.match(r"\d*(<|>|&>)", command[i:]):
+            out.append(_REDIRECT)
+        start = not quote and c.isspace()
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _hold_substitutions(command: str) -> tuple[str, list[str]]:

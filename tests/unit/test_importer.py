@@ -87,6 +87,16 @@ def test_commands_split_on_separators_not_inside_quotes_or_redirections():
         ["cmd", "--json", '{"a":\n 1}', "--next"], ["tee", "log"]]
 
 
+def test_only_unquoted_redirection_operators_redirect():
+    """A quoted '<' or '>' is a word the program gets; read as a redirection it swallowed the next word, and a
+    secret flag's value after it was kept as a plain argument (found by the import fuzz test)."""
+    words = command_words(split_commands("vllm serve /m --async-scheduling '<' --api-key X \">\" >log 2>&1 <in")[0])
+    assert words == ["vllm", "serve", "/m", "--async-scheduling", "<", "--api-key", "X", ">"]
+    text = importer.import_launch_text("vllm serve /models/m --async-scheduling '<' --api-key Not-In-The-File\n",
+                                       None, "launch.sh")
+    assert "Not-In-The-File" not in text
+
+
 def test_expansion_follows_shell_quoting():
     variables = {"M": "/models/x", "ARGS": "--a 1  --b", "EMPTY": ""}
     words = command_words(split_commands(

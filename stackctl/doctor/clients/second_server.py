@@ -1,0 +1,93 @@
+"""A second server beside a running stack: the same image, recipe and tiers, its own port, process and container.
+
+Some LMCache facts cannot be seen from inside one server process. Whether a chunk stored by one process is found
+by another (the hash seed: LMCache keys chain from a seed that is random per process unless PYTHONHASHSEED is
+fixed) needs a second process; whether a lower tier serves a load on its own needs a process that searches only
+that tier (LMCache's `retrieve_locations`, lmcache/v1/config.py:159-163 in 0.5.6, read by the storage manager's
+lookups, lmcache/v1/cache_engine.py:1206-1207). The second server answers both, and the stack under test is never
+stopped, restarted or reconfigured: it ends as it was. The container is removed on every way out (Ctrl-C too).
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from stackctl.bundle import render as renderer
+from stackctl.engine import docker_adapter as dk
+
+SECOND_SERVER_LABEL = "dev.stackctl.second-server-of"
+
+
+@dataclass
+class SecondServer:
+    """A running second server: where it answers and how to read what it logged."""
+    base_url: str
+    container: object
+    model: str
+
+    def log(self) -> str:
+        return dk.logs_text(dk.refresh(self.container))
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on now (the kernel's pick)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def derived_recipe(recipe, label: str, port: int, env: dict[str, str]):
+    """The stack's recipe as the second server runs it: its own name and port, the extra environment on top."""
+    second = copy.deepcopy(recipe)
+    second.stack.name = f"{recipe.stack.name}-{label}"
+    second.serve.port = port
+    second.serve.env = {**recipe.serve.env, **env}
+    return second
+
+
+@contextmanager
+def second_server(spec, image: str, label: str, env: dict[str, str], timeout: float,
+                  say=lambda message: None, port: int | None = None) -> Iterator[SecondServer]:
+    """Start a second server of the stack `spec` from `image` (the running stack's image id) with `env` added, on `port`
+    (default: one the kernel picks), wait until it is healthy, yield it, and remove its container and bundle
+    whatever happens."""
+    from stackctl.engine.container import container_kwargs, read_secrets
+    from stackctl.engine.health import wait_for_health
+
+    port = port or free_port()
+    recipe = spec.recipe
+    second = spec.with_recipe(derived_recipe(recipe, label, port, env))
+    files = renderer.render_files(second, guard=False)
+    bundle = Path(tempfile.mkdtemp(prefix=f"stackctl-{second.name}-"))
+    container = None
+    try:
+        renderer.write_bundle(files, bundle / "bundle")
+        kwargs = container_kwargs(second, files, bundle / "bundle", None, secrets=read_secrets(spec))
+        kwargs["image"] = image
+        # Not a deployment: no stack labels, so `status`, `down` and `up` never take it for one.
+        kwargs["labels"] = {SECOND_SERVER_LABEL: recipe.stack.name}
+        engine = dk.client()
+        leftover = dk.find_container(engine, kwargs["name"])
+        if leftover is not None:  # from a doctor run that was killed outright
+            dk.remove_container(leftover)
+        say(f"starting a second server {kwargs['name']} on port {port} ({label})")
+        container = dk.run_detached(engine, **kwargs)
+        url = f"http://127.0.0.1:{port}"
+        wait_for_health(second.name, f"{url}/health", container, timeout, say)
+        yield SecondServer(url, container, recipe.served_name)
+    finally:
+        if container is not None:
+            dk.remove_container(container)
+        shutil.rmtree(bundle, ignore_errors=True)
+
+
+def image_of(container) -> str:
+    return dk.container_image_id(container)
+
