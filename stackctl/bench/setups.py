@@ -130,7 +130,7 @@ def run_probe(spec, tokens: int, runs: int, out_dir: Path, say: Say) -> dict:
 
 def lmcache_loaded(spec) -> Callable[[], tuple[int, float]] | None:
     """What LMCache has loaded so far in the stack's server, as its log says (bytes, ms); None without a container."""
-    from stackctl.doctor.lmcache_log import activity
+    from stackctl.doctor.parsers.lmcache_log import activity
     from stackctl.engine import docker_adapter as dk
 
     container = stack_container(spec)

@@ -1,6 +1,6 @@
 """`bench --sweep`: the same agentic workload at rising load, once per arm, and where the offload arm overtakes HBM.
 
-Each arm is a second server from the stack's image (doctor/second_server.py: its own port and container, removed on
+Each arm is a second server from the stack's image (doctor/clients/second_server.py: its own port and container, removed on
 every way out; the stack itself is never touched), made from the stack's recipe by the arm's change, with a KV
 cache small enough that the upper half of the sweep overflows it. The arms' servers run side by side and take the
 load points in turn, in ascending order (one arm measured at a time, so they never share the CPUs; background load
@@ -23,7 +23,7 @@ from stackctl.bench.server import cache_counters, kv_capacity
 from stackctl.bench.sweep_lock import sweep_lock
 from stackctl.bench.trace import Trace, describe, fit, replay_sessions
 from stackctl.bench.workload import conversations, run_workload, words
-from stackctl.doctor.omp_log import RESERVE_ENV, parse_binding
+from stackctl.doctor.parsers.omp_log import RESERVE_ENV, parse_binding
 from stackctl.errors import StackctlError
 from stackctl.httpclient import get_text, stream_completion
 from stackctl.knowledge.kinds import kind_of, platform_of
@@ -131,7 +131,7 @@ def stack_image(stack, say: Say) -> tuple[str, dict[str, str]]:
     (the running stack's decision, else this host's decision from its CPU flags, as `up` makes it). stack: the
     stack's StackSpec."""
     from stackctl.bundle import render
-    from stackctl.doctor.second_server import image_of
+    from stackctl.doctor.clients.second_server import image_of
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import discover
     from stackctl.host.dtype import DTYPE_ENV, decide_by_flags
@@ -172,7 +172,7 @@ TRACE_TIME_SHARE = 0.5
 def run_sweep(stack, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
     """Every arm through every load point; the crossover per offload arm and context, and plan's prediction.
     stack: the stack's StackSpec; each arm is a second server of a recipe made from its recipe."""
-    from stackctl.doctor.second_server import second_server
+    from stackctl.doctor.clients.second_server import second_server
     from stackctl.host.dtype import DTYPE_ENV
     from stackctl.plan import plan_recipe
 

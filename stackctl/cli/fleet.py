@@ -149,7 +149,7 @@ def doctor(ctx, recipe, inventory, scope, skip, forks, output_format, verbose):
     inconsistent; 2 the checks could not run.
     """
     from stackctl.doctor.registry import parse_scopes
-    from stackctl.fleet.marker import assign_marker_groups
+    from stackctl.fleet.marker_groups import assign_marker_groups
 
     scopes = parse_scopes(scope)
     from stackctl.rules.guard_rules import refuse_unknown_skip_ids

@@ -1,4 +1,4 @@
-"""`doctor --deep`: LMCache facts only a second server process can show (stackctl/doctor/second_server.py).
+"""`doctor --deep`: LMCache facts only a second server process can show (stackctl/doctor/clients/second_server.py).
 
 For every tier below the CPU tier, one second server starts from the stack's image with LMCache told to search
 that tier alone (`LMCACHE_RETRIEVE_LOCATIONS`). It is asked the prompt the stack already stored (served_hit), then
@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 
 from stackctl.doctor.lmcache_live import ask, served_hit, settle
-from stackctl.doctor.lmcache_log import ANSI, Activity, activity, throughput
+from stackctl.doctor.parsers.lmcache_log import ANSI, Activity, activity, throughput
 from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 from stackctl.knowledge.kinds import kind_of
 
@@ -44,7 +44,7 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
     import shutil
     import uuid
 
-    from stackctl.doctor.second_server import image_of, second_server
+    from stackctl.doctor.clients.second_server import image_of, second_server
 
     from stackctl.engine import docker_adapter as dk
     from stackctl.host.dtype import DTYPE_ENV

@@ -17,7 +17,7 @@ import re
 import time
 
 from stackctl import metrics
-from stackctl.doctor.lmcache_log import ANSI, activity, throughput
+from stackctl.doctor.parsers.lmcache_log import ANSI, activity, throughput
 from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 
 # Tokens a proof request decodes: the first token is computed over the whole loaded prefix, and its five most likely

@@ -1,9 +1,9 @@
 """server.omp-binding: whether vLLM-CPU kept cores free of its OpenMP threads for its scheduler (and KV connector),
-judged from the binding it logged (doctor/omp_log.py)."""
+judged from the binding it logged (doctor/parsers/omp_log.py)."""
 
 from __future__ import annotations
 
-from stackctl.doctor.omp_log import RESERVE_ENV, parse_binding
+from stackctl.doctor.parsers.omp_log import RESERVE_ENV, parse_binding
 from stackctl.doctor.registry import Unavailable, check, passed, warned
 from stackctl.knowledge.kinds import platform_of
 

@@ -37,7 +37,7 @@ def path_problem(path: Path, want_bytes: int) -> str:
 def bucket_verdict(ctx, tier):
     """check_bucket's verdict on an S3 tier, asked once per doctor run: host.s3-tier and image.tiers share it (each
     ask puts, reads back and deletes a test object in the user's bucket)."""
-    from stackctl.doctor.s3_access import check_bucket
+    from stackctl.doctor.clients.s3_access import check_bucket
 
     return ctx.remember(f"s3-bucket:{tier.url}", lambda: check_bucket(tier))
 

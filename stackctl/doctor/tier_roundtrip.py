@@ -249,7 +249,7 @@ def cause(tier, report: dict, chunk_bytes: int) -> str:
         if "No space left" in log or report.get("free_bytes", 1 << 40) < chunk_bytes * 2:
             return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({facts})"
     if kind_of(tier).s3_bucket:
-        from stackctl.doctor.s3_access import check_bucket
+        from stackctl.doctor.clients.s3_access import check_bucket
 
         verdict = check_bucket(tier)
         if not verdict.ok:
@@ -272,7 +272,7 @@ def _last(log: str) -> str:
 
 
 def _s3_seen_and_removed(tier, model: str) -> str:
-    from stackctl.doctor.s3_access import delete_keys, endpoint_of, list_keys
+    from stackctl.doctor.clients.s3_access import delete_keys, endpoint_of, list_keys
 
     try:
         keys = list_keys(tier, model)

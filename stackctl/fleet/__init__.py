@@ -8,8 +8,9 @@ plain data in, plain data out, one module per step:
 - hosts: inventory hosts in order, each host's recipe, what each host gets (recipe, hash, stack, tuning),
   `--batch` / `--max-fail` and the batches Ansible's `serial` makes
 - consistency: hosts sharing a remote tier agree on cache keys
-- marker: which hosts prove a shared fs or S3 tier is shared, and the marker itself (`python -m
-  stackctl.fleet.marker` on the hosts; not imported here, so that running it as a module stays clean)
+- marker_groups: which hosts prove a shared fs or S3 tier is shared (the controller's groups in each host's plan)
+- marker: the marker itself, put, read and deleted on the hosts (`python -m stackctl.fleet.marker`; not imported
+  here, so that running it as a module stays clean)
 - ansible: names shared with playbooks/ (playbooks, plays, tasks, the recipe inventory variable), the playbooks'
   extra variables and ansible-runner's arguments
 - progress: ansible-runner events -> per-host outcomes (HostOutcome, the host statuses) and progress lines

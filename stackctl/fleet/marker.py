@@ -7,8 +7,8 @@ its own recipe's settings (its mount; its S3 endpoint, TLS, CA file and credenti
 the end, always. A host that failed before the marker step is no longer in the play, so it neither writes nor makes
 the others "not shared": the next host of the group writes instead.
 
-Controller side (pure): `assign_marker_groups` puts each host's groups in its plan.
-Host side: `python -m stackctl.fleet.marker put|get|delete RECIPE MARKER_ID KIND [--readers H,..] [--writer H]
+This module is the host side; the controller's (which hosts make a group, and each group's label) is
+fleet/marker_groups.py. `python -m stackctl.fleet.marker put|get|delete RECIPE MARKER_ID KIND [--readers H,..] [--writer H]
 [--not-written]` prints one JSON line {"tier", "ok", "message", "note"} and exits 0 (ok), 1 (not ok) or 2 (could
 not run: the recipe does not load, a bad argument).
 """
@@ -23,67 +23,13 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from stackctl.knowledge.kinds import kind_of, kinds_where
+from stackctl.fleet.marker_groups import marker_kinds, marker_tier, tier_label
+from stackctl.knowledge.kinds import kind_of
 
-def marker_kinds() -> tuple[str, ...]:
-    """The shared tiers a marker can prove (fs, s3 by name): remote kinds whose store is a host directory or an S3
-    bucket. Another remote kind is not proven shared until it has a store here, rather than taken for S3."""
-    return tuple(sorted(kinds_where(lambda kind: kind.remote and (kind.host_directory or kind.s3_bucket))))
 FS_PREFIX = ".stackctl-marker-"   # the marker file in the fs tier's directory
 S3_PREFIX = "stackctl-marker/"    # the marker object's key prefix in the bucket
 MARKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
-
-# -- which hosts prove which tier (controller) --------------------------------------------------------------------
-
-def marker_tier(recipe, kind: str):
-    """The recipe's tier of this kind that the marker goes to (the first one, as doctor's tier checks take), or
-    None."""
-    tiers = recipe.tiers_of(kind) if recipe.cache.enabled else []
-    return tiers[0] if tiers else None
-
-
-def group_key(tier) -> str:
-    """Hosts with the same key are meant to share one store: the fs path, or the S3 bucket + endpoint host:port."""
-    if kind_of(tier).host_directory:
-        return f"fs {os.path.normpath(tier.path)}"
-    from stackctl.doctor.s3_access import endpoint_of
-
-    endpoint = endpoint_of(tier)
-    return f"s3 {endpoint.bucket} {endpoint.host.lower()}:{endpoint.port}"
-
-
-def tier_label(tier) -> str:
-    """The tier as messages name it: "fs tier /shared/kv", "s3 tier bucket kv at rgw.example.com:443"."""
-    kind = kind_of(tier)
-    if kind.host_directory:
-        return f"fs tier {os.path.normpath(tier.path)}"
-    if not kind.s3_bucket:
-        return f"{kind.name} tier {tier.url or tier.path}"
-    from stackctl.doctor.s3_access import endpoint_of, where_of
-
-    return f"s3 tier {where_of(endpoint_of(tier))}"
-
-
-def assign_marker_groups(plans: dict, specs: dict) -> None:
-    """Add to the plan of each host that shares an fs or S3 tier with another host `shared_tiers`: {kind: {"tier":
-    label, "hosts": the group, in inventory order}} (`specs`, each host's stack spec, is in inventory order; the label
-    is the first host's).
-    The playbook picks each group's writer at marker time: the first of `hosts` still in the play."""
-    groups: dict[str, dict] = {}
-    keys: dict[tuple[str, str], str] = {}
-    for host, spec in specs.items():
-        for kind in marker_kinds():
-            tier = marker_tier(spec.recipe, kind)
-            if tier is not None:
-                keys[host, kind] = key = group_key(tier)
-                groups.setdefault(key, {"tier": tier_label(tier), "hosts": []})["hosts"].append(host)
-    for (host, kind), key in keys.items():
-        if len(groups[key]["hosts"]) > 1:
-            plans[host].setdefault("shared_tiers", {})[kind] = groups[key]
-
-
-# -- the marker itself (host) -------------------------------------------------------------------------------------
 
 @dataclass
 class Outcome:
@@ -131,12 +77,12 @@ class FsStore:
 
 class S3Store:
     """The marker as an object in the S3 tier's bucket, through the tier's own endpoint, TLS, CA and credentials
-    (doctor's S3 client: stackctl.doctor.s3_access)."""
+    (doctor's S3 client: stackctl.doctor.clients.s3_access)."""
 
     not_there = "the marker object {writer} put there is not in the bucket this host reaches"
 
     def __init__(self, tier, marker_id: str):
-        from stackctl.doctor import s3_access
+        from stackctl.doctor.clients import s3_access
 
         self.client, self.endpoint, self.credentials_problem = s3_access.client_of(tier)
         self.key = f"{S3_PREFIX}{marker_id}"
@@ -153,7 +99,7 @@ class S3Store:
     def _do(self, operation: str, **kwargs):
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from stackctl.doctor.s3_access import error_verdict
+        from stackctl.doctor.clients.s3_access import error_verdict
 
         if self.credentials_problem:
             raise StoreError(self.credentials_problem)

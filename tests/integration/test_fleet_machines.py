@@ -220,7 +220,7 @@ def complete(machines, host: str, prompt: str, port: int = PORT) -> str:
 
 def lmcache_activity(machines, host: str):
     """LMCache's own account of the host's server so far (its log, read on the host), parsed as doctor parses it."""
-    from stackctl.doctor.lmcache_log import activity
+    from stackctl.doctor.parsers.lmcache_log import activity
 
     return activity(machines.ssh(host, "docker logs stackctl-cpu-lmcache 2>&1").stdout)
 

@@ -163,7 +163,8 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
     """`up` mounts the S3 tier's ca_file and serve.sh makes the server process trust it: LMCache's own S3 round trip,
     run inside the serving container with the server's SSL_CERT_FILE, stores and reads back chunks over TLS; without
     it the same run fails, so the CA the recipe names is what makes the tier work."""
-    from stackctl.doctor import s3_access, tier_roundtrip
+    from stackctl.doctor import tier_roundtrip
+    from stackctl.doctor.clients import s3_access
     from stackctl.recipe import load_recipe
 
     for name in ("STACKCTL_S3_ACCESS_KEY", "STACKCTL_S3_SECRET_KEY"):  # this process lists and removes the objects

@@ -535,7 +535,7 @@ def _s3(url):
 
 
 def test_marker_groups_are_hosts_with_the_same_fs_path_or_s3_bucket_and_endpoint():
-    from stackctl.fleet.marker import assign_marker_groups
+    from stackctl.fleet.marker_groups import assign_marker_groups
 
     fs_kv = {"kind": "fs", "path": "/kv/"}
     recipes = {  # inventory order
@@ -554,7 +554,7 @@ def test_marker_groups_are_hosts_with_the_same_fs_path_or_s3_bucket_and_endpoint
 
 
 def test_marker_groups_keep_plain_http_and_tls_ports_apart():
-    from stackctl.fleet.marker import assign_marker_groups
+    from stackctl.fleet.marker_groups import assign_marker_groups
 
     http = dict(_s3("s3://kv.rgw.example.com"), disable_tls=True)          # port 80
     recipes = {"a": _tiers_recipe(http), "b": _tiers_recipe(_s3("s3://kv.rgw.example.com"))}  # port 443

@@ -135,12 +135,12 @@ def test_fleet_doctor_proves_no_kind_shared_that_it_has_no_marker_store_for(new_
     """Two hosts with the same kvurl tier: fleet doctor's shared-tier markers know a host directory (fs) and an S3
     bucket; a remote kind that is neither is not taken for S3 (its URL is no bucket), it gets no marker group, and
     a marker asked of it says why."""
-    from stackctl.fleet import marker
+    from stackctl.fleet import marker, marker_groups
 
     recipe = loader.load_recipe_text(RECIPE.format(tiers=tier("kvurl://kv.example.com:6379")))
-    assert "kvurl" not in marker.marker_kinds() and {"fs", "s3"} <= set(marker.marker_kinds())
+    assert "kvurl" not in marker_groups.marker_kinds() and {"fs", "s3"} <= set(marker_groups.marker_kinds())
     plans: dict = {"h1": {}, "h2": {}}
-    marker.assign_marker_groups(plans, _specs({"h1": recipe, "h2": recipe}))
+    marker_groups.assign_marker_groups(plans, _specs({"h1": recipe, "h2": recipe}))
     assert plans == {"h1": {}, "h2": {}}
     outcome = marker.put(recipe.cache.tiers[-1], "m1", ["h2"])
     assert not outcome.ok and outcome.tier == "kvurl tier kvurl://kv.example.com:6379", outcome

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from helpers import RECIPES
 
-from stackctl.doctor import lmcache_log
+from stackctl.doctor.parsers import lmcache_log
 from stackctl.doctor.lmcache_deep import tier_env
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS, Unavailable
-from stackctl.doctor.second_server import derived_recipe
+from stackctl.doctor.clients.second_server import derived_recipe
 from stackctl.recipe import load_recipe
 from stackctl.bundle.stackspec import StackSpec
 
@@ -355,7 +355,8 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
     the running container's environment and the second server itself."""
     from contextlib import contextmanager
 
-    from stackctl.doctor import lmcache_deep, second_server
+    from stackctl.doctor import lmcache_deep
+    from stackctl.doctor.clients import second_server
     from stackctl.engine import docker_adapter
 
     started = {}
@@ -388,7 +389,8 @@ def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
     without. The Docker edge and the HTTP edge are faked: the second server, and `ask`."""
     from contextlib import contextmanager
 
-    from stackctl.doctor import lmcache_deep, second_server
+    from stackctl.doctor import lmcache_deep
+    from stackctl.doctor.clients import second_server
     from stackctl.engine import docker_adapter
 
     asked, log = [], [""]

@@ -8,7 +8,7 @@ import pytest
 from helpers import FIXTURES, RECIPES
 
 from stackctl.doctor.all_checks import load_all
-from stackctl.doctor.omp_log import parse_binding
+from stackctl.doctor.parsers.omp_log import parse_binding
 from stackctl.doctor.registry import CHECKS
 from stackctl.recipe import load_recipe
 

@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
-from stackctl.doctor import s3_access
-from stackctl.doctor.s3_signed import signed_headers
+from stackctl.doctor.clients import s3_access
+from stackctl.doctor.clients.s3_signed import signed_headers
 
 KEYS = {"aws_access_key_id": "AKIDSTACKCTLTEST", "aws_secret_access_key": "c2VjcmV0L2tleS93aXRoK3NsYXNoZXM="}
 
