@@ -683,3 +683,99 @@ def test_registry_credentials_come_from_the_environment_both_or_neither(monkeypa
         registry_auth()
     monkeypatch.setenv("STACKCTL_REGISTRY_PASSWORD", "s3cret")
     assert registry_auth() == {"username": "ops", "password": "s3cret"}
+
+
+def test_an_fs_marker_the_host_cannot_read_or_remove_is_said_so_never_absent(tmp_path):
+    """A store error (here the marker's name taken by a directory) is 'could not read/remove', not 'not shared'."""
+    from stackctl.fleet import marker
+
+    tier = _tiers_recipe({"kind": "fs", "path": str(tmp_path)}).tiers_of("fs")[0]
+    (tmp_path / ".stackctl-marker-m4").mkdir()
+    unread = marker.get(tier, "m4", "h1")
+    assert not unread.ok and unread.message.startswith(f"fs tier {tmp_path}: could not read the shared-tier marker "
+                                                       f"h1 wrote: {tmp_path}/.stackctl-marker-m4: ")
+    kept = marker.delete(tier, "m4")
+    assert not kept.ok and kept.message.startswith(f"fs tier {tmp_path}: could not remove the shared-tier marker: ")
+
+
+class _S3Client:
+    """botocore's client as the marker's S3 store calls it: one answer or one error per operation."""
+
+    def __init__(self, error=None, body=b"m5\n"):
+        self.error, self.body, self.calls = error, body, []
+
+    def _call(self, operation, **kwargs):
+        self.calls.append((operation, kwargs))
+        if self.error is not None:
+            raise self.error
+        return {"Body": type("Body", (), {"read": lambda _: self.body})()} if operation == "get_object" else {}
+
+    def put_object(self, **kwargs):
+        return self._call("put_object", **kwargs)
+
+    def get_object(self, **kwargs):
+        return self._call("get_object", **kwargs)
+
+    def delete_object(self, **kwargs):
+        return self._call("delete_object", **kwargs)
+
+
+def _s3_store(monkeypatch, client, credentials_problem=""):
+    from stackctl.doctor.clients import s3_access
+    from stackctl.fleet import marker
+
+    tier = _tiers_recipe(_s3("s3://kv.rgw.example.com:8080")).tiers_of("s3")[0]  # bucket "kv", virtual-hosted
+    endpoint = s3_access.endpoint_of(tier)
+    monkeypatch.setattr(s3_access, "client_of", lambda t: (client, endpoint, credentials_problem))
+    return marker, tier
+
+
+def test_the_s3_marker_is_one_object_in_the_tiers_bucket(monkeypatch):
+    client = _S3Client()
+    marker, tier = _s3_store(monkeypatch, client)
+    assert marker.put(tier, "m5", ["h2"]).ok and marker.get(tier, "m5", "h1").ok and marker.delete(tier, "m5").ok
+    assert [(op, kwargs["Bucket"], kwargs["Key"]) for op, kwargs in client.calls] == [
+        (op, "kv", "stackctl-marker/m5") for op in ("put_object", "get_object", "delete_object")]
+    assert client.calls[0][1]["Body"] == b"m5\n"
+
+
+def test_an_s3_marker_that_is_missing_is_not_shared_and_a_refused_one_is_an_error(monkeypatch):
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    missing = ClientError({"Error": {"Code": "NoSuchKey", "Message": "no key"}}, "GetObject")
+    marker, tier = _s3_store(monkeypatch, _S3Client(error=missing))
+    not_shared = marker.get(tier, "m5", "h1")
+    assert not not_shared.ok and "is not shared: the marker object h1 put there is not in the bucket" in \
+        not_shared.message
+    assert marker.delete(tier, "m5").ok  # nothing to remove is fine
+    denied = ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "GetObject")
+    marker, tier = _s3_store(monkeypatch, _S3Client(error=denied))
+    refused = marker.get(tier, "m5", "h1")
+    assert not refused.ok and "could not read the shared-tier marker h1 wrote" in refused.message
+    unreachable = EndpointConnectionError(endpoint_url="http://kv.rgw.example.com:8080")
+    marker, tier = _s3_store(monkeypatch, _S3Client(error=unreachable))
+    assert not marker.put(tier, "m5", ["h2"]).ok
+    marker, tier = _s3_store(monkeypatch, _S3Client(), credentials_problem="credentials_file /etc/stackctl/s3: "
+                                                                          "missing")
+    without = marker.get(tier, "m5", "h1")
+    assert not without.ok and without.message.endswith("credentials_file /etc/stackctl/s3: missing")
+
+
+def test_the_marker_command_runs_as_a_module_and_says_when_the_recipe_does_not_load(tmp_path):
+    """`python -m stackctl.fleet.marker` as the playbook runs it; a recipe that does not load exits 2 with one
+    JSON line, and the error on stderr where Ansible shows it."""
+    import subprocess
+    import sys
+
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[stack]\nname = "s"\n[model]\npath = "/m"\n[cache]\nenabled = true\n[[cache.tiers]]\n'
+                      f'kind = "cpu"\nsize_gb = 1\n[[cache.tiers]]\nkind = "fs"\npath = "{tmp_path}"\n')
+    run = subprocess.run([sys.executable, "-m", "stackctl.fleet.marker", "put", str(recipe), "m6", "fs",
+                          "--readers", "h2"], capture_output=True, text=True)
+    assert run.returncode == 0 and json.loads(run.stdout)["ok"] is True, run.stderr
+    assert (tmp_path / ".stackctl-marker-m6").read_text() == "m6\n"
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[stack\n")
+    run = subprocess.run([sys.executable, "-m", "stackctl.fleet.marker", "get", str(broken), "m6", "fs"],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and json.loads(run.stdout)["ok"] is False and "TOML syntax" in run.stderr, run
