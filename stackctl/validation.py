@@ -29,7 +29,7 @@ def validate_and_report(names: list[str], output_format: str = "text", strict: b
             path = resolve_recipe_path(name)
             spec = StackSpec(load_recipe(path), isa_cap=shell_isa_cap())  # the recipe as the stack would run it
             recipe = spec.recipe
-            findings = run_rules(recipe, skip) + (host_capacity_findings(spec) if host else [])
+            findings = run_rules(recipe, skip, spec=spec) + (host_capacity_findings(spec) if host else [])
             skipped = sorted({i for i in list(skip) + recipe.checks.skip if i in RULES})
         except RecipeError as exc:
             path, findings = name, exc.findings

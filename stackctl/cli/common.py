@@ -38,7 +38,7 @@ def check_rules(spec, name: str, verb: str, ignore_errors: bool = False):
 
     from stackctl.rules.ruleset import run_rules
 
-    errors = [f for f in run_rules(spec.recipe) if f.severity == "error"]
+    errors = [f for f in run_rules(spec.recipe, spec=spec) if f.severity == "error"]
     if not errors:
         return spec
     ids = ", ".join(sorted({f.rule_id for f in errors}))

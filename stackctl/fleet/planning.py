@@ -52,7 +52,7 @@ def plan_fleet(recipe: str | None, inventory: str, resolve: Callable[[str], str]
         if name not in loaded:
             path = Path(resolve(name)).resolve()
             parsed = StackSpec(load_recipe(str(path)), isa_cap=shell_isa_cap())
-            findings = run_rules(parsed.recipe)
+            findings = run_rules(parsed.recipe, spec=parsed)
             for finding in findings:
                 if finding.severity == "warning":
                     warn(f"host {host}: {finding.format()}")
