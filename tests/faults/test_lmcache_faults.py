@@ -19,13 +19,14 @@ NAME = "cpu-lmcache-faults"
 
 @pytest.fixture(scope="module")
 def ceph():
-    from storage import make_tier_dirs, start_ceph_rgw, stop_ceph_rgw
+    from storage import make_tier_dirs, remove_tier_dirs, start_ceph_rgw, stop_ceph_rgw
 
     make_tier_dirs()
     started, settings = start_ceph_rgw()
     yield settings
     if started:
         stop_ceph_rgw()
+    remove_tier_dirs()
 
 
 @pytest.fixture(scope="module")

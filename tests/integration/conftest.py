@@ -73,13 +73,14 @@ def ceph_rgw():
 
 
 @pytest.fixture(scope="session")
-def tiers_env(stack_env, ceph_rgw) -> dict:
+def tiers_env(stack_env, ceph_rgw):
     """stackctl's environment for recipes/cpu-tiers.toml: the S3 credentials its tier names, its tier directories."""
-    from storage import make_tier_dirs
+    from storage import make_tier_dirs, remove_tier_dirs
 
     make_tier_dirs()
-    return dict(stack_env, STACKCTL_S3_ACCESS_KEY=ceph_rgw["STACKCTL_S3_ACCESS_KEY"],
-                STACKCTL_S3_SECRET_KEY=ceph_rgw["STACKCTL_S3_SECRET_KEY"])
+    yield dict(stack_env, STACKCTL_S3_ACCESS_KEY=ceph_rgw["STACKCTL_S3_ACCESS_KEY"],
+               STACKCTL_S3_SECRET_KEY=ceph_rgw["STACKCTL_S3_SECRET_KEY"])
+    remove_tier_dirs()  # a GB of chunks per session otherwise, never read again
 
 
 @pytest.fixture

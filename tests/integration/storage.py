@@ -74,8 +74,15 @@ def bucket_keys(settings: dict, prefix: str = "") -> list[str]:
 
 
 def make_tier_dirs() -> None:
+    """The tier directories, empty: LMCache's disk backend never evicts the chunks an earlier server wrote (it
+    counts only its own against size_gb), so a run that kept them would add its own to every run before it."""
     for name in ("disk", "fs"):
+        shutil.rmtree(TIER_ROOT / name, ignore_errors=True)
         (TIER_ROOT / name).mkdir(parents=True, exist_ok=True)
+
+
+def remove_tier_dirs() -> None:
+    shutil.rmtree(TIER_ROOT, ignore_errors=True)
 
 
 def files_under(path: Path) -> list[Path]:

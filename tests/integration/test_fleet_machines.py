@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shutil
 import tempfile
 import threading
 import time
@@ -78,8 +79,9 @@ def fleet(machines, tmp_path_factory, stack_env):
     """What every rollout of the module shares: an inventory, a wheelhouse, a state dir on the controller."""
     folder = tmp_path_factory.mktemp("fleet")
     env = dict(stack_env, STACKCTL_STATE_DIR=str(folder / "state"))
-    return {"inventory": machines.inventory(folder / "hosts.ini", hosts=machines.hosts[:2]),
-            "wheelhouse": build_wheelhouse(folder / "wheels"), "folder": folder, "env": env}
+    yield {"inventory": machines.inventory(folder / "hosts.ini", hosts=machines.hosts[:2]),
+           "wheelhouse": build_wheelhouse(folder / "wheels"), "folder": folder, "env": env}
+    shutil.rmtree(folder, ignore_errors=True)  # the image archives: 5 GB each, for the rest of the run otherwise
 
 
 def rollout(fleet, recipe, *args, inventory=None, env=None):
