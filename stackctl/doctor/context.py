@@ -156,6 +156,15 @@ class DoctorContext:
             self._cache["container"] = container
         return self._cache["container"]
 
+    def server_started(self) -> float | None:
+        """When the stack's running container started (seconds since the epoch); None when it does not run here."""
+        from stackctl.engine import docker_adapter
+
+        try:
+            return docker_adapter.container_state(self.container()).started_epoch
+        except Unavailable:
+            return None
+
     def server_log(self) -> str:
         """The server's log since the container started, ANSI colour codes removed."""
         if "log" not in self._cache:

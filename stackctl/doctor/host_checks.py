@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, require_this_machine, warned
+from stackctl.doctor.tier_preflight import files_written_before
 from stackctl.knowledge.kinds import platform_of
 from stackctl.text import size_text
 
@@ -266,11 +267,20 @@ def cpu_tier_ram(ctx):
     return passed(f"CPU tier {want / GiB:.1f} GiB + headroom {headroom / GiB:.1f} GiB <= RAM {total / GiB:.1f} GiB")
 
 
-@check("host.disk-tier", "host", "error", "the disk tier's path exists, is writable, has the space, is not rotational",
-       "create the directory on a local NVMe filesystem with enough free space")
+# Files of earlier servers above this share of the tier's size make the check warn: a few chunks after a restart are
+# what every restart leaves; a tier's worth is a disk filling up.
+LEFTOVER_WARN_FRACTION = 0.1
+
+
+@check("host.disk-tier", "host", "error",
+       "the disk tier's path exists, is writable, has the space, is not rotational, and is not filling up with "
+       "chunks no server reads", "create the directory on a local NVMe filesystem with enough free space")
 def disk_tier(ctx):
     """LMCache's local disk tier writes chunk files under the path; it must exist, accept writes, hold
-    `size_gb`, and sit on solid-state storage (a rotational disk is slower than recomputing)."""
+    `size_gb`, and sit on solid-state storage (a rotational disk is slower than recomputing). LMCache's disk
+    backend starts with an empty index and never scans its directory, and it counts only its own files against
+    `size_gb`: the files of every earlier server stay, never read and never evicted, and the disk fills over
+    restarts. Files older than the running server (all of them when none runs) are those."""
     tiers = ctx.recipe.tiers_of("disk") if ctx.recipe.cache.enabled else []
     if not tiers:
         raise Unavailable("no disk tier in the recipe")
@@ -287,10 +297,21 @@ def disk_tier(ctx):
     if free < want:
         return failed(f"{path}: {size_text(free)} free < tier size {size_text(want)}")
     rotational = _rotational(path)
-    if rotational:
-        return warned(f"{path} is on a rotational disk")
+    started = ctx.server_started()
+    files, size = files_written_before(path, started)
+    leftovers = {"leftover_files": files, "leftover_bytes": size}
+    warnings, fix = [f"{path} is on a rotational disk"] if rotational else [], ""
+    if size > LEFTOVER_WARN_FRACTION * want:
+        before = "the running server started" if started else "any server of this stack runs"
+        warnings.append(f"{path}: {files} file(s), {size_text(size)}, written before {before}: LMCache's disk "
+                        f"backend neither reads nor evicts them, and they are beyond the tier's size {size_text(want)}")
+        fix = (f"delete them: find {path} -type f ! -newermt @{int(started)} -delete" if started else
+               f"delete them before `stackctl up`: find {path} -type f -delete")
+    if warnings:
+        return warned("; ".join(warnings), fix=fix, **leftovers)
     note = "" if rotational is False else " (rotational flag unknown)"
-    return passed(f"{path}: {size_text(free)} free >= {size_text(want)}{note}")
+    left = f"; {files} file(s), {size_text(size)}, left by earlier servers" if files else ""
+    return passed(f"{path}: {size_text(free)} free >= {size_text(want)}{note}{left}", **leftovers)
 
 
 def _rotational(path: Path) -> bool | None:

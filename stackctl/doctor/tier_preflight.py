@@ -34,6 +34,19 @@ def path_problem(path: Path, want_bytes: int) -> str:
     return ""
 
 
+def files_written_before(path: Path, since: float | None) -> tuple[int, int]:
+    """(files, bytes) under `path` last written before `since` (seconds since the epoch; None: every file)."""
+    count = size = 0
+    for entry in path.rglob("*"):
+        try:
+            stat = entry.stat()
+        except OSError:  # removed while we looked
+            continue
+        if entry.is_file() and (since is None or stat.st_mtime < since):
+            count, size = count + 1, size + stat.st_size
+    return count, size
+
+
 def bucket_verdict(ctx, tier):
     """check_bucket's verdict on an S3 tier, asked once per doctor run: host.s3-tier and image.tiers share it (each
     ask puts, reads back and deletes a test object in the user's bucket)."""

@@ -18,6 +18,19 @@ class ContainerState:
     started_at: str = ""  # RFC 3339, as the engine writes it
     finished_at: str = ""
 
+    @property
+    def started_epoch(self) -> float | None:
+        """started_at in seconds since the epoch; None when the engine gave none or its zero time."""
+        from datetime import datetime, timezone
+
+        if not self.started_at or self.started_at.startswith("0001-"):
+            return None
+        try:  # nanoseconds: Python reads at most microseconds
+            begun = datetime.fromisoformat(self.started_at[:26].rstrip("Z") + "+00:00")
+        except ValueError:
+            return None
+        return begun.astimezone(timezone.utc).timestamp()
+
     @classmethod
     def from_engine(cls, state: dict | None) -> ContainerState:
         """From the `State` object of the engine's container inspect."""

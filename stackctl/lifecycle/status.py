@@ -9,7 +9,7 @@ from stackctl.engine.health import health_url, served_address, stop_reason
 def status_rows(spec=None) -> list[dict]:
     """One row per stackctl container: name, description, state, image, recipe hash (and whether it matches),
     health, uptime, and for a stopped server why it stopped."""
-    from datetime import datetime, timezone
+    import time
 
     from stackctl.httpclient import get_status
 
@@ -19,11 +19,8 @@ def status_rows(spec=None) -> list[dict]:
     for container in dk.stack_containers(engine, spec.name if spec else None):
         labels = container.labels
         state = dk.container_state(container)
-        started = state.started_at
-        uptime = None
-        if container.status == "running" and started:
-            begun = datetime.fromisoformat(started[:26].rstrip("Z") + "+00:00")
-            uptime = int((datetime.now(timezone.utc) - begun).total_seconds())
+        started = state.started_epoch
+        uptime = int(time.time() - started) if container.status == "running" and started else None
         env = dk.container_env(container)
         image = dk.container_image(engine, container)
         host, port = served_address(container)

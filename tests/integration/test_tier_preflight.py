@@ -81,3 +81,21 @@ def test_fs_tier_without_space_fails(tiers_env, small_mount, tmp_path):
     assert result["status"] == "fail" and result["message"].startswith("no space"), result
     assert files_under(small_mount) == []
     assert TIER_ROOT.is_dir()
+
+
+def test_disk_tier_names_the_files_no_server_will_read(tiers_env, tmp_path):
+    """Chunk files an earlier server left in the disk tier (the stack of this recipe is not running: every file is
+    an earlier one's) are counted, sized and named with the command that deletes them, once they pass a tenth of
+    the tier's size; LMCache's disk backend would neither read nor evict them."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    recipe = variant(tmp_path, "leftovers", {'path = "/tmp/stackctl-tiers/disk"\nsize_gb = 1':
+                                             f'path = "{folder}"\nsize_gb = 0.01'}, base="cpu-tiers.toml")
+    (folder / "a.pt").write_bytes(b"\0" * 512 * 1024)
+    few = host_doctor(tiers_env, recipe)["host.disk-tier"]
+    assert "1 file(s), 512 KiB" in few["message"] or few["message"] == f"{folder} is on a rotational disk", few
+    (folder / "b.pt").write_bytes(b"\0" * 1024 * 1024)
+    many = host_doctor(tiers_env, recipe)["host.disk-tier"]
+    assert many["status"] == "warn", many
+    assert f"{folder}: 2 file(s), 1.5 MiB, written before any server of this stack runs" in many["message"], many
+    assert many["fix"] == f"delete them before `stackctl up`: find {folder} -type f -delete", many

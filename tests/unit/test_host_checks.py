@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 
 import pytest
 from helpers import FIXTURES, RECIPES
@@ -30,9 +31,12 @@ MI355X_DRIVER_NO_GPU = discover(SYSFS / "mi355x-driver-no-gpu")
 class HostContext:
     """What host checks read: the recipe and the host facts."""
 
-    def __init__(self, recipe, host):
-        self.recipe, self.host = recipe, host
+    def __init__(self, recipe, host, started=None):
+        self.recipe, self.host, self.started = recipe, host, started
         self.spec = StackSpec(self.recipe)
+
+    def server_started(self):
+        return self.started
 
 
 def rocm():
@@ -268,6 +272,52 @@ def test_disk_tier_fails_when_missing_or_too_small(tmp_path):
     assert result.status == "fail"
     assert result.message.startswith(f"{tmp_path}: ") and "GiB free < tier size 100000.0 GiB" in result.message
     assert free_gib < 100_000
+
+
+def _chunk(folder, name, size, age_s):
+    path = folder / name
+    path.write_bytes(b"\0" * size)
+    moment = time.time() - age_s
+    os.utime(path, (moment, moment))
+    return path
+
+
+def test_disk_tier_warns_when_earlier_servers_files_pass_a_tenth_of_its_size(tmp_path):
+    """LMCache's disk backend never reads nor evicts an earlier server's files: those older than the running
+    server, beyond a tenth of the tier's size, make the check warn with their count, size and a fix that deletes
+    only them."""
+    tier_bytes = 10 * 1024 ** 2
+    recipe = disk_recipe(tmp_path, tier_bytes / 1024 ** 3)
+    started = time.time() - 60
+    for n in range(3):
+        _chunk(tmp_path, f"old-{n}.pt", 512 * 1024, age_s=3600)  # 1.5 MiB from earlier servers
+    _chunk(tmp_path, "new.pt", 4 * 1024 ** 2, age_s=1)  # the running server's own
+    result = CHECKS["host.disk-tier"].run(HostContext(recipe, MI300X, started=started))
+    assert result.status == "warn", result.message
+    rotational = f"{tmp_path} is on a rotational disk; " if "rotational" in result.message else ""  # this machine's
+    assert result.message == (f"{rotational}{tmp_path}: 3 file(s), 1.5 MiB, written before the running server started: LMCache's "
+                              f"disk backend neither reads nor evicts them, and they are beyond the tier's size 10 MiB")
+    assert result.fix == f"delete them: find {tmp_path} -type f ! -newermt @{int(started)} -delete"
+    assert (result.details["leftover_files"], result.details["leftover_bytes"]) == (3, 3 * 512 * 1024)
+
+
+def test_disk_tier_counts_every_file_when_no_server_runs_and_passes_a_few(tmp_path):
+    tier_bytes = 10 * 1024 ** 2
+    recipe = disk_recipe(tmp_path, tier_bytes / 1024 ** 3)
+    _chunk(tmp_path, "a.pt", 512 * 1024, age_s=1)
+    result = CHECKS["host.disk-tier"].run(HostContext(recipe, MI300X))  # no server: every file is an earlier one's
+    assert result.details["leftover_files"] == 1
+    if result.status == "warn":  # this machine's disk is rotational: that is the one warning
+        assert result.message == f"{tmp_path} is on a rotational disk"
+    else:
+        assert result.message.endswith("; 1 file(s), 512 KiB, left by earlier servers")
+    nested = tmp_path / "stackctl-second-x"
+    nested.mkdir()
+    _chunk(nested, "b.pt", 1024 ** 2, age_s=1)
+    result = CHECKS["host.disk-tier"].run(HostContext(recipe, MI300X))
+    assert result.status == "warn"
+    assert f"{tmp_path}: 2 file(s), 1.5 MiB, written before any server of this stack runs" in result.message
+    assert result.fix == f"delete them before `stackctl up`: find {tmp_path} -type f -delete"
 
 
 def test_disk_tier_skips_without_a_disk_tier():

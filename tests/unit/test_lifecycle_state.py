@@ -166,3 +166,11 @@ def test_rollback_returns_to_the_deployment_before_the_running_one(tmp_path, mon
     (tmp_path / "state" / "cpu-smoke" / "history.json").unlink()
     with pytest.raises(StackctlError, match="no earlier deployment to return to"):
         rollback_recipe(StackSpec(load_recipe(second)), two)
+
+
+def test_a_containers_start_reads_as_seconds_since_the_epoch():
+    """The engine writes nanoseconds (Python reads microseconds) and the zero time for a container never started."""
+    state = ContainerState.from_engine({"StartedAt": "2026-11-28T18:58:00.123456789Z"})
+    assert state.started_epoch == pytest.approx(1795892280.123456)
+    for never in ("", "0001-01-01T00:00:00Z", "not a time"):
+        assert ContainerState.from_engine({"StartedAt": never}).started_epoch is None
