@@ -46,9 +46,11 @@ def _run(*argv: str, **kwargs) -> subprocess.CompletedProcess:
 class MachineHosts:
     """N machine hosts (numbered from `first`); `inventory()` writes an INI inventory for them."""
 
-    def __init__(self, count: int, key: Path, data_dir: Path, first: int = 1, mounts: tuple[str, ...] = ()):
+    def __init__(self, count: int, key: Path, data_dir: Path, first: int = 1, mounts: tuple[str, ...] = (),
+                 engine_disk: str | None = None):
         self.key = Path(key)
         self.mounts = mounts  # docker -v specs on every host: a directory they share, as an NFS mount is
+        self.engine_disk = engine_disk  # a size ("256m"): the engines' data on a tmpfs that small, a disk nearly full
         self.data_dir = Path(data_dir)
         self.numbers = {f"machine-{n}": n for n in range(first, first + count)}
         self.hosts = list(self.numbers)
@@ -81,8 +83,10 @@ class MachineHosts:
         subprocess.run(["ip", "link", "del", f"sfm{number}"], capture_output=True)
         engine_data = self.data_dir / host / "docker"
         engine_data.mkdir(parents=True, exist_ok=True)
-        _run("docker", "run", "-d", "--name", name, "--hostname", host, *ENGINE_OPTIONS,
-             "-v", f"{engine_data}:/var/lib/docker", *[arg for spec in self.mounts for arg in ("-v", spec)], IMAGE)
+        engine_root = (["--mount", f"type=tmpfs,destination=/var/lib/docker,tmpfs-size={self.engine_disk}"]
+                       if self.engine_disk else ["-v", f"{engine_data}:/var/lib/docker"])
+        _run("docker", "run", "-d", "--name", name, "--hostname", host, *ENGINE_OPTIONS, *engine_root,
+             *[arg for spec in self.mounts for arg in ("-v", spec)], IMAGE)
         pid = _run("docker", "inspect", "-f", "{{.State.Pid}}", name).stdout.strip()
         outside, inside = f"sfm{number}", f"sfm{number}i"
         _run("ip", "link", "add", outside, "type", "veth", "peer", "name", inside)

@@ -323,3 +323,25 @@ def test_a_host_pulls_the_image_by_digest_from_a_registry_and_no_secret_is_left_
         assert password not in machines.ssh(host, "cat /opt/stackctl/rollout.json /opt/stackctl/recipes/*").stdout
     finally:
         registry.stop()
+
+
+def test_a_host_without_room_for_the_image_is_refused_before_anything_is_copied(machines, fleet, tmp_path):
+    """A host whose Docker data root cannot hold the image (a 512 MiB disk, the image about 5 GB) is refused with
+    the sizes and the fix before the archive is copied: a load that ran out of space would fail half-way and leave
+    the host's disk full under whatever it serves."""
+    with MachineHosts(1, machines.key, tmp_path / "machines", first=4, mounts=(f"{machines.shared}:/shared/kv",),
+                      engine_disk="512m") as small:
+        host = small.hosts[0]
+        result = rollout(fleet, fleet_recipe(tmp_path, FLEET), "--format", "json",
+                         inventory=small.inventory(tmp_path / "small.ini"))
+        assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-6000:]
+        image = json.loads(result.stdout)["images"][host]
+        [record] = json.loads(result.stdout)["hosts"]
+        assert record["failed_task"] == "Check the image fits on the host's disk", record["message"]
+        gigabytes = f"{image['size'] / 1e9:.2f} GB"
+        assert record["message"].startswith(f"not enough disk for image {image['tag']}: it needs {gigabytes} in "
+                                            f"Docker's data root (/var/lib/docker: 0."), record
+        assert f"and {gigabytes} more for its archive while it loads" in record["message"], record
+        assert record["message"].endswith("; free space on the host, or ship through a registry (--registry "
+                                          "HOST:PORT: no archive on the host)"), record
+        assert small.ssh(host, "ls -A /opt/stackctl/images 2>/dev/null; docker images -q").stdout.strip() == ""
