@@ -281,6 +281,22 @@ def push(engine, repository: str, tag: str, auth: dict | None = None) -> str:
     return digest
 
 
+def save_image(engine, tag: str):
+    """`docker save` of the image under `tag`, its name kept: the archive's bytes, chunk by chunk."""
+    image = find_image(engine, tag)
+    if image is None:
+        raise StackctlError(f"docker save {tag}: no such image")
+    return _docker(image).save(named=True)
+
+
+def add_tag(engine, tag: str, repository: str, version: str) -> None:
+    """Give the image under `tag` a second name, REPOSITORY:VERSION."""
+    image = find_image(engine, tag)
+    if image is None:
+        raise StackctlError(f"docker tag {tag}: no such image")
+    _docker(image).tag(repository, version)
+
+
 def untag(engine, reference: str) -> None:
     """Remove one name of an image (the image stays under its other names)."""
     import docker

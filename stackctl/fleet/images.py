@@ -75,7 +75,7 @@ def ship_by_archive(images: dict, say: Say) -> tuple[dict, float]:
             say(f"ship: docker save {tag} ({size / 1e9:.2f} GB) -> {archive}")
             try:
                 with open(partial, "wb") as out:
-                    for chunk in dk.find_image(engine, tag).save(named=True):
+                    for chunk in dk.save_image(engine, tag):
                         out.write(chunk)
                 os.replace(partial, archive)
             finally:
@@ -97,7 +97,7 @@ def ship_by_registry(images: dict, registry: str, auth: dict | None, say: Say) -
         if image_id not in pushed:
             repository = f"{registry}/{tag.split(':')[0]}"
             version = tag.split(":")[-1]
-            dk.find_image(engine, tag).tag(repository, version)
+            dk.add_tag(engine, tag, repository, version)
             say(f"ship: docker push {repository}:{version} ({size / 1e9:.2f} GB)")
             try:
                 digest = dk.push(engine, repository, version, auth)

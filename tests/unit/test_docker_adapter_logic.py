@@ -190,3 +190,45 @@ def test_output_of_runs_attached_and_lets_the_engine_remove_the_container():
     assert dk.output_of(engine, "img", ["-c", "s"], entrypoint="/bin/bash", environment={}) == "probe\n"
     assert engine.containers.runs == [(("img", ["-c", "s"]), {
         "remove": True, "stdout": True, "stderr": False, "entrypoint": "/bin/bash", "environment": {}})]
+
+
+class FakeImages:
+    """docker-py's images collection with one image (or none): what save_image and add_tag ask of it."""
+
+    def __init__(self, image):
+        self.image = image
+
+    def get(self, tag):
+        import docker
+
+        if self.image is None:
+            raise docker.errors.ImageNotFound(f"No such image: {tag}")
+        return self.image
+
+
+class FakeImage:
+    def __init__(self):
+        self.calls = []
+
+    def save(self, named):
+        self.calls.append(("save", named))
+        return iter([b"tar", b"bytes"])
+
+    def tag(self, repository, version):
+        self.calls.append(("tag", repository, version))
+
+
+def test_an_image_is_saved_with_its_name_and_tagged_through_the_adapter():
+    image = FakeImage()
+    engine = type("Engine", (), {"images": FakeImages(image)})()
+    assert b"".join(dk.save_image(engine, "stackctl/x:1")) == b"tarbytes"
+    dk.add_tag(engine, "stackctl/x:1", "10.0.0.1:5000/stackctl/x", "1")
+    assert image.calls == [("save", True), ("tag", "10.0.0.1:5000/stackctl/x", "1")]
+
+
+def test_saving_or_tagging_a_missing_image_names_it():
+    engine = type("Engine", (), {"images": FakeImages(None)})()
+    with pytest.raises(StackctlError, match=r"^docker save stackctl/x:1: no such image$"):
+        dk.save_image(engine, "stackctl/x:1")
+    with pytest.raises(StackctlError, match=r"^docker tag stackctl/x:1: no such image$"):
+        dk.add_tag(engine, "stackctl/x:1", "r/x", "1")
