@@ -26,7 +26,9 @@ def docker_engine(ctx):
     engine = ctx.engine_or_none()
     if engine is None:
         return failed(f"cannot reach the Docker engine: {ctx.engine_error}")
-    version = engine.version()
+    from stackctl.engine.docker_adapter import engine_version
+
+    version = engine_version(engine)
     return passed(f"Docker engine {version.get('Version')} (API {version.get('ApiVersion')})")
 
 

@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+from stackctl.engine.handles import Container, Image, opened
 from stackctl.engine.records import ContainerState
 from stackctl.errors import ExitCode, StackctlError
 
@@ -186,26 +187,42 @@ class LightContainer:
 
 
 def _docker(thing):
-    """docker-py's own object for an engine, image or container: a light one asks docker-py for it then (the light
-    classes read; running, exec, stop and remove are docker-py's)."""
+    """docker-py's own object for an engine, image or container (or a handle of one): a light one asks docker-py for
+    it then (the light classes read; running, exec, stop and remove are docker-py's)."""
+    thing = opened(thing)
     return thing.full() if isinstance(thing, (LightEngine, LightImage, LightContainer)) else thing
+
+
+def _attrs(thing) -> dict:
+    """The engine's inspect record of a container or an image (a handle's, read where the handle was last asked)."""
+    return opened(thing).attrs
+
+
+def engine_version(engine) -> dict:
+    """The engine's version record (Version, ApiVersion, ...)."""
+    return engine.version()
 
 
 # -- what callers read of a container or an image: stackctl's records and plain values, never docker-py's fields --
 
 def container_state(container) -> ContainerState:
-    return ContainerState.from_engine(container.attrs.get("State"))
+    return ContainerState.from_engine(_attrs(container).get("State"))
 
 
 def container_image_id(container) -> str:
     """The id of the image the container runs."""
-    return str(container.attrs.get("Image") or "")
+    return str(_attrs(container).get("Image") or "")
 
 
 def container_cpuset(container) -> tuple[str, str]:
     """The CPUs and memory nodes the engine confines the container to ("" when it does not)."""
-    config = container.attrs.get("HostConfig") or {}
+    config = _attrs(container).get("HostConfig") or {}
     return config.get("CpusetCpus") or "", config.get("CpusetMems") or ""
+
+
+def container_mounts(container) -> dict[str, str]:
+    """The container's mounts, {destination in the container: source on the host}."""
+    return {str(mount.get("Destination")): str(mount.get("Source")) for mount in _attrs(container).get("Mounts") or []}
 
 
 def container_image(engine, container):
@@ -215,12 +232,12 @@ def container_image(engine, container):
 
 def short_id(thing) -> str:
     """An image's or a container's id as `docker ps` / `docker images` print it."""
-    ident = str(thing.id)
+    ident = str(opened(thing).id)
     return ident[:19] if ident.startswith("sha256:") else ident[:12]
 
 
 def image_tags(image) -> list[str]:
-    return list(image.attrs.get("RepoTags") or [])
+    return list(_attrs(image).get("RepoTags") or [])
 
 
 def image_name(image) -> str:
@@ -235,7 +252,7 @@ def running_image_name(container, image) -> str:
 
 
 def image_size(image) -> int:
-    return int(image.attrs.get("Size") or 0)
+    return int(_attrs(image).get("Size") or 0)
 
 
 def demultiplex(stream: bytes) -> bytes:
@@ -407,11 +424,11 @@ def find_image(engine, tag: str):
         from urllib.parse import quote
 
         attrs = engine.inspect(f"/images/{quote(tag, safe='')}/json")
-        return None if attrs is None else LightImage(engine, attrs)
+        return None if attrs is None else Image(LightImage(engine, attrs))
     import docker
 
     try:
-        return engine.images.get(tag)
+        return Image(engine.images.get(tag))
     except docker.errors.ImageNotFound:
         return None
 
@@ -421,32 +438,32 @@ def find_container(engine, name: str):
         from urllib.parse import quote
 
         attrs = engine.inspect(f"/containers/{quote(name, safe='')}/json")
-        return None if attrs is None else LightContainer(engine, attrs)
+        return None if attrs is None else Container(LightContainer(engine, attrs))
     import docker
 
     try:
-        return engine.containers.get(name)
+        return Container(engine.containers.get(name))
     except docker.errors.NotFound:
         return None
 
 
 def stack_containers(engine, stack: str | None = None) -> list:
     label = f"{LABEL_STACK}={stack}" if stack else LABEL_STACK
-    return _docker(engine).containers.list(all=True, filters={"label": label})
+    return [Container(found) for found in _docker(engine).containers.list(all=True, filters={"label": label})]
 
 
 def stack_images(engine, stack: str) -> list:
     """The images stackctl built for `stack` (by their stack label)."""
-    return _docker(engine).images.list(filters={"label": f"{LABEL_STACK}={stack}"})
+    return [Image(found) for found in _docker(engine).images.list(filters={"label": f"{LABEL_STACK}={stack}"})]
 
 
 def remove_image(engine, image) -> None:
-    _docker(engine).images.remove(image.id, force=True)
+    _docker(engine).images.remove(opened(image).id, force=True)
 
 
 def run_detached(engine, **kwargs):
     """Start a container (docker-py's `containers.run` keyword arguments, detach among them) and return it."""
-    return _docker(engine).containers.run(**kwargs)
+    return Container(_docker(engine).containers.run(**kwargs))
 
 
 def output_of(engine, image: str, command: list[str], **kwargs) -> str:
@@ -470,7 +487,7 @@ def exec_output(container, argv: list[str]) -> str:
 
 def logs_text(container, **kwargs) -> str:
     """The container's log (docker-py's `logs` keyword arguments: tail, stdout, stderr) as text."""
-    return container.logs(**kwargs).decode("utf-8", errors="replace")
+    return opened(container).logs(**kwargs).decode("utf-8", errors="replace")
 
 
 def follow_logs(container, **kwargs):
@@ -491,7 +508,7 @@ def logs_or_reason(container) -> str:
 
 def refresh(container):
     """The container's state as the engine has it now (status, attrs); returns the container."""
-    container.reload()
+    opened(container).reload()
     return container
 
 
@@ -509,7 +526,7 @@ def start_container(container) -> None:
 
 def container_env(container) -> dict[str, str]:
     """The environment a container was started with (its `Config.Env`)."""
-    pairs = (container.attrs.get("Config") or {}).get("Env") or []
+    pairs = (_attrs(container).get("Config") or {}).get("Env") or []
     return dict(item.split("=", 1) for item in pairs if "=" in item)
 
 
@@ -531,6 +548,7 @@ def read_file(container, path: str, limit: int = 1 << 20) -> bytes | None:
     import io
     import tarfile
 
+    container = opened(container)
     if isinstance(container, LightContainer):
         data = container.archive(path)
         if data is None:

@@ -99,12 +99,12 @@ def stop_reason(state: ContainerState) -> str:
 def served_address(container) -> tuple[str, str | None]:
     """Host and port the server listens on, read from the bundle's serve.sh the container runs (the recipe may
     have changed since)."""
-    for mount in container.attrs.get("Mounts", []):
-        if mount.get("Destination") == layout.RUN_DIR:
-            serve = Path(mount["Source"]) / "serve.sh"
-            if serve.is_file():
-                words = [w.strip("'\"") for w in serve.read_text().split()]
-                host = words[words.index("--host") + 1] if "--host" in words else "127.0.0.1"
-                port = words[words.index("--port") + 1] if "--port" in words else None
-                return host, port
+    source = dk.container_mounts(container).get(layout.RUN_DIR)
+    if source is not None:
+        serve = Path(source) / "serve.sh"
+        if serve.is_file():
+            words = [w.strip("'\"") for w in serve.read_text().split()]
+            host = words[words.index("--host") + 1] if "--host" in words else "127.0.0.1"
+            port = words[words.index("--port") + 1] if "--port" in words else None
+            return host, port
     return "127.0.0.1", None

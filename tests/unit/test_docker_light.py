@@ -140,10 +140,37 @@ def test_what_the_light_engine_does_not_read_goes_to_docker_pys_client_and_nothi
     assert dk.exec_output(container, ["sh", "-c", "true"]) == "ran sh -c true"
     assert dk.output_of(light, "img", ["true"]) == "started"
     image = dk.find_image(light, "stackctl/x:abc")
-    assert image.full().tags == ["sha256:abc"]
+    assert dk._docker(image).tags == ["sha256:abc"]
     assert made == [1]  # one docker-py client, made on first need
-    for thing, name in ((light, "containers"), (container, "exec_run"), (container, "image"), (image, "tags")):
+    for thing, name in ((light, "containers"), (container, "exec_run"), (container, "image"), (container, "attrs"),
+                        (container, "full"), (image, "tags"), (image, "attrs"), (image, "full")):
         assert not hasattr(thing, name), name
+
+
+def test_callers_hold_stackctls_handles_whichever_engine_answered(engine, monkeypatch):
+    """find_container / find_image / stack_containers / run_detached hand out stackctl's handles, around the light
+    engine's records or docker-py's objects alike: id, name, status and labels, read-only, and nothing of docker-py."""
+    from stackctl.engine.handles import Container, Image
+
+    class Native:
+        id, name, status, labels, attrs = "c0ffee" * 10 + "abcd", "stackctl-x", "running", {"k": "v"}, {}
+
+    class Client:
+        containers = type("Containers", (), {"get": staticmethod(lambda name: Native()),
+                                             "list": staticmethod(lambda **k: [Native()]),
+                                             "run": staticmethod(lambda **k: Native())})()
+        images = type("Images", (), {"get": staticmethod(lambda tag: Native())})()
+
+    light = dk.reader()
+    for found in (dk.find_container(light, "stackctl-x"), dk.find_container(Client(), "stackctl-x"),
+                  dk.stack_containers(Client())[0], dk.run_detached(Client(), image="x")):
+        assert type(found) is Container and found.name == "stackctl-x" and found.status == "running", found
+        with pytest.raises(TypeError):
+            found.labels["k"] = "changed"  # type: ignore[index]
+        with pytest.raises(AttributeError):
+            found.name = "other"  # type: ignore[misc]
+    assert dk.find_container(Client(), "x") == dk.stack_containers(Client())[0]  # the same container, by id
+    assert type(dk.find_image(light, "stackctl/x:abc")) is Image and type(dk.find_image(Client(), "x")) is Image
 
 
 def test_an_engine_that_does_not_answer_is_one_line_and_another_address_gets_docker_py(tmp_path, monkeypatch):
