@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from stackctl.engine.handles import Container, Image, opened
+from stackctl.engine.handles import Container, Engine, Image, opened
 from stackctl.engine.records import ContainerState
 from stackctl.errors import ExitCode, StackctlError
 
@@ -25,8 +25,13 @@ PING_TIMEOUT_S = 10
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 
 
-def client():
-    """A docker-py client for the engine in DOCKER_HOST (default: the local socket)."""
+def client() -> Engine:
+    """The engine in DOCKER_HOST (default: the local socket), through docker-py."""
+    return Engine(_client())
+
+
+def _client():
+    """docker-py's client for the engine in DOCKER_HOST."""
     try:
         import docker
     except ImportError:  # pragma: no cover - docker is a dependency
@@ -59,7 +64,7 @@ def reader():
     except OSError as exc:
         raise StackctlError(f"cannot reach the Docker engine at {where}: {_short(exc)} (fix: start dockerd, or set "
                             "DOCKER_HOST)", exit_code=ExitCode.COULD_NOT_RUN) from None
-    return engine
+    return Engine(engine)
 
 
 class LightEngine:
@@ -114,7 +119,7 @@ class LightEngine:
     def full(self):
         """docker-py's client, for everything this class does not do."""
         if self._client is None:
-            self._client = client()
+            self._client = _client()
         return self._client
 
 
@@ -200,7 +205,7 @@ def _attrs(thing) -> dict:
 
 def engine_version(engine) -> dict:
     """The engine's version record (Version, ApiVersion, ...)."""
-    return engine.version()
+    return opened(engine).version()
 
 
 # -- what callers read of a container or an image: stackctl's records and plain values, never docker-py's fields --
@@ -420,6 +425,7 @@ def _timestamp(created: str) -> float:
 
 
 def find_image(engine, tag: str):
+    engine = opened(engine)
     if isinstance(engine, LightEngine):
         from urllib.parse import quote
 
@@ -434,6 +440,7 @@ def find_image(engine, tag: str):
 
 
 def find_container(engine, name: str):
+    engine = opened(engine)
     if isinstance(engine, LightEngine):
         from urllib.parse import quote
 

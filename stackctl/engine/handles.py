@@ -1,5 +1,5 @@
-"""What a caller holds of the engine's containers and images: stackctl's own handles, which name only what stackctl
-reads of one (id, name, status, labels). Everything else, the engine's records and every operation, goes through
+"""What a caller holds of the engine, its containers and its images: stackctl's own handles, which name only what
+stackctl reads of one (a container's id, name, status and labels; an image's id and labels; nothing of the engine). Everything else, the engine's records and every operation, goes through
 docker_adapter, the one module that opens a handle: no caller reaches docker-py's objects or their fields, and a
 handle around a unit test's fake behaves as one around the engine's."""
 
@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 
-class _Handle:
+class _Opaque:
     __slots__ = ("_native",)
     _native: Any
 
@@ -18,6 +18,19 @@ class _Handle:
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is read-only")
+
+
+class Engine(_Opaque):
+    """A Docker engine, to hand to docker_adapter's functions: nothing to read on it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Engine({type(self._native).__name__})"
+
+
+class _Handle(_Opaque):
+    __slots__ = ()
 
     @property
     def id(self) -> str:
@@ -59,4 +72,4 @@ class Image(_Handle):
 
 def opened(thing: Any) -> Any:
     """The engine's own object behind a handle (anything else as it is). For docker_adapter only."""
-    return thing._native if isinstance(thing, _Handle) else thing
+    return thing._native if isinstance(thing, _Opaque) else thing

@@ -16,6 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from stackctl.engine import docker_adapter as dk
+from stackctl.engine.handles import opened
 from stackctl.errors import StackctlError
 
 IMAGE = {"Id": "sha256:abc", "Config": {"Labels": {"dev.stackctl.stack": "x"}}}
@@ -102,8 +103,9 @@ def engine(tmp_path, monkeypatch):
 
 def test_a_warm_doctors_reads_need_no_docker_py(engine):
     client = dk.reader()
-    assert isinstance(client, dk.LightEngine) and client._client is None
-    assert client.version() == {"Version": "20.10.24", "ApiVersion": "1.41"}
+    light = opened(client)
+    assert isinstance(light, dk.LightEngine) and light._client is None
+    assert dk.engine_version(client) == {"Version": "20.10.24", "ApiVersion": "1.41"}
     image = dk.find_image(client, "stackctl/x:abc")
     assert (image.id, image.labels) == ("sha256:abc", {"dev.stackctl.stack": "x"})
     assert dk.find_image(client, "stackctl/x:other") is None
@@ -118,7 +120,7 @@ def test_a_warm_doctors_reads_need_no_docker_py(engine):
     assert dk.read_file(container, "/m/config.json") == b'{"hidden_size": 8}'
     assert dk.read_file(container, "/m/missing.json") is None
     assert dk.refresh(container) is container and container.status == "running"
-    assert client._client is None  # docker-py was never needed
+    assert light._client is None  # docker-py was never needed
 
 
 def test_what_the_light_engine_does_not_read_goes_to_docker_pys_client_and_nothing_falls_through(engine, monkeypatch):
@@ -134,7 +136,7 @@ def test_what_the_light_engine_does_not_read_goes_to_docker_pys_client_and_nothi
         images = type("Images", (), {"get": staticmethod(lambda ident: type("I", (), {"tags": [ident]})())})()
 
     made = []
-    monkeypatch.setattr(dk, "client", lambda: made.append(1) or Client())
+    monkeypatch.setattr(dk, "_client", lambda: made.append(1) or Client())
     light = dk.reader()
     container = dk.find_container(light, "stackctl-x")
     assert dk.exec_output(container, ["sh", "-c", "true"]) == "ran sh -c true"
@@ -142,7 +144,7 @@ def test_what_the_light_engine_does_not_read_goes_to_docker_pys_client_and_nothi
     image = dk.find_image(light, "stackctl/x:abc")
     assert dk._docker(image).tags == ["sha256:abc"]
     assert made == [1]  # one docker-py client, made on first need
-    for thing, name in ((light, "containers"), (container, "exec_run"), (container, "image"), (container, "attrs"),
+    for thing, name in ((light, "containers"), (light, "version"), (light, "full"), (container, "exec_run"), (container, "image"), (container, "attrs"),
                         (container, "full"), (image, "tags"), (image, "attrs"), (image, "full")):
         assert not hasattr(thing, name), name
 
@@ -198,6 +200,6 @@ def test_a_terminal_containers_log_is_raw_and_engine_errors_are_one_line(engine)
         dk.find_image(client, "broken")
     with pytest.raises(StackctlError, match="answered 500 for /m/x in stackctl-x"):
         dk.read_file(tty, "/m/x")
-    gone = dk.LightContainer(client, {**CONTAINER, "Id": "gone"})
+    gone = dk.LightContainer(opened(client), {**CONTAINER, "Id": "gone"})
     with pytest.raises(StackctlError, match="is gone"):
         dk.refresh(gone)
