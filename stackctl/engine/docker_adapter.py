@@ -11,7 +11,7 @@ import sys
 import time
 
 from stackctl.engine.handles import Container, Engine, Image, opened
-from stackctl.engine.records import ContainerState
+from stackctl.engine.records import ContainerState, engine_time
 from stackctl.errors import ExitCode, StackctlError
 
 LABEL_STACK = "dev.stackctl.stack"
@@ -416,12 +416,7 @@ def _build_containers(engine, since: float) -> list:
 
 
 def _timestamp(created: str) -> float:
-    from datetime import datetime
-
-    try:
-        return datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00").timestamp()
-    except ValueError:
-        return 0.0
+    return engine_time(created) or 0.0
 
 
 def find_image(engine, tag: str):

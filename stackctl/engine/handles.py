@@ -1,6 +1,7 @@
 """What a caller holds of the engine, its containers and its images: stackctl's own handles, which name only what
-stackctl reads of one (a container's id, name, status and labels; an image's id and labels; nothing of the engine). Everything else, the engine's records and every operation, goes through
-docker_adapter, the one module that opens a handle: no caller reaches docker-py's objects or their fields, and a
+stackctl reads of one (a container's id, name, status and labels; an image's id and labels; nothing of the engine).
+Everything else, the engine's records and every operation, goes through docker_adapter, the one module that opens a
+handle: no caller reaches docker-py's objects or their fields, and a
 handle around a unit test's fake behaves as one around the engine's."""
 
 from __future__ import annotations

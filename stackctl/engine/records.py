@@ -21,15 +21,9 @@ class ContainerState:
     @property
     def started_epoch(self) -> float | None:
         """started_at in seconds since the epoch; None when the engine gave none or its zero time."""
-        from datetime import datetime, timezone
-
-        if not self.started_at or self.started_at.startswith("0001-"):
+        if self.started_at.startswith("0001-"):
             return None
-        try:  # nanoseconds: Python reads at most microseconds
-            begun = datetime.fromisoformat(self.started_at[:26].rstrip("Z") + "+00:00")
-        except ValueError:
-            return None
-        return begun.astimezone(timezone.utc).timestamp()
+        return engine_time(self.started_at)
 
     @classmethod
     def from_engine(cls, state: dict | None) -> ContainerState:
@@ -38,3 +32,13 @@ class ContainerState:
         return cls(str(state.get("Status") or ""), int(state.get("Pid") or 0), state.get("ExitCode"),
                    bool(state.get("OOMKilled")), str(state.get("Error") or ""), str(state.get("StartedAt") or ""),
                    str(state.get("FinishedAt") or ""))
+
+
+def engine_time(text: str) -> float | None:
+    """A time as the engine writes it (RFC 3339, UTC, nanoseconds) in seconds since the epoch; None if unreadable."""
+    from datetime import datetime
+
+    try:  # Python reads at most microseconds
+        return datetime.fromisoformat(text[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return None
