@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Iterator
+from typing import Any
 
 from stackctl.engine.handles import Container, Engine, Image, opened
 from stackctl.engine.records import ContainerState, engine_time
@@ -49,7 +51,7 @@ def _client():
                             "or set DOCKER_HOST)", exit_code=ExitCode.COULD_NOT_RUN) from None
 
 
-def reader():
+def reader() -> Engine:
     """The engine as doctor reads a running stack: ping, version, an image's or a container's inspect, a container's
     log and files, over a local engine's unix socket with the standard library (`LightEngine`), because importing
     docker-py (requests, urllib3) was about a fifth of a warm doctor's time. Anything else it is asked (running a
@@ -203,60 +205,60 @@ def _attrs(thing) -> dict:
     return opened(thing).attrs
 
 
-def engine_version(engine) -> dict:
+def engine_version(engine: Engine) -> dict:
     """The engine's version record (Version, ApiVersion, ...)."""
     return opened(engine).version()
 
 
 # -- what callers read of a container or an image: stackctl's records and plain values, never docker-py's fields --
 
-def container_state(container) -> ContainerState:
+def container_state(container: Container) -> ContainerState:
     return ContainerState.from_engine(_attrs(container).get("State"))
 
 
-def container_image_id(container) -> str:
+def container_image_id(container: Container) -> str:
     """The id of the image the container runs."""
     return str(_attrs(container).get("Image") or "")
 
 
-def container_cpuset(container) -> tuple[str, str]:
+def container_cpuset(container: Container) -> tuple[str, str]:
     """The CPUs and memory nodes the engine confines the container to ("" when it does not)."""
     config = _attrs(container).get("HostConfig") or {}
     return config.get("CpusetCpus") or "", config.get("CpusetMems") or ""
 
 
-def container_mounts(container) -> dict[str, str]:
+def container_mounts(container: Container) -> dict[str, str]:
     """The container's mounts, {destination in the container: source on the host}."""
     return {str(mount.get("Destination")): str(mount.get("Source")) for mount in _attrs(container).get("Mounts") or []}
 
 
-def container_image(engine, container):
+def container_image(engine: Engine, container: Container) -> Image | None:
     """The image the container runs, as find_image returns it (None when it is gone)."""
     return find_image(engine, container_image_id(container))
 
 
-def short_id(thing) -> str:
+def short_id(thing: Container | Image) -> str:
     """An image's or a container's id as `docker ps` / `docker images` print it."""
     ident = str(opened(thing).id)
     return ident[:19] if ident.startswith("sha256:") else ident[:12]
 
 
-def image_tags(image) -> list[str]:
+def image_tags(image: Image) -> list[str]:
     return list(_attrs(image).get("RepoTags") or [])
 
 
-def image_name(image) -> str:
+def image_name(image: Image) -> str:
     """The image's first tag, else its short id."""
     return (image_tags(image) or [short_id(image)])[0]
 
 
-def running_image_name(container, image) -> str:
+def running_image_name(container: Container, image: Image | None) -> str:
     """What a container runs, as `docker ps` names it: its image's name (`image`: container_image's answer), or the
     image id when that image is gone."""
     return image_name(image) if image is not None else container_image_id(container)
 
 
-def image_size(image) -> int:
+def image_size(image: Image) -> int:
     return int(_attrs(image).get("Size") or 0)
 
 
@@ -290,7 +292,7 @@ def build_kwargs(context_dir: str, tag: str, labels: dict, nocache: bool = False
     }
 
 
-def push(engine, repository: str, tag: str, auth: dict | None = None) -> str:
+def push(engine: Engine, repository: str, tag: str, auth: dict | None = None) -> str:
     """Push REPOSITORY:TAG to its registry; the manifest digest the registry answered (sha256:...). The credentials
     go to the engine only, never into a message."""
     digest = None
@@ -303,7 +305,7 @@ def push(engine, repository: str, tag: str, auth: dict | None = None) -> str:
     return digest
 
 
-def save_image(engine, tag: str):
+def save_image(engine: Engine, tag: str) -> Iterator[bytes]:
     """`docker save` of the image under `tag`, its name kept: the archive's bytes, chunk by chunk."""
     image = find_image(engine, tag)
     if image is None:
@@ -311,7 +313,7 @@ def save_image(engine, tag: str):
     return _docker(image).save(named=True)
 
 
-def add_tag(engine, tag: str, repository: str, version: str) -> None:
+def add_tag(engine: Engine, tag: str, repository: str, version: str) -> None:
     """Give the image under `tag` a second name, REPOSITORY:VERSION."""
     image = find_image(engine, tag)
     if image is None:
@@ -319,7 +321,7 @@ def add_tag(engine, tag: str, repository: str, version: str) -> None:
     _docker(image).tag(repository, version)
 
 
-def untag(engine, reference: str) -> None:
+def untag(engine: Engine, reference: str) -> None:
     """Remove one name of an image (the image stays under its other names)."""
     import docker
 
@@ -329,7 +331,7 @@ def untag(engine, reference: str) -> None:
         pass
 
 
-def stream_build(engine, kwargs: dict, out=None) -> None:
+def stream_build(engine: Engine, kwargs: dict, out: Any = None) -> None:
     """Run a build, showing progress: on a terminal one line updated in place (current step and its latest output);
     otherwise every line of build output, plain, for CI logs. A failure shows the end of the output. Ctrl-C
     cancels the build on the engine too (see cancel_build)."""
@@ -419,86 +421,86 @@ def _timestamp(created: str) -> float:
     return engine_time(created) or 0.0
 
 
-def find_image(engine, tag: str):
-    engine = opened(engine)
-    if isinstance(engine, LightEngine):
+def find_image(engine: Engine, tag: str) -> Image | None:
+    native = opened(engine)
+    if isinstance(native, LightEngine):
         from urllib.parse import quote
 
-        attrs = engine.inspect(f"/images/{quote(tag, safe='')}/json")
-        return None if attrs is None else Image(LightImage(engine, attrs))
+        attrs = native.inspect(f"/images/{quote(tag, safe='')}/json")
+        return None if attrs is None else Image(LightImage(native, attrs))
     import docker
 
     try:
-        return Image(engine.images.get(tag))
+        return Image(native.images.get(tag))
     except docker.errors.ImageNotFound:
         return None
 
 
-def find_container(engine, name: str):
-    engine = opened(engine)
-    if isinstance(engine, LightEngine):
+def find_container(engine: Engine, name: str) -> Container | None:
+    native = opened(engine)
+    if isinstance(native, LightEngine):
         from urllib.parse import quote
 
-        attrs = engine.inspect(f"/containers/{quote(name, safe='')}/json")
-        return None if attrs is None else Container(LightContainer(engine, attrs))
+        attrs = native.inspect(f"/containers/{quote(name, safe='')}/json")
+        return None if attrs is None else Container(LightContainer(native, attrs))
     import docker
 
     try:
-        return Container(engine.containers.get(name))
+        return Container(native.containers.get(name))
     except docker.errors.NotFound:
         return None
 
 
-def stack_containers(engine, stack: str | None = None) -> list:
+def stack_containers(engine: Engine, stack: str | None = None) -> list[Container]:
     label = f"{LABEL_STACK}={stack}" if stack else LABEL_STACK
     return [Container(found) for found in _docker(engine).containers.list(all=True, filters={"label": label})]
 
 
-def stack_images(engine, stack: str) -> list:
+def stack_images(engine: Engine, stack: str) -> list[Image]:
     """The images stackctl built for `stack` (by their stack label)."""
     return [Image(found) for found in _docker(engine).images.list(filters={"label": f"{LABEL_STACK}={stack}"})]
 
 
-def remove_image(engine, image) -> None:
+def remove_image(engine: Engine, image: Image) -> None:
     _docker(engine).images.remove(opened(image).id, force=True)
 
 
-def run_detached(engine, **kwargs):
+def run_detached(engine: Engine, **kwargs: Any) -> Container:
     """Start a container (docker-py's `containers.run` keyword arguments, detach among them) and return it."""
     return Container(_docker(engine).containers.run(**kwargs))
 
 
-def output_of(engine, image: str, command: list[str], **kwargs) -> str:
+def output_of(engine: Engine, image: str, command: list[str], **kwargs: Any) -> str:
     """Run `command` in a container of `image`, wait for it, and return its stdout; the engine removes the
     container when it ends."""
     output = _docker(engine).containers.run(image, command, remove=True, stdout=True, stderr=False, **kwargs)
     return output.decode("utf-8", errors="replace")
 
 
-def exec_in(container, argv: list[str]) -> tuple[int, str, str]:
+def exec_in(container: Container, argv: list[str]) -> tuple[int, str, str]:
     """Run `argv` in a running container: its exit code, stdout and stderr."""
     run = _docker(container).exec_run(argv, demux=True)
     out, err = (part.decode(errors="replace") if part else "" for part in run.output)
     return run.exit_code, out, err
 
 
-def exec_output(container, argv: list[str]) -> str:
+def exec_output(container: Container, argv: list[str]) -> str:
     """Run `argv` in a running container: its stdout and stderr as one text, as the process wrote them."""
     return _docker(container).exec_run(argv, demux=False).output.decode("utf-8", errors="replace")
 
 
-def logs_text(container, **kwargs) -> str:
+def logs_text(container: Container, **kwargs: Any) -> str:
     """The container's log (docker-py's `logs` keyword arguments: tail, stdout, stderr) as text."""
     return opened(container).logs(**kwargs).decode("utf-8", errors="replace")
 
 
-def follow_logs(container, **kwargs):
+def follow_logs(container: Container, **kwargs: Any) -> Iterator[str]:
     """The container's log as it is written, piece by piece, as text, until the container ends."""
     for chunk in _docker(container).logs(stream=True, follow=True, **kwargs):
         yield chunk.decode(errors="replace")
 
 
-def logs_or_reason(container) -> str:
+def logs_or_reason(container: Container) -> str:
     """The container's log, or one line saying why it cannot be read (the container may be gone already)."""
     import docker
 
@@ -508,32 +510,32 @@ def logs_or_reason(container) -> str:
         return f"(log unavailable: {exc})\n"
 
 
-def refresh(container):
+def refresh(container: Container) -> Container:
     """The container's state as the engine has it now (status, attrs); returns the container."""
     opened(container).reload()
     return container
 
 
-def stop_container(container, timeout: int) -> None:
+def stop_container(container: Container, timeout: int) -> None:
     _docker(container).stop(timeout=timeout)
 
 
-def rename_container(container, name: str) -> None:
+def rename_container(container: Container, name: str) -> None:
     _docker(container).rename(name)
 
 
-def start_container(container) -> None:
+def start_container(container: Container) -> None:
     _docker(container).start()
 
 
-def container_env(container) -> dict[str, str]:
+def container_env(container: Container) -> dict[str, str]:
     """The environment a container was started with (its `Config.Env`)."""
     pairs = (_attrs(container).get("Config") or {}).get("Env") or []
     return dict(item.split("=", 1) for item in pairs if "=" in item)
 
 
-def run_to_end(engine, image: str, command: list[str], *, environment: dict, volumes: dict | None = None,
-               timeout: float = 300, **kwargs) -> str:
+def run_to_end(engine: Engine, image: str, command: list[str], *, environment: dict, volumes: dict | None = None,
+               timeout: float = 300, **kwargs: Any) -> str:
     """Run `command` in a throwaway container of `image` (host network, no entrypoint) and return its stdout. The
     container is removed whatever happens, Ctrl-C included: a probe leaves nothing behind."""
     container = _docker(engine).containers.run(image, command, entrypoint="", detach=True, network_mode="host",
@@ -545,21 +547,21 @@ def run_to_end(engine, image: str, command: list[str], *, environment: dict, vol
         remove_container(container)
 
 
-def read_file(container, path: str, limit: int = 1 << 20) -> bytes | None:
+def read_file(container: Container, path: str, limit: int = 1 << 20) -> bytes | None:
     """A small file from a container's filesystem (docker cp, no process started); None when it is absent."""
     import io
     import tarfile
 
-    container = opened(container)
-    if isinstance(container, LightContainer):
-        data = container.archive(path)
+    native = opened(container)
+    if isinstance(native, LightContainer):
+        data = native.archive(path)
         if data is None:
             return None
     else:
         import docker
 
         try:
-            stream, _ = container.get_archive(path)
+            stream, _ = native.get_archive(path)
         except docker.errors.NotFound:
             return None
         data = b"".join(stream)
@@ -569,7 +571,7 @@ def read_file(container, path: str, limit: int = 1 << 20) -> bytes | None:
         return handle.read() if handle is not None else None
 
 
-def remove_container(container) -> None:
+def remove_container(container: Container) -> None:
     import docker
 
     try:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stackctl.engine import docker_adapter as dk
+from stackctl.engine.handles import Container
 
 WINDOW_S = 0.1
 QUIET_WINDOWS = 2
@@ -60,8 +61,8 @@ def process_tree_cpu_seconds(init_pid: int, proc: Path = Path("/proc")) -> float
     return sum(used[pid] for pid in tree) / os.sysconf("SC_CLK_TCK")
 
 
-def container_cpu_seconds(container, proc: Path = Path("/proc")) -> Callable[[], float | None] | None:
-    """A reader of the CPU seconds `container` (a docker-py container) has used; None when this machine's /proc does
+def container_cpu_seconds(container: Container, proc: Path = Path("/proc")) -> Callable[[], float | None] | None:
+    """A reader of the CPU seconds `container` has used; None when this machine's /proc does
     not hold it (its init process is not in the container's cgroup: an engine on another machine)."""
     pid = dk.container_state(container).pid
     try:
@@ -93,8 +94,8 @@ def wait_until_quiet(cpu_seconds: Callable[[], float | None], timeout_s: float =
     return None
 
 
-def wait_for_container(container) -> float | None:
-    """Seconds waited until `container` (a docker-py container) went quiet; None, at once, when this machine cannot
+def wait_for_container(container: Container) -> float | None:
+    """Seconds waited until `container` went quiet; None, at once, when this machine cannot
     see its processes, or when it stayed busy."""
     reader = container_cpu_seconds(container)
     return wait_until_quiet(reader) if reader is not None else None

@@ -52,6 +52,8 @@ def build_once(specs: dict, *, wheelhouse: str | None, ca_bundle: str | None, sa
         if key not in built:
             tag, _ = build(spec, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle, say=say)
             image = dk.find_image(engine, tag)
+            if image is None:  # removed between the build and this line, by someone else
+                raise StackctlError(f"the image {tag} just built is gone from the engine (fix: run the rollout again)")
             built[key] = (tag, image.id, dk.image_size(image))
         per_host[host] = built[key]
     return per_host, time.monotonic() - started

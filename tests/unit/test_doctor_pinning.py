@@ -5,11 +5,13 @@ tests/integration/test_pinning.py."""
 from __future__ import annotations
 
 import pytest
+from fake_engine import FakeEngine
 from helpers import FIXTURES
 
 from stackctl.doctor.affinity import Expected, compare, narrowed, parse_proc
 from stackctl.doctor.all_checks import load_all
 from stackctl.doctor.registry import CHECKS
+from stackctl.engine.records import ContainerState
 from stackctl.host import discover
 from stackctl.recipe.loader import load_recipe_text
 from stackctl.bundle.stackspec import StackSpec
@@ -50,19 +52,18 @@ def test_an_unpinned_decision_wants_an_unset_cpuset():
         "container cpuset cpus 0-1, asked for unset", "container cpuset mems 0, asked for unset"]
 
 
-class Container:
-    """The two things server.pinning asks of a container: `exec_run` of its /proc script, and HostConfig."""
+@pytest.fixture
+def engine(monkeypatch):
+    return FakeEngine().install(monkeypatch)
 
-    id = "c0ffee"
 
-    def __init__(self, output: str, cpus: str = "", mems: str = ""):
-        self.output, self.attrs = output, {"HostConfig": {"CpusetCpus": cpus, "CpusetMems": mems}}
-
-    def exec_run(self, argv, demux=False):
-        class Result:
-            output = self.output.encode()
-            exit_code = 0
-        return Result()
+def pinned(engine, output: str, cpus: str = "", mems: str = ""):
+    """A container of the fake engine with the two things server.pinning asks of it: the output of its /proc script
+    (run by exec: its init process is not this machine's, pid 0) and the engine's cpuset."""
+    name = f"p{len(engine.container_records)}"
+    engine.add_container(name, cpuset=(cpus, mems), state=ContainerState(status="running"))
+    engine.on_exec = lambda container, argv: (0, output, "") if container == name else (1, "", "no such process")
+    return engine.find_container(engine.client(), name)
 
 
 class Context:
@@ -91,38 +92,38 @@ def on_node(proc_text: str, cpus: str, mems: str) -> str:
     return "\n".join(lines)
 
 
-def test_server_pinning_skips_only_without_gpu_facts_and_without_an_explicit_request():
+def test_server_pinning_skips_only_without_gpu_facts_and_without_an_explicit_request(engine):
     result = CHECKS["server.pinning"].run(Context(recipe(platform="cpu"), CPU_ONLY))
     assert result.status == "skip" and "no GPU facts" in result.message
     explicit = CHECKS["server.pinning"].run(Context(recipe('isolcpus = "0-1"', "cpu"), CPU_ONLY,
-                                                    Container(PROC, "0-1")))
+                                                    pinned(engine, PROC, "0-1")))
     assert explicit.status == "pass", explicit.message
     assert "on CPUs 0-1 (node 0)" in explicit.message and explicit.details["placement"]["cpus"] == "0-1"
 
 
-def test_server_pinning_on_the_gpus_node_passes_and_off_it_fails():
-    near = Container(on_node(PROC, "0-63", "0"), "0-63", "0")
+def test_server_pinning_on_the_gpus_node_passes_and_off_it_fails(engine):
+    near = pinned(engine, on_node(PROC, "0-63", "0"), "0-63", "0")
     result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, near))
     assert result.status == "pass", result.message
     assert result.details["placement"] == {"nodes": "0", "cpus": "0-63", "mems": "0",
                                            "decided": result.details["placement"]["decided"],
                                            "launcher": ["numactl", "--cpunodebind=0", "--membind=0"]}
-    far = Container(on_node(PROC, "64-127", "1"), "64-127", "1")
+    far = pinned(engine, on_node(PROC, "64-127", "1"), "64-127", "1")
     result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, far))
     assert result.status == "fail"
     assert "container cpuset cpus 64-127, asked for 0-63" in result.message
     assert "python (pid 1) has memory nodes 1, asked for 0" in result.message
 
 
-def test_server_pinning_warns_when_the_recipe_itself_chose_a_remote_node():
-    far = Container(on_node(PROC, "64-127", "1"), "64-127", "1")
+def test_server_pinning_warns_when_the_recipe_itself_chose_a_remote_node(engine):
+    far = pinned(engine, on_node(PROC, "64-127", "1"), "64-127", "1")
     result = CHECKS["server.pinning"].run(Context(recipe("numa = 1", tp=2), MI355X, far))
     assert result.status == "warn" and "GPU(s) are on node(s) 0" in result.message
 
 
-def test_server_pinning_fails_when_numactl_is_missing():
+def test_server_pinning_fails_when_numactl_is_missing(engine):
     missing = on_node(PROC, "0-63", "0").replace("numactl=/usr/bin/numactl", "numactl=")
-    result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, Container(missing, "0-63", "0")))
+    result = CHECKS["server.pinning"].run(Context(recipe(tp=2), MI355X, pinned(engine, missing, "0-63", "0")))
     assert result.status == "fail" and "numactl is not in the image" in result.message
 
 

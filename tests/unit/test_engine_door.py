@@ -70,3 +70,34 @@ def test_the_adapter_itself_is_where_docker_py_is_called():
     """The scan sees the adapter's calls (so it would see them elsewhere), and the adapter is skipped by path."""
     kinds = {where.split(": ", 1)[1] for where in docker_calls(DOOR.read_text())}
     assert {"import docker", ".containers.run", ".images.get", ".exec_run(", ".get_archive("} <= kinds
+
+
+# -- the unit tests: the engine is faked through its interface (fake_engine.FakeEngine), not in docker-py's shapes --
+
+UNIT = REPO / "tests" / "unit"
+# The adapter's own tests fake docker-py's objects, at the edge they test (and this file names them to scan for).
+IMITATORS = {"test_docker_adapter_logic.py", "test_docker_light.py", "test_engine_door.py"}
+
+
+def imitations(source: str, name: str = "<string>") -> list[str]:
+    """Where a test's source calls, reads or imitates docker-py's objects: what docker_calls finds, and fakes that
+    define its methods (`def exec_run`) or its fields (a `"attrs"` key)."""
+    found = docker_calls(source, name)
+    for node in ast.walk(ast.parse(source, name)):
+        if isinstance(node, ast.FunctionDef) and node.name in CALLS:
+            found.append(f"{node.lineno}: def {node.name}")
+        elif isinstance(node, ast.Constant) and node.value in FIELDS:
+            found.append(f"{node.lineno}: {node.value!r}")
+    return sorted(set(found), key=lambda text: int(text.split(":")[0]))
+
+
+def test_unit_tests_fake_the_engine_through_its_interface_not_in_docker_pys_shapes():
+    found = [f"{path.name}:{where}" for path in sorted(UNIT.glob("*.py")) if path.name not in IMITATORS
+             for where in imitations(path.read_text(), path.name)]
+    assert found == [], "fake the engine with fake_engine.FakeEngine (it implements stackctl/engine/interface.py)"
+
+
+def test_the_imitation_scan_sees_a_fake_in_docker_pys_shape():
+    source = ("class Container:\n    def exec_run(self, argv):\n        pass\n"
+              "stub = type('C', (), {'attrs': {'State': {}}})()\nself.attrs = {}\nengine.container_records.get('x')\n")
+    assert imitations(source) == ["2: def exec_run", "4: 'attrs'", "5: .attrs"]

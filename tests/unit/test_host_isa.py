@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from fake_engine import FakeEngine
 
 from stackctl.host.dtype import DTYPE_ENV, decide_dtype, host_decides, stack_isa
 from stackctl.host.isa import CpuIsa, canonical_dtype, parse_cpuinfo
@@ -183,30 +184,31 @@ def test_the_kept_figures_are_the_best_each_dtype_reached_and_a_fresh_run_return
     """A peak is the best this host does: a probe that shared the CPUs with other work measures less, and "% of this
     host's peak" against that figure flatters the server (bench once printed a prefill at 120% of a peak measured
     beside the stack's own server). A fresh run is kept and returned as the best of it and what was kept."""
-    from stackctl.engine import docker_adapter
     from stackctl.measure import matmul
 
     outputs = iter([({"float32": 108.0, "bfloat16": 1017.0}, 3.1), ({"float32": 281.0, "bfloat16": 2607.0}, 5.2),
                     ({"float32": 250.0, "bfloat16": None}, 4.0)])
 
-    def probe_run(engine, image, command, **kwargs):
+    def probe_output(image, command, environment):
         figures, memcpy = next(outputs)
         return json.dumps({"schema": 1, "threads": 2, "error": None, "memcpy": {"gb_s": memcpy, "threads": 1},
                            "dtypes": {d: {"gflops": g, "error": None if g else "busy"} for d, g in figures.items()}})
 
     monkeypatch.setenv("STACKCTL_STATE_DIR", str(tmp_path))
-    monkeypatch.setattr(docker_adapter, "run_to_end", probe_run)
+    engine = FakeEngine().install(monkeypatch)
+    engine.on_run = probe_output
     args = dict(environment={}, cpuset={}, isa={"avx2": True}, stack="s")
-    first = matmul.measure(None, "sha256:abc", **args)
+    first = matmul.measure(engine.client(), "sha256:abc", **args)
+    assert [image for image, _, _ in engine.runs] == ["sha256:abc"]  # the probe ran in the stack's image
     assert first.gflops == {"float32": 108.0, "bfloat16": 1017.0} and first.memcpy_gb_s == 3.1
-    assert matmul.measure(None, "sha256:abc", **args).gflops["bfloat16"] == 1017.0  # kept: not measured again
-    assert matmul.measure(None, "sha256:abc", **args, fresh=True).gflops["bfloat16"] == 2607.0
-    busy = matmul.measure(None, "sha256:abc", **args, fresh=True)  # measured 250 / none / 4.0 beside other work
+    assert matmul.measure(engine.client(), "sha256:abc", **args).gflops["bfloat16"] == 1017.0  # kept: not measured again
+    assert matmul.measure(engine.client(), "sha256:abc", **args, fresh=True).gflops["bfloat16"] == 2607.0
+    busy = matmul.measure(engine.client(), "sha256:abc", **args, fresh=True)  # measured 250 / none / 4.0 beside other work
     assert busy.gflops == {"float32": 281.0, "bfloat16": 2607.0} and busy.errors == {} and busy.memcpy_gb_s == 5.2
-    assert matmul.measure(None, "sha256:abc", **args).to_dict() == busy.to_dict()
+    assert matmul.measure(engine.client(), "sha256:abc", **args).to_dict() == busy.to_dict()
     (next(tmp_path.glob("s/matmul/*.json"))).write_text("{damaged")
     with pytest.raises(StopIteration):  # a damaged file is measured again (the probe is asked: no figures left)
-        matmul.measure(None, "sha256:abc", **args)
+        matmul.measure(engine.client(), "sha256:abc", **args)
 
 
 def test_factor_texts():
@@ -237,15 +239,15 @@ BENCH_MODEL = {"hidden_size": 1024, "intermediate_size": 4096, "num_hidden_layer
 def test_a_running_models_floor_says_each_part_it_could_not_read(monkeypatch, files, log, missing, dtype, has_cost):
     """measure/prefill.model_floor reads the model's config.json in the container and the served dtype from the
     server's log (here at the adapter's edge: the two reads it makes); what it cannot read is said, never guessed."""
-    from stackctl.engine import docker_adapter
     from stackctl.measure.prefill import model_floor
 
-    monkeypatch.setattr(docker_adapter, "read_file", lambda container, path: files.get(path))
-    monkeypatch.setattr(docker_adapter, "logs_text", lambda container: f"Initializing a V1 LLM engine {log}")
-    floor = model_floor(object(), "/m/")
+    engine = FakeEngine().install(monkeypatch)
+    engine.add_container("server", files=files, log=f"Initializing a V1 LLM engine {log}")
+    server = engine.find_container(engine.client(), "server")
+    floor = model_floor(server, "/m/")
     assert floor.dtype == dtype and (floor.cost is not None) == has_cost
     assert missing in floor.missing and (dtype is not None or "the server's log names no dtype" in floor.missing)
-    assert model_floor(object(), "/m", log="dtype=torch.float16 but not an engine line").dtype is None
+    assert model_floor(server, "/m", log="dtype=torch.float16 but not an engine line").dtype is None
 
 
 def test_the_bench_models_flops_per_token_are_twice_its_layer_weights():

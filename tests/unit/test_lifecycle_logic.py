@@ -6,6 +6,7 @@ tests/integration."""
 from __future__ import annotations
 
 import pytest
+from fake_engine import FakeEngine
 from helpers import FIXTURES, RECIPES
 
 from stackctl.bundle import layout
@@ -85,25 +86,20 @@ def test_up_refuses_a_rocm_stack_before_building_on_a_host_without_the_gpus():
     assert up._refuse_without_gpus(load_recipe(RECIPES / "cpu-smoke.toml"), CPU_ONLY) is None
 
 
-class RunningContainer:
-    """docker-py's Container as served_address reads it: its mounts."""
-
-    def __init__(self, mounts):
-        self.attrs = {"Mounts": mounts}
-
-
-def test_status_reads_the_address_from_the_rendered_serve_script(tmp_path):
+def test_status_reads_the_address_from_the_rendered_serve_script(tmp_path, monkeypatch):
+    engine = FakeEngine().install(monkeypatch)
     recipe = load_recipe(RECIPES / "cpu-smoke.toml")
     recipe.serve.port = 8123
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     (bundle / "serve.sh").write_bytes(render.render_files(StackSpec(recipe))["serve.sh"])
-    mounts = [{"Destination": "/models", "Source": "/srv/models"},
-              {"Destination": layout.RUN_DIR, "Source": str(bundle)}]
-    assert health.served_address(RunningContainer(mounts)) == (recipe.serve.host, "8123")
-    assert health.served_address(RunningContainer(mounts[:1])) == ("127.0.0.1", None)
+    engine.add_container("mounted", mounts={"/models": "/srv/models", layout.RUN_DIR: str(bundle)})
+    engine.add_container("unmounted", mounts={"/models": "/srv/models"})
+    mounted, unmounted = (engine.find_container(engine.client(), name) for name in ("mounted", "unmounted"))
+    assert health.served_address(mounted) == (recipe.serve.host, "8123")
+    assert health.served_address(unmounted) == ("127.0.0.1", None)
     (bundle / "serve.sh").unlink()
-    assert health.served_address(RunningContainer(mounts)) == ("127.0.0.1", None)
+    assert health.served_address(mounted) == ("127.0.0.1", None)
 
 
 def bundle_dir(tmp_path):

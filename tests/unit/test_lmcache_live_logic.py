@@ -5,6 +5,8 @@ fail on real faults in tests/faults/test_lmcache_faults.py."""
 
 from __future__ import annotations
 
+import pytest
+from fake_engine import FakeEngine
 from helpers import RECIPES
 
 from stackctl.doctor.parsers import lmcache_log
@@ -14,6 +16,7 @@ from stackctl.doctor.registry import CHECKS, Unavailable
 from stackctl.doctor.clients.second_server import derived_recipe
 from stackctl.recipe import load_recipe
 from stackctl.bundle.stackspec import StackSpec
+from stackctl.engine.records import ContainerState
 
 load_all()
 
@@ -42,9 +45,19 @@ def recipe():
     return load_recipe(RECIPES / "cpu-lmcache.toml")
 
 
-class Container:
-    def __init__(self, env):
-        self.attrs = {"Config": {"Env": [f"{k}={v}" for k, v in env.items()]}, "Image": "sha256:abc"}
+@pytest.fixture(autouse=True)
+def engine(monkeypatch):
+    """The fake engine these tests run on: the stack's container, as the checks read it, is one of its containers."""
+    engine = FakeEngine().install(monkeypatch)
+    monkeypatch.setattr(Context, "engine", engine, raising=False)
+    monkeypatch.setattr(StubServerContext, "engine", engine, raising=False)
+    return engine
+
+
+def stack_container(engine, env: dict, pid: int = 0):
+    """The stack's container: its environment, its image; pid 0, so this machine's /proc does not hold it."""
+    engine.add_container("stack", image="sha256:abc", env=env, state=ContainerState(status="running", pid=pid))
+    return engine.find_container(engine.client(), "stack")
 
 
 class Context:
@@ -61,7 +74,7 @@ class Context:
         return self._recorded[key]
 
     def container(self):
-        return Container(self._env)
+        return stack_container(self.engine, self._env)
 
 
 def answer(tokens=("w5", "w9"), logprobs=(-1.2, -0.7), ttft=1.3, top=None):
@@ -133,7 +146,7 @@ class StubServerContext:
         return compute()
 
     def container(self):  # a container this machine's /proc does not hold: the warm-up's pause is the fixed one
-        return type("Container", (), {"id": "elsewhere", "attrs": {"State": {"Pid": 0}}})()
+        return stack_container(self.engine, {})
 
 
 def test_the_served_hit_warms_the_server_up_before_timing_the_cold_prompt(monkeypatch):
@@ -349,15 +362,14 @@ def test_hash_seed_proof_does_not_blame_the_seed_when_the_stack_stored_nothing()
                                                        "why)")
 
 
-def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypatch):
+def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypatch, engine):
     """On a CPU without native bf16 the stack runs float32 by up's decision (its container's STACKCTL_DTYPE); the
     second server of --deep gets the same variable, or vLLM would serve it bf16, emulated. The Docker edge is faked:
-    the running container's environment and the second server itself."""
+    the running container (the fake engine's) and the second server itself."""
     from contextlib import contextmanager
 
     from stackctl.doctor import lmcache_deep
     from stackctl.doctor.clients import second_server
-    from stackctl.engine import docker_adapter
 
     started = {}
 
@@ -368,11 +380,9 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
         yield  # pragma: no cover - a generator for contextmanager
 
     monkeypatch.setattr(second_server, "second_server", fake_second_server)
-    monkeypatch.setattr(second_server, "image_of", lambda container: "image-id")
-    monkeypatch.setattr(docker_adapter, "container_env",
-                        lambda container: {"STACKCTL_DTYPE": "float32", "PYTHONHASHSEED": "0", "OTHER": "x"})
+    running = stack_container(engine, {"STACKCTL_DTYPE": "float32", "PYTHONHASHSEED": "0", "OTHER": "x"})
     stack = recipe()
-    ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: object(),
+    ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: running,
                            "say": lambda self, m: None})()
     tier = stack.tiers_of("fs")[0]
     try:
@@ -383,7 +393,7 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
     assert set(tier_env(tier, "x")) <= set(started)  # the tier's own settings still go on top
 
 
-def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
+def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch, engine):
     """--deep's second servers are judged by LMCache's log alone. A request with log-probabilities makes a new
     vLLM-CPU server compile its logprob op first (16-18 s each, three second servers a run), so their asks go
     without. The Docker edge and the HTTP edge are faked: the second server, and `ask`."""
@@ -391,7 +401,6 @@ def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
 
     from stackctl.doctor import lmcache_deep
     from stackctl.doctor.clients import second_server
-    from stackctl.engine import docker_adapter
 
     asked, log = [], [""]
     lines = ["Stored 128 out of total 129 tokens. size: 0.01 GB, cost 1.0 ms",
@@ -407,11 +416,10 @@ def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch):
         yield server
 
     monkeypatch.setattr(second_server, "second_server", fake_second_server)
-    monkeypatch.setattr(second_server, "image_of", lambda container: "image-id")
-    monkeypatch.setattr(docker_adapter, "container_env", lambda container: {})
     monkeypatch.setattr(lmcache_deep, "ask", ask)
+    running = stack_container(engine, {})
     stack = recipe()
-    ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: object(),
+    ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: running,
                            "say": lambda self, m: None})()
     result = lmcache_deep.prove_tier(ctx, stack.tiers_of("fs")[0], [1, 2, 3])
     assert result["second"].retrieved_tokens == 128

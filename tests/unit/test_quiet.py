@@ -3,6 +3,10 @@
 
 import os
 
+import pytest
+from fake_engine import FakeEngine
+
+from stackctl.engine.records import ContainerState
 from stackctl.engine.quiet import (IDLE_CORES, QUIET_WINDOWS, WINDOW_S, container_cpu_seconds,
                                    process_tree_cpu_seconds, wait_until_quiet)
 
@@ -30,14 +34,24 @@ def test_the_tree_below_the_init_process_is_summed_and_nothing_else(tmp_path):
     assert process_tree_cpu_seconds(999, proc) is None
 
 
-def test_a_container_this_machine_does_not_hold_gives_no_reader(tmp_path):
+@pytest.fixture
+def engine(monkeypatch):
+    return FakeEngine().install(monkeypatch)
+
+
+def container_with_pid(engine, ident: str, pid: int):
+    """A container of the fake engine whose id is `ident` and whose init process is host pid `pid` (0: not running)."""
+    record = engine.add_container(f"c-{ident}", state=ContainerState(status="running" if pid else "exited", pid=pid))
+    record.id = ident
+    return engine.find_container(engine.client(), record.name)
+
+
+def test_a_container_this_machine_does_not_hold_gives_no_reader(tmp_path, engine):
     proc = fake_proc(tmp_path, {100: (1, 1, 1, "init")})
     (proc / "100" / "cgroup").write_text("0::/docker/abc123\n")
-    here = type("Container", (), {"id": "abc123", "attrs": {"State": {"Pid": 100}}})()
-    elsewhere = type("Container", (), {"id": "def456", "attrs": {"State": {"Pid": 100}}})()
-    assert container_cpu_seconds(here, proc)() == 2 / TICK
-    assert container_cpu_seconds(elsewhere, proc) is None
-    assert container_cpu_seconds(type("C", (), {"id": "x", "attrs": {"State": {"Pid": 0}}})(), proc) is None
+    assert container_cpu_seconds(container_with_pid(engine, "abc123", 100), proc)() == 2 / TICK
+    assert container_cpu_seconds(container_with_pid(engine, "def456", 100), proc) is None
+    assert container_cpu_seconds(container_with_pid(engine, "x", 0), proc) is None
 
 
 def scripted(readings):
@@ -78,7 +92,7 @@ def test_a_server_busy_to_the_end_or_unreadable_gives_none():
     assert wait_until_quiet(read, clock=clock, sleep=sleep) is None
 
 
-def test_a_container_this_machine_does_not_hold_is_not_waited_for():
+def test_a_container_this_machine_does_not_hold_is_not_waited_for(engine):
     from stackctl.engine.quiet import wait_for_container
 
-    assert wait_for_container(type("C", (), {"id": "elsewhere", "attrs": {"State": {"Pid": 0}}})()) is None
+    assert wait_for_container(container_with_pid(engine, "elsewhere", 0)) is None

@@ -4,6 +4,7 @@ gate, which the CLI composes from doctor (`doctor/gate.py`), so the lifecycle ne
 from __future__ import annotations
 
 import pytest
+from fake_engine import FakeEngine
 from helpers import RECIPES
 
 from stackctl.bundle import render
@@ -25,35 +26,17 @@ def refuse_rendering(monkeypatch) -> None:
     monkeypatch.setattr(render, "render_files", render_again)
 
 
-class BuiltImage:
-    def __init__(self, labels: dict):
-        self.labels, self.id = labels, "sha256:built"
-
-
-class EngineWithImages:
-    """docker-py's client as build reads it: images.get by tag."""
-
-    def __init__(self, images: dict):
-        self.images = self
-        self._images = images
-
-    def get(self, tag: str):
-        import docker
-
-        if tag not in self._images:
-            raise docker.errors.ImageNotFound(tag)
-        return self._images[tag]
-
-
 def test_build_takes_the_bundle_up_rendered_and_does_not_render_it_again(monkeypatch):
     spec = StackSpec(load_recipe(RECIPES / "cpu-smoke.toml"))
     files = render.render_files(spec)
     tag = render.image_tag(spec, files)
     base = "unresolved:" + spec.base_image
-    engine = EngineWithImages({tag: BuiltImage({dk.LABEL_BASE_ID: base})})
+    engine = FakeEngine().install(monkeypatch)
+    engine.add_image(tag, labels={dk.LABEL_BASE_ID: base})  # built before from this bundle and this base
     refuse_rendering(monkeypatch)
     said: list[str] = []
-    assert build.build(spec, engine=engine, locked=True, files=files, say=said.append) == (tag, False)
+    assert build.build(spec, engine=engine.client(), locked=True, files=files, say=said.append) == (tag, False)
+    assert engine.calls == []  # nothing built
     assert said == [f"image {tag} is up to date (same build inputs, same base image): not rebuilding"]
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from stackctl.bundle import render as renderer
 from stackctl.engine import docker_adapter as dk
+from stackctl.engine.handles import Container
 
 SECOND_SERVER_LABEL = "dev.stackctl.second-server-of"
 
@@ -29,7 +30,7 @@ SECOND_SERVER_LABEL = "dev.stackctl.second-server-of"
 class SecondServer:
     """A running second server: where it answers and how to read what it logged."""
     base_url: str
-    container: object
+    container: Container
     model: str
 
     def log(self) -> str:
