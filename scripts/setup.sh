@@ -35,6 +35,16 @@ fi
 
 quiet_phase "setup: Docker engine (dockerd --bridge=none)" bash "$_repo/scripts/start-docker.sh"
 
+# The base image (debootstrap: Debian's mirror and the disk) is made beside the venv (pip: PyPI and the CPU), so a
+# fresh machine waits for the longer of the two, not both.
+_base_phase="setup: base image debian:bookworm-slim (debootstrap + docker import)"
+if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
+    skip_phase "setup: base image debian:bookworm-slim" "present"
+    _base_phase=""
+else
+    background_phase "$_base_phase" bash "$_repo/scripts/make-base-image.sh" debian:bookworm-slim
+fi
+
 VENV="${STACKCTL_VENV:-$_repo/.venv}"
 _make_venv() {
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
@@ -42,13 +52,7 @@ _make_venv() {
 }
 quiet_phase "setup: venv $VENV with stackctl and its test tools" _make_venv
 export PATH="$VENV/bin:$PATH"
-
-if docker image inspect debian:bookworm-slim >/dev/null 2>&1; then
-    skip_phase "setup: base image debian:bookworm-slim" "present"
-else
-    quiet_phase "setup: base image debian:bookworm-slim (debootstrap + docker import)" \
-        bash "$_repo/scripts/make-base-image.sh" debian:bookworm-slim
-fi
+[ -z "$_base_phase" ] || await_phase "$_base_phase"
 
 # `stackctl` for the shell that ran this (README: `stackctl down cpu-smoke`), not only inside the venv.
 STACKCTL_BIN_LINK=${STACKCTL_BIN_LINK:-/usr/local/bin/stackctl}

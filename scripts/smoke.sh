@@ -58,21 +58,12 @@ doctor_phase() {  # LABEL stackctl doctor ARGS...: a shown phase whose table the
     DOCTOR_OUTPUTS+=("$label=$LAST_PHASE_OUTPUT")
 }
 
-# The KV tiers' storage: a Ceph RGW on 127.0.0.1 (S3), and the disk and fs directories of recipes/cpu-lmcache.toml.
+# The KV tiers' storage: a Ceph RGW on 127.0.0.1 (S3), started now beside the cpu-smoke stack's phases (only the
+# LMCache stack uses it), and the disk and fs directories of recipes/cpu-lmcache.toml.
 ceph_dir=${STACKCTL_CEPH_DIR:-/tmp/stackctl-ceph}
+ceph_phase="Ceph RGW on 127.0.0.1 (the S3 tier's store)"
 store_before=$(cat "$ceph_dir/rgw.pid" 2>/dev/null || true)
-quiet_phase "Ceph RGW on 127.0.0.1 (the S3 tier's store)" bash scripts/start-ceph-rgw.sh start
-CEPH=yes
-if [ -n "$store_before" ] && [ "$store_before" != "$(cat "$ceph_dir/rgw.pid")" ]; then
-    # A new, empty store with a new CA: an LMCache stack left by an earlier run still trusts the old CA and
-    # remembers objects that are gone (LMCache 0.5.6 caches S3 object sizes and assumes nothing is ever evicted:
-    # lmcache/v1/storage_backend/connector/s3_connector.py:155-160), so it starts again below.
-    shown_phase "down cpu-lmcache (its S3 store was started afresh)" stackctl down recipes/cpu-lmcache.toml
-fi
-set -a  # its test credentials, for the S3 tier; read from the file, never printed
-# shellcheck source=/dev/null
-source "$ceph_dir/s3.env"
-set +a
+background_phase "$ceph_phase" bash scripts/start-ceph-rgw.sh start
 mkdir -p /tmp/stackctl-tiers/disk /tmp/stackctl-tiers/fs
 
 # The smoke stack: vLLM's prefix cache (HBM) only.
@@ -91,6 +82,18 @@ PROBES+=("cpu-smoke=$OUT/bench-cpu-smoke/probe.json")
 # prints recompute, vLLM's prefix cache and LMCache side by side. Its gates: the hit rate the server counts, and a
 # TTFT ratio only here, where prefill dominates (medians of 5; LMCache measured at about a fifth of recompute on a
 # loaded 2-core machine, the gate asks for half).
+await_phase "$ceph_phase"
+CEPH=yes
+if [ -n "$store_before" ] && [ "$store_before" != "$(cat "$ceph_dir/rgw.pid")" ]; then
+    # A new, empty store with a new CA: an LMCache stack left by an earlier run still trusts the old CA and
+    # remembers objects that are gone (LMCache 0.5.6 caches S3 object sizes and assumes nothing is ever evicted:
+    # lmcache/v1/storage_backend/connector/s3_connector.py:155-160), so it starts again below.
+    shown_phase "down cpu-lmcache (its S3 store was started afresh)" stackctl down recipes/cpu-lmcache.toml
+fi
+set -a  # its test credentials, for the S3 tier; read from the file, never printed
+# shellcheck source=/dev/null
+source "$ceph_dir/s3.env"
+set +a
 shown_phase "validate cpu-lmcache" stackctl validate recipes/cpu-lmcache.toml
 quiet_phase "build the cpu-lmcache image" stackctl build recipes/cpu-lmcache.toml
 LEFT_RUNNING+=(recipes/cpu-lmcache.toml)

@@ -172,7 +172,7 @@ TRACE_TIME_SHARE = 0.5
 def run_sweep(stack, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
     """Every arm through every load point; the crossover per offload arm and context, and plan's prediction.
     stack: the stack's StackSpec; each arm is a second server of a recipe made from its recipe."""
-    from stackctl.doctor.clients.second_server import second_server
+    from stackctl.doctor.clients.second_server import Planned, second_servers
     from stackctl.host.dtype import DTYPE_ENV
     from stackctl.plan import plan_recipe
 
@@ -208,13 +208,16 @@ def run_sweep(stack, arm_names: list[str], spec: SweepSpec, say: Say) -> dict:
                                "block_size": spec.trace.block_size,
                                "fits": {str(c): vars(used) for c, used in fits.items()},
                                "replay": [describe(spec.trace, used, c) for c, used in fits.items()]}
-        servers = []
+        planned = []
         for index, arm in enumerate(arms):
             served = arm_recipe(recipe, arm, kv_bytes, longest)
             port = spec.port_base + index if spec.port_base else None
             say(f"bench: sweep arm {arm.name}: {arm.title}, KV cache {kv_bytes:,} bytes (~{kv_tokens:,} tokens)")
-            server = running.enter_context(second_server(stack.with_recipe(served), image, f"sweep-{arm.name}", dtype_env,
-                                                         recipe.checks.startup_timeout_s, say, port=port))
+            planned.append(Planned(stack.with_recipe(served), f"sweep-{arm.name}", dtype_env, port))
+        # The arms' servers start together (a start is mostly each server's own work), and are measured in turn.
+        started = running.enter_context(second_servers(image, planned, recipe.checks.startup_timeout_s, say))
+        servers = []
+        for arm, server in zip(arms, started):
             binding = parse_binding(server.log())
             result["arms"].append({"name": arm.name, "title": arm.title, "baseline": arm.baseline,
                                    "server_kv": kv_capacity(get_text(f"{server.base_url}/metrics")),

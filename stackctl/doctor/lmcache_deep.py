@@ -6,8 +6,9 @@ the same prompt again under another salt:
 - the first answer shows whether a NEW process finds what the stack stored: the hash-seed proof, on a tier that
   outlives a process (fs, s3);
 - the second shows the tier itself serves a load: the chunks the second server just stored there come back from it.
-The stack is not touched; each second server is removed when its tier is done. server.hash-seed-proof needs only
-the first fs or s3 tier's server (`--skip server.tier-served` starts just that one).
+The second servers start together and are asked one after another; the stack is not touched, and the second servers
+are removed when every tier is done. server.hash-seed-proof needs only the first fs or s3 tier's server
+(`--skip server.tier-served` starts just that one).
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ def tier_env(tier, run_id: str) -> dict[str, str]:
     return env
 
 
-def prove_tier(ctx, tier, prompt: list[int]) -> dict:
-    """Start a second server for `tier`, ask it the stack's prompt twice, and return what LMCache logged. Only the
-    log counts here, so the asks want no log-probabilities (and the second server no logprob compile)."""
+def prove_tiers(ctx, tiers: list, prompt: list[int]) -> dict[str, dict]:
+    """Start one second server per tier, all at once, ask each the stack's prompt twice, and return what LMCache
+    logged, by tier kind. Only the log counts here, so the asks want no log-probabilities (and the second servers
+    no logprob compile). The asks go one server after another, so no figure is taken while another server works."""
     import shutil
     import uuid
 
-    from stackctl.doctor.clients.second_server import image_of, second_server
+    from stackctl.doctor.clients.second_server import Planned, image_of, second_servers
 
     from stackctl.engine import docker_adapter as dk
     from stackctl.host.dtype import DTYPE_ENV
@@ -54,25 +56,41 @@ def prove_tier(ctx, tier, prompt: list[int]) -> dict:
     # The second server computes in the dtype `up` decided for the stack (its container's variable): without it vLLM
     # picks bf16, which a CPU without native bf16 emulates (minutes a request), and its KV would differ in dtype.
     decided = {k: v for k, v in dk.container_env(ctx.container()).items() if k == DTYPE_ENV}
+    planned = [Planned(ctx.spec, f"second-{tier.kind}", {**decided, **tier_env(tier, run_id)}) for tier in tiers]
     started = time.monotonic()
+    accounts = {}
     try:
-        with second_server(ctx.spec, image, f"second-{tier.kind}", {**decided, **tier_env(tier, run_id)},
-                           ctx.recipe.checks.startup_timeout_s, ctx.say) as server:
-            offset = len(ANSI.sub("", server.log()))
-            ask(server.base_url, server.model, prompt, logprobs=False)
-            first = activity(settle(server.log, offset))
-            second = Activity()
-            deadline = time.monotonic() + STORE_WAIT_S
-            while second.retrieved_tokens <= 0 and time.monotonic() < deadline:
-                offset = len(ANSI.sub("", server.log()))
-                ask(server.base_url, server.model, prompt, logprobs=False)
-                second = activity(settle(server.log, offset, marker="Retrieved", timeout=3.0))
-                if second.retrieved_tokens <= 0:
-                    time.sleep(1.0)
+        with second_servers(image, planned, ctx.recipe.checks.startup_timeout_s, ctx.say) as servers:
+            start_s = round(time.monotonic() - started, 1)
+            for tier, server in zip(tiers, servers):
+                asked = time.monotonic()
+                first, second = _ask_twice(server, prompt)
+                accounts[tier.kind] = {"tier": tier.kind, "first": first, "second": second, "start_s": start_s,
+                                       "seconds": round(time.monotonic() - asked, 1)}
     finally:
-        if _own_directory(tier):
-            shutil.rmtree(f"{tier.path.rstrip('/')}/stackctl-second-{run_id}", ignore_errors=True)
-    return {"tier": tier.kind, "first": first, "second": second, "seconds": round(time.monotonic() - started, 1)}
+        for tier in tiers:
+            if _own_directory(tier):
+                shutil.rmtree(f"{tier.path.rstrip('/')}/stackctl-second-{run_id}", ignore_errors=True)
+    return accounts
+
+
+def _ask_twice(server, prompt: list[int]) -> tuple[Activity, Activity]:
+    """What the second server's LMCache logged for the stack's prompt (found in the tier, or stored there), then for
+    the same prompt again (loaded back from the tier; remote puts are asynchronous, so it is asked again a while)."""
+    offset = len(ANSI.sub("", server.log()))
+    ask(server.base_url, server.model, prompt, logprobs=False)
+    # A tier that holds the prompt loads it (and stores nothing new); one that does not computes and stores it.
+    # Waiting for the store line alone cost a tier that held the prompt the whole timeout, 15 s.
+    first = activity(settle(server.log, offset, marker=("Stored", "Retrieved")))
+    second = Activity()
+    deadline = time.monotonic() + STORE_WAIT_S
+    while second.retrieved_tokens <= 0 and time.monotonic() < deadline:
+        offset = len(ANSI.sub("", server.log()))
+        ask(server.base_url, server.model, prompt, logprobs=False)
+        second = activity(settle(server.log, offset, marker="Retrieved", timeout=3.0))
+        if second.retrieved_tokens <= 0:
+            time.sleep(1.0)
+    return first, second
 
 
 def _require_deep(ctx) -> None:
@@ -81,11 +99,16 @@ def _require_deep(ctx) -> None:
     require_lmcache(ctx.spec)
 
 
-def deep_result(ctx, tier) -> dict:
-    """The second server's account for one tier, computed once per doctor run (both checks read it)."""
+def deep_results(ctx, tiers: list) -> list[dict]:
+    """The second servers' accounts for `tiers`, each computed once per doctor run (both checks read them): the tiers
+    not proven yet get their second servers together."""
     _require_deep(ctx)
     prompt = served_hit(ctx)["prompt"]  # stored by the stack in every tier first
-    return ctx.remember(f"lmcache_deep:{tier.kind}", lambda: prove_tier(ctx, tier, prompt))
+    proven = ctx.remember("lmcache_deep", dict)  # tier kind -> account, filled as tiers are proven
+    todo = [tier for tier in tiers if tier.kind not in proven]
+    if todo:
+        proven.update(prove_tiers(ctx, todo, prompt))
+    return [proven[tier.kind] for tier in tiers]
 
 
 def lower_tiers(ctx) -> list:
@@ -105,7 +128,7 @@ def tier_served(ctx):
     _require_deep(ctx)
     if not lower_tiers(ctx):
         raise Unavailable("no tier below the cpu tier in the recipe (the cpu tier: server.lmcache-hit)")
-    results = [deep_result(ctx, tier) for tier in lower_tiers(ctx)]
+    results = deep_results(ctx, lower_tiers(ctx))
     lines, dead = [], []
     for item in results:
         stored = item["first"].stored_bytes + item["second"].stored_bytes
@@ -121,7 +144,7 @@ def tier_served(ctx):
             dead.append(f"{item['tier']} (stored {item['first'].stored_tokens + item['second'].stored_tokens} "
                         f"tokens, loaded 0)")
     details = {item["tier"]: {"first": item["first"].to_dict(), "second": item["second"].to_dict(),
-                              "seconds": item["seconds"]} for item in results}
+                              "start_s": item["start_s"], "seconds": item["seconds"]} for item in results}
     if dead:
         return failed(f"dead tier(s): {', '.join(dead)}; " + "; ".join(lines), **details)
     return passed("; ".join(lines), **details)
@@ -150,7 +173,7 @@ def hash_seed_proof(ctx):
                           "local_disk re-indexes nothing after a restart; image.hash-seed checks the seed itself")
     if served_hit(ctx)["stored"].stored_tokens <= 0:
         raise Unavailable("the stack stored nothing to find (server.lmcache-hit says why)")
-    item = deep_result(ctx, shared[0])
+    [item] = deep_results(ctx, shared[:1])
     if item["first"].stored_tokens + item["second"].stored_tokens <= 0 and not item["first"].lookups:
         raise Unavailable("the second server's LMCache did nothing (no lookup, no store): see its log")
     hits = item["first"].hit_tokens

@@ -134,13 +134,14 @@ def logprob_delta(a: dict, b: dict) -> float:
     return max(deltas, default=0.0)
 
 
-def settle(read_log, start: int, marker: str = "Stored", timeout: float = 15.0) -> str:
-    """The log written since offset `start`, once it holds `marker` (LMCache's store line reaches the log from the
-    engine process a little after the response) or after `timeout` seconds."""
+def settle(read_log, start: int, marker: str | tuple[str, ...] = "Stored", timeout: float = 15.0) -> str:
+    """The log written since offset `start`, once it holds `marker` (or any of several: LMCache's store line reaches
+    the log from the engine process a little after the response) or after `timeout` seconds."""
+    markers = (marker,) if isinstance(marker, str) else marker
     deadline = time.monotonic() + timeout
     while True:
         tail = ANSI.sub("", read_log())[start:]
-        if marker in tail or time.monotonic() > deadline:
+        if any(text in tail for text in markers) or time.monotonic() > deadline:
             return tail
         time.sleep(0.1)  # the line lands within a few hundred ms: a coarse poll was most of doctor's wait
 

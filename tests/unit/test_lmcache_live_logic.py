@@ -5,6 +5,8 @@ fail on real faults in tests/faults/test_lmcache_faults.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fake_engine import FakeEngine
 from helpers import RECIPES
@@ -299,8 +301,8 @@ def deep(first_hits=768, second_loads=768):
                                                      else 0})) + stored())
         second = lmcache_log.activity(loaded(n=second_loads) if second_loads else
                                       lines((LOOKUP, {"id": 4, "total": 1000, "hit": 0})))
-        return {"tier": kind, "first": first, "second": second, "seconds": 70.0}
-    return {f"lmcache_deep:{kind}": account(kind) for kind in ("disk", "fs", "s3")}
+        return {"tier": kind, "first": first, "second": second, "start_s": 40.0, "seconds": 3.0}
+    return {"lmcache_deep": {kind: account(kind) for kind in ("disk", "fs", "s3")}}
 
 
 def test_deep_checks_skip_unless_deep_and_lmcache():
@@ -374,19 +376,19 @@ def test_a_second_server_computes_in_the_dtype_up_decided_for_the_stack(monkeypa
     started = {}
 
     @contextmanager
-    def fake_second_server(spec, image, label, env, timeout, say):
-        started.update(env)
+    def fake_second_servers(image, planned, timeout, say):
+        started.update(planned[0].env)
         raise Unavailable("stop here: the environment is what this test reads")
         yield  # pragma: no cover - a generator for contextmanager
 
-    monkeypatch.setattr(second_server, "second_server", fake_second_server)
+    monkeypatch.setattr(second_server, "second_servers", fake_second_servers)
     running = stack_container(engine, {"STACKCTL_DTYPE": "float32", "PYTHONHASHSEED": "0", "OTHER": "x"})
     stack = recipe()
     ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: running,
                            "say": lambda self, m: None})()
     tier = stack.tiers_of("fs")[0]
     try:
-        lmcache_deep.prove_tier(ctx, tier, [1, 2, 3])
+        lmcache_deep.prove_tiers(ctx, [tier], [1, 2, 3])
     except Unavailable:
         pass
     assert started["STACKCTL_DTYPE"] == "float32" and "OTHER" not in started
@@ -412,15 +414,114 @@ def test_a_second_servers_asks_want_no_log_probabilities(monkeypatch, engine):
         log[0] += lines[min(len(asked), 2) - 1] + "\n"
 
     @contextmanager
-    def fake_second_server(spec, image, label, env, timeout, say):
-        yield server
+    def fake_second_servers(image, planned, timeout, say):
+        yield (server,)
 
-    monkeypatch.setattr(second_server, "second_server", fake_second_server)
+    monkeypatch.setattr(second_server, "second_servers", fake_second_servers)
     monkeypatch.setattr(lmcache_deep, "ask", ask)
     running = stack_container(engine, {})
     stack = recipe()
     ctx = type("Ctx", (), {"recipe": stack, "spec": StackSpec(stack), "container": lambda self: running,
                            "say": lambda self, m: None})()
-    result = lmcache_deep.prove_tier(ctx, stack.tiers_of("fs")[0], [1, 2, 3])
+    result = lmcache_deep.prove_tiers(ctx, stack.tiers_of("fs"), [1, 2, 3])["fs"]
     assert result["second"].retrieved_tokens == 128
     assert asked == [{"logprobs": False}, {"logprobs": False}]
+
+
+def test_the_tiers_second_servers_start_together_once_and_are_asked_one_after_another(monkeypatch, engine):
+    """Each second server's start is most of its time: every lower tier's server starts at once (one
+    second_servers call), each is asked in turn, and server.hash-seed-proof then reuses the fs tier's account."""
+    from contextlib import contextmanager
+
+    from stackctl.doctor import lmcache_deep
+    from stackctl.doctor.clients import second_server
+
+    starts, asked = [], []
+
+    class Server:
+        base_url, model = "http://127.0.0.1:1", "m"
+
+        def __init__(self, label):
+            self.label, self.text = label, ""
+
+        def log(self):
+            return self.text
+
+    @contextmanager
+    def fake_second_servers(image, planned, timeout, say):
+        starts.append([plan.label for plan in planned])
+        yield tuple(Server(plan.label) for plan in planned)
+
+    def ask(url, model, prompt, **options):
+        server = current[0]
+        asked.append(server.label)
+        server.text += stored() + loaded()  # what the tier found, and stored
+
+    current: list = []
+    original = lmcache_deep._ask_twice
+
+    def ask_twice(server, prompt):
+        current[:] = [server]
+        return original(server, prompt)
+
+    monkeypatch.setattr(second_server, "second_servers", fake_second_servers)
+    monkeypatch.setattr(lmcache_deep, "ask", ask)
+    monkeypatch.setattr(lmcache_deep, "_ask_twice", ask_twice)
+    stack_container(engine, {"PYTHONHASHSEED": "0"})
+    ctx = Context(recipe(), {"lmcache_served": served()}, deep=True)
+    ctx.remember = lambda key, compute, kept={}: kept.setdefault(key, compute()) if key != "lmcache_served" \
+        else served()
+    ctx.say = lambda message: None
+    assert run("server.tier-served", ctx).status == "pass"
+    assert starts == [["second-disk", "second-fs", "second-s3"]]
+    assert asked == ["second-disk", "second-disk", "second-fs", "second-fs", "second-s3", "second-s3"]
+    assert run("server.hash-seed-proof", ctx).status == "pass"
+    assert len(starts) == 1  # the fs tier's account was kept: no second server started again
+
+
+def test_second_servers_are_all_removed_when_one_never_becomes_healthy(monkeypatch, engine):
+    """Started together, removed together: a server that fails its start takes the others' containers and bundles
+    with it, and none is left in the engine."""
+    from stackctl.doctor.clients import second_server
+    from stackctl.engine import health
+    from stackctl.errors import StackctlError
+
+    def wait_for_health(name, url, container, timeout, say):
+        if name.endswith("second-fs"):
+            raise StackctlError(f"{name} did not become healthy")
+
+    made, real_mkdtemp = [], second_server.tempfile.mkdtemp
+
+    def mkdtemp(*args, **kwargs):
+        made.append(real_mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(health, "wait_for_health", wait_for_health)
+    monkeypatch.setattr(second_server.tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setenv("STACKCTL_S3_ACCESS_KEY", "test-access")  # the recipe's S3 tier reads its keys from these
+    monkeypatch.setenv("STACKCTL_S3_SECRET_KEY", "test-secret")
+    spec = StackSpec(recipe())
+    planned = [second_server.Planned(spec, f"second-{kind}", {}) for kind in ("disk", "fs", "s3")]
+    with pytest.raises(StackctlError, match="second-fs did not become healthy"):
+        with second_server.second_servers("sha256:abc", planned, 60, lambda message: None):
+            raise AssertionError("not reached: one server never became healthy")
+    assert [name for name, _ in engine.calls if name == "run_detached"] == ["run_detached"] * 3
+    assert engine.container_records == {}
+    assert len(made) >= 3 and not [path for path in made if Path(path).exists()]
+
+
+def test_the_log_settles_at_the_first_of_several_markers():
+    """A second server's first ask ends in LMCache's store line (the tier missed) or its retrieve line (the tier held
+    the prompt): waiting for the store line alone cost a tier that held it the whole timeout."""
+    from stackctl.doctor.lmcache_live import settle
+
+    reads = []
+
+    def read_log():
+        reads.append(1)
+        return "old line\n" + loaded()
+
+    assert "Retrieved 768" in settle(read_log, len("old line\n"), marker=("Stored", "Retrieved"), timeout=60)
+    assert len(reads) == 1  # found at the first read: no wait
+    reads.clear()
+    assert "Stored" not in settle(read_log, 0, marker="Stored", timeout=0.0)  # not there: returned at the timeout

@@ -15,9 +15,10 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stackctl.bundle import render as renderer
 from stackctl.engine import docker_adapter as dk
@@ -53,24 +54,57 @@ def derived_recipe(recipe, label: str, port: int, env: dict[str, str]):
     return second
 
 
+@dataclass(frozen=True)
+class Planned:
+    """One second server to start: the stack (or an arm of it) it runs, its label, the environment added on top,
+    and its port (None: one the kernel picks)."""
+    spec: Any
+    label: str
+    env: dict[str, str]
+    port: int | None = None
+
+
 @contextmanager
 def second_server(spec, image: str, label: str, env: dict[str, str], timeout: float,
                   say=lambda message: None, port: int | None = None) -> Iterator[SecondServer]:
     """Start a second server of the stack `spec` from `image` (the running stack's image id) with `env` added, on `port`
     (default: one the kernel picks), wait until it is healthy, yield it, and remove its container and bundle
     whatever happens."""
-    from stackctl.engine.container import container_kwargs, read_secrets
+    with second_servers(image, [Planned(spec, label, env, port)], timeout, say) as (server,):
+        yield server
+
+
+@contextmanager
+def second_servers(image: str, planned: list[Planned], timeout: float,
+                   say=lambda message: None) -> Iterator[tuple[SecondServer, ...]]:
+    """Start every planned second server from `image` at once, wait until each is healthy, yield them in order, and
+    remove every container and bundle whatever happens (one that failed to start included). They start together:
+    most of a server's start is its own interpreter, model load and first pass, and one after another their starts
+    were most of `doctor --deep`'s time."""
     from stackctl.engine.health import wait_for_health
 
-    port = port or free_port()
-    recipe = spec.recipe
-    second = spec.with_recipe(derived_recipe(recipe, label, port, env))
+    with ExitStack() as started:
+        servers = [started.enter_context(_started(plan, image, say)) for plan in planned]
+        for name, server in servers:
+            wait_for_health(name, f"{server.base_url}/health", server.container, timeout, say)
+        yield tuple(server for _, server in servers)
+
+
+@contextmanager
+def _started(plan: Planned, image: str, say) -> Iterator[tuple[str, SecondServer]]:
+    """A second server's container started (not yet healthy): its stack name and the server; the container and its
+    bundle are removed on the way out."""
+    from stackctl.engine.container import container_kwargs, read_secrets
+
+    port = plan.port or free_port()
+    recipe = plan.spec.recipe
+    second = plan.spec.with_recipe(derived_recipe(recipe, plan.label, port, plan.env))
     files = renderer.render_files(second, guard=False)
     bundle = Path(tempfile.mkdtemp(prefix=f"stackctl-{second.name}-"))
     container = None
     try:
         renderer.write_bundle(files, bundle / "bundle")
-        kwargs = container_kwargs(second, files, bundle / "bundle", None, secrets=read_secrets(spec))
+        kwargs = container_kwargs(second, files, bundle / "bundle", None, secrets=read_secrets(plan.spec))
         kwargs["image"] = image
         # Not a deployment: no stack labels, so `status`, `down` and `up` never take it for one.
         kwargs["labels"] = {SECOND_SERVER_LABEL: recipe.stack.name}
@@ -78,11 +112,9 @@ def second_server(spec, image: str, label: str, env: dict[str, str], timeout: fl
         leftover = dk.find_container(engine, kwargs["name"])
         if leftover is not None:  # from a doctor run that was killed outright
             dk.remove_container(leftover)
-        say(f"starting a second server {kwargs['name']} on port {port} ({label})")
+        say(f"starting a second server {kwargs['name']} on port {port} ({plan.label})")
         container = dk.run_detached(engine, **kwargs)
-        url = f"http://127.0.0.1:{port}"
-        wait_for_health(second.name, f"{url}/health", container, timeout, say)
-        yield SecondServer(url, container, recipe.served_name)
+        yield second.name, SecondServer(f"http://127.0.0.1:{port}", container, recipe.served_name)
     finally:
         if container is not None:
             dk.remove_container(container)
