@@ -65,16 +65,6 @@ class Planned:
 
 
 @contextmanager
-def second_server(spec, image: str, label: str, env: dict[str, str], timeout: float,
-                  say=lambda message: None, port: int | None = None) -> Iterator[SecondServer]:
-    """Start a second server of the stack `spec` from `image` (the running stack's image id) with `env` added, on `port`
-    (default: one the kernel picks), wait until it is healthy, yield it, and remove its container and bundle
-    whatever happens."""
-    with second_servers(image, [Planned(spec, label, env, port)], timeout, say) as (server,):
-        yield server
-
-
-@contextmanager
 def second_servers(image: str, planned: list[Planned], timeout: float,
                    say=lambda message: None) -> Iterator[tuple[SecondServer, ...]]:
     """Start every planned second server from `image` at once, wait until each is healthy, yield them in order, and
