@@ -239,7 +239,11 @@ def container_image(engine: Engine, container: Container) -> Image | None:
 
 def short_id(thing: Container | Image) -> str:
     """An image's or a container's id as `docker ps` / `docker images` print it."""
-    ident = str(opened(thing).id)
+    return short_form(str(opened(thing).id))
+
+
+def short_form(ident: str) -> str:
+    """An id as `docker ps` / `docker images` print it: an image's sha256:... to 19 characters, a container's to 12."""
     return ident[:19] if ident.startswith("sha256:") else ident[:12]
 
 

@@ -3,8 +3,8 @@ an engine, a container or an image. docker_adapter is the implementation that ta
 in-memory engine (tests/unit/fake_engine.py) is the other, and both are held to these signatures, by mypy and by
 tests/unit/test_engine_interface.py. Callers hold only stackctl's handles (handles.py) and records (records.py).
 
-docker_adapter's pure helpers (build_kwargs, demultiplex) and its label names are not part of it: they never touch
-an engine."""
+docker_adapter's pure helpers (build_kwargs, demultiplex, short_form) and its label names are not part of it: they
+never touch an engine."""
 
 from __future__ import annotations
 

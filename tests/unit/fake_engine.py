@@ -176,8 +176,9 @@ class FakeEngine:
 
     # -- what is read of an image --
     def short_id(self, thing: Container | Image) -> str:
-        ident = thing.id
-        return ident[:19] if ident.startswith("sha256:") else ident[:12]
+        from stackctl.engine.docker_adapter import short_form
+
+        return short_form(thing.id)
 
     def image_tags(self, image: Image) -> list[str]:
         return list(opened(image).tags)

@@ -22,7 +22,7 @@ from stackctl.recipe import load_recipe
 
 NAMES = interface_names(EngineInterface)
 # docker_adapter's public names that are not the engine's: pure helpers, label names and the light engine's classes
-NOT_THE_ENGINES = {"build_kwargs", "demultiplex", "LightEngine", "LightImage", "LightContainer"}
+NOT_THE_ENGINES = {"build_kwargs", "demultiplex", "short_form", "LightEngine", "LightImage", "LightContainer"}
 
 
 def signature_without_self(function) -> str:
