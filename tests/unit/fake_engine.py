@@ -118,7 +118,8 @@ class FakeEngine:
         return Image(found) if found else None
 
     def find_container(self, engine: Engine, name: str) -> Container | None:
-        found = self.container_records.get(name) or next((c for c in self.container_records.values() if c.id == name), None)
+        found = self.container_records.get(name) or next(
+            (record for record in self.container_records.values() if record.id == name), None)
         return Container(found) if found else None
 
     def stack_containers(self, engine: Engine, stack: str | None = None) -> list[Container]:

@@ -45,7 +45,8 @@ def test_both_implementations_have_the_interfaces_signature(name):
 
 def test_every_public_function_of_the_adapter_is_in_the_interface_or_touches_no_engine():
     public = {name for name, value in vars(docker_adapter).items()
-              if callable(value) and not name.startswith("_") and getattr(value, "__module__", "") == docker_adapter.__name__}
+              if callable(value) and not name.startswith("_")
+              and getattr(value, "__module__", "") == docker_adapter.__name__}
     assert public - set(NAMES) == NOT_THE_ENGINES
     assert set(NAMES) <= public
 

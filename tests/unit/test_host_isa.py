@@ -201,9 +201,11 @@ def test_the_kept_figures_are_the_best_each_dtype_reached_and_a_fresh_run_return
     first = matmul.measure(engine.client(), "sha256:abc", **args)
     assert [image for image, _, _ in engine.runs] == ["sha256:abc"]  # the probe ran in the stack's image
     assert first.gflops == {"float32": 108.0, "bfloat16": 1017.0} and first.memcpy_gb_s == 3.1
-    assert matmul.measure(engine.client(), "sha256:abc", **args).gflops["bfloat16"] == 1017.0  # kept: not measured again
+    kept = matmul.measure(engine.client(), "sha256:abc", **args)
+    assert kept.gflops["bfloat16"] == 1017.0  # kept: not measured again
     assert matmul.measure(engine.client(), "sha256:abc", **args, fresh=True).gflops["bfloat16"] == 2607.0
-    busy = matmul.measure(engine.client(), "sha256:abc", **args, fresh=True)  # measured 250 / none / 4.0 beside other work
+    # measured 250 / none / 4.0 beside other work
+    busy = matmul.measure(engine.client(), "sha256:abc", **args, fresh=True)
     assert busy.gflops == {"float32": 281.0, "bfloat16": 2607.0} and busy.errors == {} and busy.memcpy_gb_s == 5.2
     assert matmul.measure(engine.client(), "sha256:abc", **args).to_dict() == busy.to_dict()
     (next(tmp_path.glob("s/matmul/*.json"))).write_text("{damaged")
