@@ -118,6 +118,7 @@ def versions(recipe: Recipe) -> dict:
         if lmcache_in_image(recipe) else None,
         "lmcache_git": recipe.versions.lmcache_git if lmcache_in_image(recipe) else None,
         "gpu_arch": list(recipe.versions.gpu_arch) if platform.has_gpus else [],
+        "uv": defaults[platform.installer_key] if platform.installer_key else None,
     }
 
 

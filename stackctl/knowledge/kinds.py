@@ -186,8 +186,8 @@ class Platform(_Record):
 
     _fields = ("name", "dockerfile", "base_image_keys", "vllm_keys", "torch_key", "has_gpus", "devices", "cuda_graphs",
                "cpu_computes", "torch_build", "ships_cpu_connector", "server_command", "tolerated_packages",
-               "gpu_runtime_key")
-    _defaults = {"gpu_runtime_key": None}
+               "gpu_runtime_key", "installer_key")
+    _defaults = {"gpu_runtime_key": None, "installer_key": None}
 
     name: str
     dockerfile: str  # the template the image is built from
@@ -206,6 +206,9 @@ class Platform(_Record):
     # The [versions] key naming the GPU runtime release (ROCm) whose record (knowledge/rocm.py) decides the install
     # layout, the HIP runtime and the GPU targets; None: the platform has no GPU runtime.
     gpu_runtime_key: str | None
+    # compat.toml default for uv, which then installs the image's Python packages in place of pip (None: pip does,
+    # as in the base image).
+    installer_key: str | None
 
 
 PLATFORM_RECORDS: tuple[Platform, ...] = (
@@ -221,7 +224,7 @@ PLATFORM_RECORDS: tuple[Platform, ...] = (
              vllm_keys={"vllm": "cpu_vllm", "atom-vllm": "cpu_vllm"}, torch_key="cpu_torch",
              has_gpus=False, devices=(), cuda_graphs=False, cpu_computes=True, torch_build=None,
              ships_cpu_connector=True, server_command=("python", "-m", "vllm.entrypoints.openai.api_server", "--model"),
-             tolerated_packages=("nvidia-",)),
+             tolerated_packages=("nvidia-",), installer_key="cpu_uv"),
 )
 PLATFORMS_BY_NAME = {platform.name: platform for platform in PLATFORM_RECORDS}
 PLATFORMS: tuple[str, ...] = tuple(PLATFORMS_BY_NAME)
