@@ -333,9 +333,15 @@ def hip_sources() -> dict[str, Path]:
     return {"build/hip_env.sh": shipped("templates") / "files" / "hip_env.sh"}
 
 
+def cpu_compute_sources() -> dict[str, Path]:
+    """The helper that compiles at build time what vLLM compiles on a CPU server's first request
+    (build/warm_compile.py), copied only into the images of platforms whose CPU runs the model."""
+    return {"build/warm_compile.py": shipped("templates") / "files" / "warm_compile.py"}
+
+
 def copied_sources() -> dict[str, Path]:
     """Every bundle file that is a verbatim copy of one of stackctl's own files (golden bundles leave them out)."""
-    return {**verbatim_sources(), **connector_sources(), **hip_sources()}
+    return {**verbatim_sources(), **connector_sources(), **hip_sources(), **cpu_compute_sources()}
 
 
 def _build_context_files(spec: StackSpec) -> dict[str, bytes]:
@@ -344,6 +350,8 @@ def _build_context_files(spec: StackSpec) -> dict[str, bytes]:
         sources.update(connector_sources())
     if spec.platform.has_gpus:
         sources.update(hip_sources())
+    if spec.platform.cpu_computes:
+        sources.update(cpu_compute_sources())
     files = {name: source.read_bytes() for name, source in sources.items()}
     files["build/cuda_only.json"] = (json.dumps(compat.table()["cuda_only"], indent=2, sort_keys=True) + "\n").encode()
     return files

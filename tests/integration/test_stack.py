@@ -24,6 +24,29 @@ def test_up_serves_a_real_completion(smoke_stack):
     assert answer["usage"]["prompt_tokens"] >= 4 and answer["usage"]["completion_tokens"] == 4
 
 
+def test_a_first_request_with_logprobs_finds_vllms_compile_in_the_image(smoke_stack, smoke_image, docker_engine):
+    """vLLM compiles its logprob op with inductor on a server's first request with log-probabilities (16-25 s on 2
+    cores); the image carries that compile (build/warm_compile.py). Inductor's own account, in a new process of the
+    image: every graph found in the cache. The running server's: after such a request, it has written nothing into
+    the image's inductor cache (docker diff lists what a container changed in its image)."""
+    import subprocess
+
+    from stackctl.httpclient import post_json
+
+    warm = subprocess.run(["docker", "run", "--rm", "--network", "host", "--entrypoint", "python", smoke_image,
+                           "/opt/stackctl/build/warm_compile.py"], capture_output=True, text=True, timeout=300)
+    reports = [line for line in warm.stdout.splitlines() if line.startswith("stackctl warm")]
+    assert warm.returncode == 0 and len(reports) == 2, warm.stdout + warm.stderr
+    assert all(line.endswith(": 1 hit(s), 0 miss(es)") for line in reports), reports
+
+    answer = post_json("http://127.0.0.1:8000/v1/completions",
+                       {"model": "tiny", "prompt": "w1 w2 w3 w4", "max_tokens": 2, "temperature": 0, "logprobs": 5})
+    assert len(answer["choices"][0]["logprobs"]["top_logprobs"]) == 2
+    changed = docker_engine.containers.get("stackctl-cpu-smoke").diff() or []
+    written = [change["Path"] for change in changed if "inductor" in change["Path"]]
+    assert [path for path in written if path.endswith((".so", ".cpp", ".h.gch", ".pch"))] == [], written
+
+
 def test_status_reports_healthy(smoke_stack):
     rows = json.loads(smoke_stack.cli("status", smoke_stack.recipe, "--format", "json").stdout)
     assert len(rows) == 1
