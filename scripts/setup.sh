@@ -22,15 +22,27 @@ command -v dockerd >/dev/null 2>&1 || _need_apt+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || _need_apt+=(debootstrap)
 command -v git >/dev/null 2>&1 || _need_apt+=(git)  # ansible-lint needs git
 command -v gcc >/dev/null 2>&1 || _need_apt+=(gcc)
-# The S3 tier's test server: a single-node Ceph RADOS Gateway on 127.0.0.1 (scripts/start-ceph-rgw.sh). Each of
-# these tools is its own Debian package.
-for _tool in radosgw ceph-mon ceph-osd curl openssl; do
+for _tool in curl openssl; do
     command -v "$_tool" >/dev/null 2>&1 || _need_apt+=("$_tool")
 done
 if [ "${#_need_apt[@]}" -gt 0 ]; then
     quiet_phase "setup: apt-get install ${_need_apt[*]}" _apt_install "${_need_apt[@]}"
 else
-    skip_phase "setup: apt packages" "docker.io, debootstrap, git, gcc, radosgw, ceph-mon, ceph-osd present"
+    skip_phase "setup: apt packages" "docker.io, debootstrap, git, gcc, curl, openssl present"
+fi
+# The S3 tier's test server: a single-node Ceph RADOS Gateway on 127.0.0.1 (scripts/start-ceph-rgw.sh). Each of
+# these tools is its own Debian package; they install in the background, beside the venv and the base image (the
+# longest step of the install), and are awaited at the end of the set-up.
+_need_ceph=()
+for _tool in radosgw ceph-mon ceph-osd; do
+    command -v "$_tool" >/dev/null 2>&1 || _need_ceph+=("$_tool")
+done
+_ceph_phase=""
+if [ "${#_need_ceph[@]}" -gt 0 ]; then
+    _ceph_phase="setup: apt-get install ${_need_ceph[*]}"
+    background_phase "$_ceph_phase" _apt_install "${_need_ceph[@]}"
+else
+    skip_phase "setup: Ceph packages" "radosgw, ceph-mon, ceph-osd present"
 fi
 
 quiet_phase "setup: Docker engine (dockerd --bridge=none)" bash "$_repo/scripts/start-docker.sh"
@@ -58,6 +70,7 @@ _make_venv() {
 quiet_phase "setup: venv $VENV with stackctl and its test tools" _make_venv
 export PATH="$VENV/bin:$PATH"
 [ -z "$_base_phase" ] || await_phase "$_base_phase"
+[ -z "$_ceph_phase" ] || await_phase "$_ceph_phase"
 
 # `stackctl` for the shell that ran this (README: `stackctl down cpu-smoke`), not only inside the venv.
 STACKCTL_BIN_LINK=${STACKCTL_BIN_LINK:-/usr/local/bin/stackctl}
