@@ -4,8 +4,9 @@
 vLLM (0.32: vllm/v1/sample/ops/logprobs.py) wraps `batched_count_greater_than` in torch.compile; on CPU that is
 inductor, which writes C++ against a precompiled ATen header and builds it with g++: 16-25 s on 2 cores, paid by
 every new server on its first such request (doctor's answer comparisons, every user's first request asking for
-logprobs). Run here, the header and the kernels land in TORCHINDUCTOR_CACHE_DIR, a layer of the image, and a new
-server loads them in about 3 s. Inductor keys each entry on torch's version, the compiler and the CPU's vector ISA,
+logprobs). Run here, both land in a layer of the image: the graphs and kernels in TORCHINDUCTOR_CACHE_DIR, the
+precompiled header in inductor's own folder (/tmp/torchinductor_root for root), and a new server's first such
+request takes about 4 s. Inductor keys each entry on torch's version, the compiler and the CPU's vector ISA,
 so a host of another ISA compiles again, as it would have without this.
 
 The op is called as the sampler calls it: logits of one request, then of two (the second call makes the batch
