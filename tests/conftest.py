@@ -25,6 +25,12 @@ def cli():
     return run_cli
 
 
+def pytest_collection_modifyitems(items):
+    """The tests of the HIP images run last: CI builds those images on an engine of their own while the other tests
+    run (.ci/run), and these wait for that build under its lock. The order is otherwise kept (the sort is stable)."""
+    items.sort(key=lambda item: item.get_closest_marker("hip_images") is not None)
+
+
 def pytest_runtest_logreport(report):
     parts = report.nodeid.split("/")
     folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0].split("::")[0]

@@ -7,6 +7,7 @@ down again, even when a test fails.
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -23,6 +24,20 @@ def docker_engine():
 @pytest.fixture(scope="session")
 def stack_env(tmp_path_factory) -> dict:
     return stackctl_env(tmp_path_factory.mktemp("state"))
+
+
+@pytest.fixture(scope="module")
+def hip_env(stack_env):
+    """The environment of the HIP image tests: the engine CI builds those images on (STACKCTL_TEST_HIP_ENGINE, a
+    DOCKER_HOST: .ci/run starts it beside the main engine), else the main engine. Docker's CLI and stackctl both read
+    DOCKER_HOST, so for the module's time every docker command of the test process goes there too."""
+    engine = os.environ.get("STACKCTL_TEST_HIP_ENGINE")
+    if not engine:
+        yield stack_env
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DOCKER_HOST", engine)
+        yield dict(stack_env, DOCKER_HOST=engine)
 
 
 @pytest.fixture(scope="session")

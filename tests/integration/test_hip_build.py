@@ -5,8 +5,10 @@ recipe's gpu_arch, linked to the HIP runtime, and in them every kernel LMCache's
 bundle's code object read, one per translation unit), wavefront 64, spills and scratch counted. No GPU is needed to
 compile or to read the module.
 
-CI compiles one target (tests/hip/rocm-build-check-gfx942.toml, the shipped recipe with one arch) as a phase of
-its own before the tests (.ci/run), under the same lock this module takes, so the tests here find the images built. Both targets (the shipped recipe): benchmarks/hip_build.py.
+CI compiles one target (tests/hip/rocm-build-check-gfx942.toml, the shipped recipe with one arch) on a Docker
+engine of its own while the other tests run (.ci/run), under the same lock this module takes: the tests here run
+last, on that engine (the hip_env fixture), and find the images built. Both targets (the shipped recipe):
+benchmarks/hip_build.py.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ HIP = REPO / "tests" / "hip"
 RECIPE = HIP / "rocm-build-check-gfx942.toml"
 LOCK = "/tmp/stackctl-hip-build.lock"  # shared with .ci/run's build phase of the same images
 TOOLCHAIN = hip_toolchain_facts()  # LLVM_MAJOR, HIP_SONAME: scripts/hip-toolchain.pins
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.hip_images]
 BUILD_TIMEOUT = 3 * 3600  # the compile alone takes 10-20 min on 2 cores; a cold toolchain adds its downloads
 
 
@@ -48,13 +51,13 @@ def _in_image(tag: str, script: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def hip_image(docker_engine, stack_env) -> str:
+def hip_image(docker_engine, hip_env) -> str:
     """The gfx942 build of the test recipe: the toolchain and stand-in images, then `stackctl build` (each reused
     when already built from the same inputs)."""
     toolchain = subprocess.run(["flock", LOCK, "bash", str(REPO / "scripts" / "make-hip-toolchain.sh"),
                                 "--test-torch"], capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert toolchain.returncode == 0, toolchain.stdout[-3000:] + toolchain.stderr[-3000:]
-    build = subprocess.run(["flock", LOCK, *run_cli_argv("build", str(RECIPE))], env=stack_env, cwd=REPO,
+    build = subprocess.run(["flock", LOCK, *run_cli_argv("build", str(RECIPE))], env=hip_env, cwd=REPO,
                            capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-5000:]
     return _image_tag(RECIPE)
@@ -73,8 +76,8 @@ def test_the_test_recipe_is_the_shipped_one_for_one_target():
     assert {a.split(" = ")[0] for a, _ in changed} == {"name", "description", "gpu_arch"}, changed
 
 
-def test_doctor_passes_the_real_hip_build_and_names_its_targets(hip_image, stack_env):
-    code, results = _doctor(stack_env, RECIPE)
+def test_doctor_passes_the_real_hip_build_and_names_its_targets(hip_image, hip_env):
+    code, results = _doctor(hip_env, RECIPE)
     backend = results["image.lmcache-backend"]
     assert backend["status"] == "pass", backend
     assert re.fullmatch(r"HIP build of cuda_ops: code objects for gfx942 \(exactly versions\.gpu_arch\), links "
@@ -119,17 +122,17 @@ done
 """
 
 
-def test_the_probes_kernels_are_what_llvm_reads_from_every_bundle(hip_image, stack_env):
+def test_the_probes_kernels_are_what_llvm_reads_from_every_bundle(hip_image, hip_env):
     """The probe's kernel count per target (its own MessagePack reading of the AMDGPU metadata notes) equals the
     kernel descriptors llvm-readelf counts in the code objects clang-offload-bundler unbundles, bundle by bundle."""
     per_bundle = [int(line) for line in _in_image(hip_image, COUNT_KERNELS_WITH_LLVM).split()]
-    _, results = _doctor(stack_env, RECIPE)
+    _, results = _doctor(hip_env, RECIPE)
     gfx942 = results["image.lmcache-backend"]["details"]["kernels"][0]
     assert len(per_bundle) == gfx942["bundles"] == 6 and all(per_bundle), per_bundle
     assert sum(per_bundle) == gfx942["count"], (per_bundle, gfx942)
 
 
-def test_a_module_that_lost_a_kernel_fails_naming_the_kernel_and_the_target(hip_image, stack_env, tmp_path):
+def test_a_module_that_lost_a_kernel_fails_naming_the_kernel_and_the_target(hip_image, hip_env, tmp_path):
     """The real module, edited: one kernel's name changed in its code objects (same length, so every offset holds),
     under the tag of a recipe of its own. Doctor names the kernel LMCache launches that has no code object."""
     recipe = tmp_path / "rocm-build-check-edited.toml"
@@ -153,7 +156,7 @@ def test_a_module_that_lost_a_kernel_fails_naming_the_kernel_and_the_target(hip_
     subprocess.run(["docker", "build", "--network", "none", "-q", "-t", edited, str(tmp_path)], check=True,
                    capture_output=True, timeout=600)
     try:
-        code, results = _doctor(stack_env, recipe)
+        code, results = _doctor(hip_env, recipe)
     finally:
         subprocess.run(["docker", "rmi", edited], capture_output=True, timeout=120)
     backend = results["image.lmcache-backend"]
@@ -163,14 +166,14 @@ def test_a_module_that_lost_a_kernel_fails_naming_the_kernel_and_the_target(hip_
                                   "release's HIP sources launch them)"), backend
 
 
-def test_doctor_fails_the_real_build_against_a_recipe_asking_another_target(hip_image, stack_env, tmp_path):
+def test_doctor_fails_the_real_build_against_a_recipe_asking_another_target(hip_image, hip_env, tmp_path):
     """The gfx942 build under the tag of a recipe that asks gfx950: the image a gfx950 stack would run."""
     recipe = tmp_path / "rocm-build-check-gfx950.toml"
     recipe.write_text(RECIPE.read_text().replace('gpu_arch = ["gfx942"]', 'gpu_arch = ["gfx950"]', 1))
     wrong = _image_tag(recipe)
     subprocess.run(["docker", "tag", hip_image, wrong], check=True, timeout=60)
     try:
-        code, results = _doctor(stack_env, recipe)
+        code, results = _doctor(hip_env, recipe)
     finally:
         subprocess.run(["docker", "rmi", wrong], capture_output=True, timeout=120)  # the extra tag only
     backend = results["image.lmcache-backend"]
