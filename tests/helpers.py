@@ -80,3 +80,21 @@ def register_tier_kind(monkeypatch, record):
     monkeypatch.setattr(keys, "TIER_KIND_RECORDS", records)
     monkeypatch.setattr(keys, "LMCACHE_KEYS", {**keys.LMCACHE_KEYS, **keys._tier_key_sources(extra_config=False)})
     return record
+
+
+# A CPU-platform recipe with LMCache on and a cpu tier; {tiers}: the [[cache.tiers]] tables that follow it.
+TIERED_RECIPE = """
+[stack]
+name = "t"
+platform = "cpu"
+
+[model]
+path = "/models/m"
+
+[cache]
+enabled = true
+
+[[cache.tiers]]
+kind = "cpu"
+size_gb = 2
+{tiers}"""

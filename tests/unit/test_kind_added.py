@@ -8,7 +8,7 @@ import socket
 from types import SimpleNamespace
 
 import pytest
-from helpers import register_tier_kind
+from helpers import TIERED_RECIPE, register_tier_kind
 
 from stackctl.bundle import keys
 from stackctl import importer
@@ -34,21 +34,7 @@ NEW = kinds.TierKind(name="kvurl", summary="a key-value server", allowed=frozens
                      lmcache=lambda tier, per_rank: ({"remote_url": tier.url}, {}), config_order=2, remote=True,
                      survives_restart=True, host_check=ENDPOINT_CHECK, round_trip="put and get through the server")
 
-RECIPE = """
-[stack]
-name = "t"
-platform = "cpu"
-
-[model]
-path = "/models/m"
-
-[cache]
-enabled = true
-
-[[cache.tiers]]
-kind = "cpu"
-size_gb = 2
-{tiers}"""
+RECIPE = TIERED_RECIPE
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from helpers import register_tier_kind
+from helpers import TIERED_RECIPE, register_tier_kind
 
 from stackctl.bundle.stackspec import StackSpec
 from stackctl.doctor import tier_roundtrip
@@ -93,21 +93,7 @@ SPOOL_KIND = kinds.TierKind(name="spoolkv", summary="a spool", allowed=frozenset
                             storage="spool", remote=True, survives_restart=True, host_check="host.tier-endpoint",
                             round_trip="put and get through the spool")
 
-RECIPE = """
-[stack]
-name = "t"
-platform = "cpu"
-
-[model]
-path = "/models/m"
-
-[cache]
-enabled = true
-
-[[cache.tiers]]
-kind = "cpu"
-size_gb = 2
-
+SPOOL_TIER = """
 [[cache.tiers]]
 kind = "spoolkv"
 url = "spoolkv://spool.example.com:9000"
@@ -124,7 +110,7 @@ def spool(monkeypatch, tmp_path):
     BOOK.clear()
     directory = tmp_path / "spool"
     directory.mkdir()
-    recipe = loader.load_recipe_text(RECIPE.format(path=directory))
+    recipe = loader.load_recipe_text(TIERED_RECIPE.format(tiers=SPOOL_TIER.format(path=directory)))
     return recipe, recipe.tiers_of("spoolkv")[0]
 
 
