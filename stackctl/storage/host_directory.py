@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-import uuid
-from pathlib import Path
 
 from stackctl.storage.base import Absent, Storage, StoreError
+
+TYPE_CHECKING = False  # typing is not imported at run time (`validate` loads this module: start-up cost)
+if TYPE_CHECKING:  # annotations only
+    from pathlib import Path
 
 GiB = 1024 ** 3
 MARKER_PREFIX = ".stackctl-marker-"  # fleet doctor's marker file in the directory
@@ -15,6 +17,8 @@ MARKER_PREFIX = ".stackctl-marker-"  # fleet doctor's marker file in the directo
 def path_problem(path: Path, want_bytes: int) -> str:
     """Why a tier directory cannot take the tier ('' when it can): missing, not writable (a probe file is written
     and removed: read-only mounts pass os.access), or short of space."""
+    import uuid
+
     if not path.is_dir():
         return f"path not found: {path} does not exist"
     probe = path / f".stackctl-probe-{uuid.uuid4().hex[:12]}"
@@ -37,6 +41,8 @@ class DirectoryMarker:
     not_there = "the marker {writer} wrote there is not on this host"
 
     def __init__(self, tier, marker_id: str):
+        from pathlib import Path
+
         self.path = Path(os.path.normpath(tier.path)) / f"{MARKER_PREFIX}{marker_id}"
 
     def put(self, content: str) -> None:
@@ -71,6 +77,8 @@ class HostDirectory(Storage):
     def prepare(self, tier) -> list[tuple[str, str]]:
         # The directory exists (or can be made) and takes a file: LMCache would otherwise start, fail to write its
         # first chunk, and serve on without the tier.
+        from pathlib import Path
+
         if not tier.path:
             return []
         try:
@@ -84,6 +92,8 @@ class HostDirectory(Storage):
         return []
 
     def host_problem(self, ctx, tier, want_bytes: int) -> str:
+        from pathlib import Path
+
         return path_problem(Path(tier.path), want_bytes) if tier.path else ""
 
     def round_trip_path(self, tier) -> str | None:
