@@ -61,3 +61,40 @@ def hip_toolchain_facts() -> dict[str, str]:
     """LLVM_MAJOR and HIP_SONAME of the pinned HIP toolchain (scripts/hip-toolchain.pins)."""
     pins = hip_pins()
     return pins.facts(pins.read_pins())
+
+
+def register_tier_kind(monkeypatch, record):
+    """A tier-kind record registered for one test the way a record in TIER_KIND_RECORDS is (the names bound at
+    import time included)."""
+    from stackctl.bundle import keys
+    from stackctl.knowledge import kinds
+    from stackctl.recipe import loader, model
+
+    records = (*kinds.TIER_KIND_RECORDS, record)
+    names = tuple(kind.name for kind in records)
+    monkeypatch.setattr(kinds, "TIER_KIND_RECORDS", records)
+    monkeypatch.setitem(kinds.TIER_KINDS_BY_NAME, record.name, record)
+    monkeypatch.setattr(kinds, "TIER_KINDS", names)
+    monkeypatch.setattr(loader, "TIER_KINDS", names)
+    monkeypatch.setitem(model.Tier._fields["kind"].meta, "choices", names)
+    monkeypatch.setattr(keys, "TIER_KIND_RECORDS", records)
+    monkeypatch.setattr(keys, "LMCACHE_KEYS", {**keys.LMCACHE_KEYS, **keys._tier_key_sources(extra_config=False)})
+    return record
+
+
+# A CPU-platform recipe with LMCache on and a cpu tier; {tiers}: the [[cache.tiers]] tables that follow it.
+TIERED_RECIPE = """
+[stack]
+name = "t"
+platform = "cpu"
+
+[model]
+path = "/models/m"
+
+[cache]
+enabled = true
+
+[[cache.tiers]]
+kind = "cpu"
+size_gb = 2
+{tiers}"""

@@ -19,11 +19,9 @@ from stackctl.bundle.layout import (
     CPU_CONNECTOR_ENV,
     LMCACHE_CONFIG_PATH,
     LMCACHE_SERVER_HOST,
-    S3_CA_ENV,
-    S3_CA_PATH,
-    S3_CREDENTIALS_PATH,
 )
 from stackctl.recipe.model import Recipe
+from stackctl.storage.registry import storage_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
@@ -262,10 +260,7 @@ def environment(recipe: Recipe) -> dict[str, str]:
         for key, value in serving.gpu_env.items():  # plain vLLM: ATOM off, on an image that may carry it
             env.setdefault(key, value)
     for tier in recipe.cache.tiers:
-        if kind_of(tier).s3_bucket and tier.credentials_file:
-            env["AWS_SHARED_CREDENTIALS_FILE"] = S3_CREDENTIALS_PATH
-        if kind_of(tier).s3_bucket and tier.ca_file:
-            env[S3_CA_ENV] = S3_CA_PATH
+        env.update(storage_of(tier).environment(tier))
     env.update(recipe.serve.env)
     if serving.atom_plugin and disables_atom_plugin(env):
         del env[ATOM_DISABLE_ENV]  # an ATOM stack never runs without its plugin (rule atom-plugin-disabled)
@@ -276,11 +271,7 @@ def secret_references(recipe: Recipe) -> dict[str, str]:
     """Container variable -> host variable it is read from at run time (never written anywhere)."""
     refs = dict(recipe.serve.secret_env)
     for tier in recipe.cache.tiers:
-        if kind_of(tier).s3_bucket:
-            if tier.access_key_env:
-                refs["AWS_ACCESS_KEY_ID"] = tier.access_key_env
-            if tier.secret_key_env:
-                refs["AWS_SECRET_ACCESS_KEY"] = tier.secret_key_env
+        refs.update(storage_of(tier).secret_references(tier))
     return dict(sorted(refs.items()))
 
 
@@ -316,19 +307,13 @@ def tier_lmcache(recipe: Recipe, tier) -> tuple[dict, dict]:
 
 
 def volumes(recipe: Recipe) -> list[dict]:
-    """Host paths the container needs: the model (read-only), the disk/fs tiers (read-write), the S3 tier's
-    credentials file and CA (read-only)."""
+    """Host paths the container needs: the model (read-only), then what each tier's storage mounts (a disk/fs
+    tier's directory read-write, the S3 tier's credentials file and CA read-only)."""
     mounts = []
     if not recipe.model.generate and recipe.model.path.startswith("/"):
         mounts.append({"host": recipe.model.path, "container": recipe.model.path, "mode": "ro"})
     for tier in recipe.cache.tiers:
-        kind = kind_of(tier)
-        if kind.host_directory and tier.path:  # the loader requires the path of these kinds
-            mounts.append({"host": tier.path, "container": tier.path, "mode": "rw"})
-        if kind.s3_bucket and tier.credentials_file:
-            mounts.append({"host": tier.credentials_file, "container": S3_CREDENTIALS_PATH, "mode": "ro"})
-        if kind.s3_bucket and tier.ca_file:
-            mounts.append({"host": tier.ca_file, "container": S3_CA_PATH, "mode": "ro"})
+        mounts += storage_of(tier).volumes(tier)
     return mounts
 
 

@@ -19,14 +19,15 @@ from stackctl.doctor.lmcache_live import ask, served_hit, settle
 from stackctl.doctor.parsers.lmcache_log import ANSI, Activity, activity, throughput
 from stackctl.doctor.registry import Unavailable, check, require_lmcache, failed, passed
 from stackctl.knowledge.kinds import kind_of
+from stackctl.storage.registry import storage_of
 
 STORE_WAIT_S = 20.0  # remote puts are asynchronous: how long the second ask keeps trying for the tier to answer
 
 
-def _own_directory(tier) -> bool:
-    """A local directory only one server's index knows (LMCache's local_disk): a second server gets its own."""
-    kind = kind_of(tier)
-    return kind.host_directory and not kind.survives_restart
+def _own_directory(tier, run_id: str) -> str:
+    """A directory only one server's index knows (LMCache's local_disk, which outlives no process): a second server
+    gets its own ('' for a tier that needs none)."""
+    return "" if kind_of(tier).survives_restart else storage_of(tier).fresh_directory(tier, run_id)
 
 
 def tier_env(tier, run_id: str) -> dict[str, str]:
@@ -34,8 +35,9 @@ def tier_env(tier, run_id: str) -> dict[str, str]:
     of its own below the tier's path (two LocalDiskBackends must not share one directory's files)."""
     # The LMCache storage backend names and whether a tier outlives a process: knowledge/kinds.py's records.
     env = {"LMCACHE_RETRIEVE_LOCATIONS": kind_of(tier).backend}
-    if _own_directory(tier):
-        env["LMCACHE_LOCAL_DISK"] = f"file://{tier.path.rstrip('/')}/stackctl-second-{run_id}/"
+    own = _own_directory(tier, run_id)
+    if own:
+        env["LMCACHE_LOCAL_DISK"] = f"file://{own}/"
     return env
 
 
@@ -69,8 +71,8 @@ def prove_tiers(ctx, tiers: list, prompt: list[int]) -> dict[str, dict]:
                                        "seconds": round(time.monotonic() - asked, 1)}
     finally:
         for tier in tiers:
-            if _own_directory(tier):
-                shutil.rmtree(f"{tier.path.rstrip('/')}/stackctl-second-{run_id}", ignore_errors=True)
+            if _own_directory(tier, run_id):
+                shutil.rmtree(_own_directory(tier, run_id), ignore_errors=True)
     return accounts
 
 

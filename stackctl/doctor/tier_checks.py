@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from stackctl.doctor.registry import Unavailable, check, failed, passed, require_lmcache, require_this_machine
-from stackctl.doctor.tier_preflight import GiB, bucket_verdict, path_problem
+from stackctl.storage.host_directory import GiB, path_problem
+from stackctl.storage.s3_bucket import bucket_verdict
 
 
 def _tier(ctx, kind: str):

@@ -25,6 +25,7 @@ from stackctl.engine import docker_adapter as dk
 from stackctl.knowledge.kinds import TIER_KIND_RECORDS, kind_of
 from stackctl.knowledge.kv_math import GiB, MiB
 from stackctl.resources import shipped
+from stackctl.storage.registry import storage_of
 from stackctl.text import size_text
 
 # Keys of LMCache's config that name a tier; each tier's config keeps everything else of the stack's config.
@@ -141,7 +142,7 @@ def tier_specs(spec, chunk: KVChunk, keys: int, model: str, spec_dir: str, mount
         Path(spec_dir, f"{kind}.json").write_text(json.dumps(config))  # JSON is YAML
         tier = spec.recipe.tiers_of(kind)[0]
         specs.append({"tier": kind, "config": f"{mounted_at}/{kind}.json", "model": model,
-                      "path": tier.path if kind_of(tier).host_directory else None, "chunk": chunk.spec(), "keys": keys})
+                      "path": storage_of(tier).round_trip_path(tier), "chunk": chunk.spec(), "keys": keys})
     Path(spec_dir, "specs.json").write_text(json.dumps(specs))
     return specs
 
@@ -206,11 +207,7 @@ def judge(tier, report: dict | None, model: str, chunk_bytes: int) -> TierOutcom
           all(report.get(name) == keys for name in ("absent_before", "stored", "equal")))
     if not ok:
         return TierOutcome(tier.kind, False, f"{tier.kind} failed: {cause(tier, report, chunk_bytes)}", figures)
-    seen, kind = "", kind_of(tier)
-    if kind.s3_bucket:
-        seen = _s3_seen_and_removed(tier, model)
-    elif kind.host_directory:
-        seen = f"{report.get('files_seen', 0)} file(s) seen in {tier.path}, removed"
+    seen, kind = storage_of(tier).seen_and_removed(tier, report, model), kind_of(tier)
     # LMCache's CPU backend keeps the chunk object itself (0.5.6 local_cpu_backend.py:163-168): no copy, no MB/s
     if not kind.lower:
         text = (f"cpu ok: put {figures['put_ms']:.3g} ms, get {figures['get_ms']:.3g} ms a chunk (kept in RAM by "
@@ -243,17 +240,9 @@ def cause(tier, report: dict, chunk_bytes: int) -> str:
     """The cause in words, from the tier's own facts first and LMCache's log second."""
     log = "\n".join(report.get("log_tail", []))
     facts = counts(report) if "keys" in report else "no result"
-    if kind_of(tier).host_directory:
-        if report.get("read_only") or "Read-only file system" in log or "Permission denied" in log:
-            return f"path not writable: {tier.path} ({facts})"
-        if "No space left" in log or report.get("free_bytes", 1 << 40) < chunk_bytes * 2:
-            return f"no space: {tier.path} has {report.get('free_bytes', 0)} bytes free ({facts})"
-    if kind_of(tier).s3_bucket:
-        from stackctl.doctor.clients.s3_access import check_bucket
-
-        verdict = check_bucket(tier)
-        if not verdict.ok:
-            return f"{verdict.message} ({facts})"
+    own = storage_of(tier).failure_cause(tier, report, chunk_bytes, log, facts)
+    if own:
+        return own
     if report.get("error"):
         return f"{report['error']} ({facts})"
     keys = report.get("keys", 0)
@@ -270,15 +259,3 @@ def _last(log: str) -> str:
     lines = [line for line in log.splitlines() if line.strip()]
     return lines[-1][:200] if lines else "none"
 
-
-def _s3_seen_and_removed(tier, model: str) -> str:
-    from stackctl.doctor.clients.s3_access import delete_keys, endpoint_of, list_keys
-
-    try:
-        keys = list_keys(tier, model)
-        delete_keys(tier, keys)
-        left = list_keys(tier, model)
-    except Exception as exc:  # listing is evidence, not the verdict
-        return f"objects not listed ({type(exc).__name__}: {exc})"
-    return f"{len(keys)} object(s) seen in bucket {endpoint_of(tier).bucket}, removed" + (
-        f" ({len(left)} left)" if left else "")

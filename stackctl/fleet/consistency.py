@@ -4,11 +4,11 @@ keys, else they fill the tier with entries the others never hit."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import kind_of
+from stackctl.storage.registry import storage_of
 
 
 def _revision(extra_args: list[str]) -> str | None:
@@ -48,11 +48,9 @@ def shared_tiers(spec) -> list[str]:
         return []
     names = []
     for tier in spec.recipe.cache.tiers:
-        kind = kind_of(tier)
-        if kind.remote and kind.host_directory and tier.path:
-            names.append(f"{kind.name} {os.path.normpath(tier.path)}")
-        elif kind.remote and tier.url:
-            names.append(f"{kind.name} {tier.url.lower().rstrip('/')}")
+        place = storage_of(tier).place(tier) if kind_of(tier).remote else ""
+        if place:
+            names.append(f"{tier.kind} {place}")
     return names
 
 

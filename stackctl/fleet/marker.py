@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from stackctl.fleet.marker_groups import marker_kinds, marker_tier, tier_label
-from stackctl.knowledge.kinds import kind_of
+from stackctl.storage.base import Absent, StoreError
+from stackctl.storage.registry import storage_of
 
-FS_PREFIX = ".stackctl-marker-"   # the marker file in the fs tier's directory
-S3_PREFIX = "stackctl-marker/"    # the marker object's key prefix in the bucket
 MARKER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -39,87 +36,8 @@ class Outcome:
     note: str = ""  # ok, but nothing proven: why
 
 
-class Absent(Exception):
-    """The marker is not where the writer put it."""
-
-
-class StoreError(Exception):
-    """The store could not be used (the message says why: cause first, as doctor's tier checks say it)."""
-
-
-class FsStore:
-    """The marker as a file in the fs tier's directory."""
-
-    not_there = "the marker {writer} wrote there is not on this host"
-
-    def __init__(self, tier, marker_id: str):
-        self.path = Path(os.path.normpath(tier.path)) / f"{FS_PREFIX}{marker_id}"
-
-    def put(self, content: str) -> None:
-        if not self.path.parent.is_dir():
-            raise StoreError(f"path not found: {self.path.parent} does not exist")
-        self._do(self.path.write_text, content)
-
-    def get(self) -> str:
-        return self._do(self.path.read_text)
-
-    def delete(self) -> None:
-        self._do(self.path.unlink, missing_ok=True)
-
-    def _do(self, action, *args, **kwargs):
-        try:
-            return action(*args, **kwargs)
-        except FileNotFoundError:
-            raise Absent() from None
-        except OSError as exc:
-            raise StoreError(f"{self.path}: {exc.strerror or exc}") from None
-
-
-class S3Store:
-    """The marker as an object in the S3 tier's bucket, through the tier's own endpoint, TLS, CA and credentials
-    (doctor's S3 client: stackctl.doctor.clients.s3_access)."""
-
-    not_there = "the marker object {writer} put there is not in the bucket this host reaches"
-
-    def __init__(self, tier, marker_id: str):
-        from stackctl.doctor.clients import s3_access
-
-        self.client, self.endpoint, self.credentials_problem = s3_access.client_of(tier)
-        self.key = f"{S3_PREFIX}{marker_id}"
-
-    def put(self, content: str) -> None:
-        self._do("put_object", Body=content.encode())
-
-    def get(self) -> str:
-        return self._do("get_object")["Body"].read().decode(errors="replace")
-
-    def delete(self) -> None:
-        self._do("delete_object")
-
-    def _do(self, operation: str, **kwargs):
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from stackctl.doctor.clients.s3_access import error_verdict
-
-        if self.credentials_problem:
-            raise StoreError(self.credentials_problem)
-        try:
-            return getattr(self.client, operation)(Bucket=self.endpoint.bucket, Key=self.key, **kwargs)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise Absent() from None
-            raise StoreError(error_verdict(exc, self.endpoint).message) from None
-        except BotoCoreError as exc:
-            raise StoreError(error_verdict(exc, self.endpoint).message) from None
-
-
 def _store(tier, marker_id: str):
-    kind = kind_of(tier)
-    if kind.host_directory:
-        return FsStore(tier, marker_id)
-    if kind.s3_bucket:
-        return S3Store(tier, marker_id)
-    raise StoreError(f"a {kind.name} tier has no shared-tier marker store")
+    return storage_of(tier).marker_store(tier, marker_id)
 
 
 def put(tier, marker_id: str, readers: list[str]) -> Outcome:

@@ -4,15 +4,14 @@ fs tier path, or the same S3 bucket at the same endpoint, make a group, and each
 
 from __future__ import annotations
 
-import os
-
-from stackctl.knowledge.kinds import kind_of, kinds_where
+from stackctl.knowledge.kinds import kinds_where
+from stackctl.storage.registry import storage_of, storage_of_kind
 
 
 def marker_kinds() -> tuple[str, ...]:
-    """The shared tiers a marker can prove (fs, s3 by name): remote kinds whose store is a host directory or an S3
-    bucket. Another remote kind is not proven shared until it has a store here, rather than taken for S3."""
-    return tuple(sorted(kinds_where(lambda kind: kind.remote and (kind.host_directory or kind.s3_bucket))))
+    """The shared tiers a marker can prove (fs, s3 by name): remote kinds whose storage has a marker store. Another
+    remote kind is not proven shared until its storage has one, rather than taken for another storage."""
+    return tuple(sorted(kinds_where(lambda kind: kind.remote and storage_of_kind(kind).marker_store_class is not None)))
 
 
 def marker_tier(recipe, kind: str):
@@ -24,24 +23,12 @@ def marker_tier(recipe, kind: str):
 
 def group_key(tier) -> str:
     """Hosts with the same key are meant to share one store: the fs path, or the S3 bucket + endpoint host:port."""
-    if kind_of(tier).host_directory:
-        return f"fs {os.path.normpath(tier.path)}"
-    from stackctl.doctor.clients.s3_access import endpoint_of
-
-    endpoint = endpoint_of(tier)
-    return f"s3 {endpoint.bucket} {endpoint.host.lower()}:{endpoint.port}"
+    return storage_of(tier).group_key(tier)
 
 
 def tier_label(tier) -> str:
     """The tier as messages name it: "fs tier /shared/kv", "s3 tier bucket kv at rgw.example.com:443"."""
-    kind = kind_of(tier)
-    if kind.host_directory:
-        return f"fs tier {os.path.normpath(tier.path)}"
-    if not kind.s3_bucket:
-        return f"{kind.name} tier {tier.url or tier.path}"
-    from stackctl.doctor.clients.s3_access import endpoint_of, where_of
-
-    return f"s3 tier {where_of(endpoint_of(tier))}"
+    return storage_of(tier).label(tier)
 
 
 def assign_marker_groups(plans: dict, specs: dict) -> None:

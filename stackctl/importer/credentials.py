@@ -17,6 +17,7 @@ from stackctl.secrets import (
     secret_shape,
     strings_in,
 )
+from stackctl.storage.registry import storage_of_kind
 
 
 def is_secret(key: str, value: str | None, context: str = "") -> bool:
@@ -68,11 +69,11 @@ def refer_lmcache_secrets(draft: Draft, extra: dict) -> None:
     if not removed:
         return
     draft.secret_values += found
-    s3 = [tier for tier, _ in draft.tiers if _s3_bucket(tier)]
+    s3 = [tier for tier, _ in draft.tiers if _key_env(tier)]
     aws = [name for name in removed if re.search(r"aws_|access_key|secret_key", name, re.IGNORECASE)]
     if aws and s3 and not s3[0].get("credentials_file"):
-        s3[0].setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
-        s3[0].setdefault("secret_key_env", "AWS_SECRET_ACCESS_KEY")
+        for field, variable in _key_env(s3[0]).items():
+            s3[0].setdefault(field, variable)
         draft.notes.append(f"LMCache S3 credentials in {', '.join(aws)} were NOT copied; the S3 tier reads "
                            f"{s3[0]['access_key_env']} and {s3[0]['secret_key_env']} from the host at run time: "
                            "export them there")
@@ -149,10 +150,11 @@ def scrub_draft(draft: Draft) -> None:
         notes[:] = [redact(note, draft.secret_values) for note in notes]
 
 
-def _s3_bucket(table: dict) -> bool:
-    """Whether a draft's table is a tier whose kind keeps its KV in an S3 bucket (a section has no kind)."""
+def _key_env(table: dict) -> dict[str, str]:
+    """The key references of a draft's tier whose storage reads host credentials (an S3 bucket): {field: standard
+    variable}; {} for any other table (a section has no kind)."""
     name = table["kind"] if "kind" in table else None  # a positioned table's get() refuses a missing key
-    return name in TIER_KINDS and tier_kind(name).s3_bucket
+    return storage_of_kind(tier_kind(name)).key_env if name in TIER_KINDS else {}
 
 
 def _scrub_url(draft: Draft, table: dict, key: str, notes: list, context: str) -> bool:
@@ -163,9 +165,9 @@ def _scrub_url(draft: Draft, table: dict, key: str, notes: list, context: str) -
         return False
     draft.secret_values += [match.group(2)] + match.group(2).split(":", 1)
     table[key] = match.group(1) + match.group(3)
-    if _s3_bucket(table):  # a tier (a section has no kind)
-        table.setdefault("access_key_env", "AWS_ACCESS_KEY_ID")
-        table.setdefault("secret_key_env", "AWS_SECRET_ACCESS_KEY")
+    if _key_env(table):  # a tier (a section has no kind)
+        for field, variable in _key_env(table).items():
+            table.setdefault(field, variable)
         notes.append(f"the URL carried credentials, NOT copied: export {table['access_key_env']} and "
                      f"{table['secret_key_env']} on the host")
     else:

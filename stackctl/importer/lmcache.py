@@ -17,6 +17,7 @@ from stackctl.importer.launch import Launch
 from stackctl.importer.yaml_input import load_yaml
 from stackctl.knowledge.kinds import kind_of_url, offload_engine, tier_kind
 from stackctl.recipe import model
+from stackctl.storage.registry import storage_of_kind
 from stackctl.unresolved import runtime_reference
 
 # -- the reader ----------------------------------------------------------------------------------------------------
@@ -224,7 +225,11 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
                 config.pop("remote_serde")
     tier: dict[str, Any] | None = None
     url_kind = kind_of_url(remote) if isinstance(remote, str) else None
-    if url_kind is not None and url_kind.s3_bucket and isinstance(extra_config, (dict, type(None))):
+    storage = storage_of_kind(url_kind) if url_kind is not None else None
+    # The storage of the kind LMCache reads the URL as decides the tier's form: one reached with credentials (an S3
+    # bucket) takes its region, TLS, keys and files from the old config; one in a directory takes the URL's path;
+    # any other is its URL alone.
+    if storage is not None and storage.key_env and isinstance(extra_config, (dict, type(None))):
         extra_config = extra_config or {}
         tier = {"kind": "s3", "url": remote}
         notes = []
@@ -257,9 +262,9 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
             tier = None
         else:
             draft.tiers.append((tier, notes))
-    elif url_kind is not None and url_kind.host_directory:
+    elif url_kind is not None and storage is not None and storage.directory_in_url:
         tier = _fs_tier(draft, launch, remote)
-    elif url_kind is not None and not url_kind.s3_bucket:
+    elif url_kind is not None and storage is not None and not storage.key_env:
         tier = _url_tier(draft, url_kind.name, remote)
     if tier is not None:
         if config.get("remote_serde") == "naive":
@@ -268,7 +273,7 @@ def _remote_tier(draft: Draft, launch: Launch, config: dict, extra: dict, files:
         extra["remote_url"] = remote
     if extra_config:
         extra["extra_config"] = extra_config
-    if tier is None or not tier_kind(tier["kind"]).s3_bucket:
+    if tier is None or not storage_of_kind(tier_kind(tier["kind"])).mounted_files:  # no tier mounts the files
         for key, variable in (("credentials_file", "AWS_SHARED_CREDENTIALS_FILE"), ("ca_file", layout.S3_CA_ENV)):
             if files[key]:
                 draft.notes.append(f"{variable} is set but there is no S3 tier; not imported")

@@ -77,10 +77,10 @@ class TierKind(_Record):
     """One kind of [[cache.tiers]]."""
 
     _fields = ("name", "summary", "allowed", "required", "lmcache_keys", "lmcache_extra_keys", "lmcache_from", "url_schemes",
-               "backend", "lmcache", "config_order", "host_directory", "s3_bucket", "lower", "remote",
+               "backend", "lmcache", "config_order", "storage", "lower", "remote",
                "survives_restart", "host_check", "round_trip")
-    _defaults = {"lmcache": _no_lmcache, "url_schemes": (), "config_order": 0, "host_directory": False,
-                 "s3_bucket": False, "lower": True, "remote": False, "survives_restart": False, "host_check": "",
+    _defaults = {"lmcache": _no_lmcache, "url_schemes": (), "config_order": 0, "storage": "url-only",
+                 "lower": True, "remote": False, "survives_restart": False, "host_check": "",
                  "round_trip": ""}
 
     name: str
@@ -103,12 +103,10 @@ class TierKind(_Record):
     lmcache: Callable
     # Where its config keys go in lmcache.yaml: cpu, then disk, then the remote backends in recipe order.
     config_order: int
-    # A host directory (tier.path) mounted read-write into the container; `up` makes sure it is writable, and
-    # doctor's round trip counts the files seen there.
-    host_directory: bool
-    # An S3 bucket, reached through botocore by doctor: its credentials and CA files are mounted read-only and named
-    # in the environment, and `up` makes sure they are readable.
-    s3_bucket: bool
+    # Where the tier keeps its data, by name (stackctl/storage/: "memory", "host-directory", "s3-bucket", "url-only"):
+    # what the container mounts, what `up` makes ready, what doctor sees on the host, fleet doctor's shared-tier
+    # marker.
+    storage: str
     # Below the CPU tier (outside the server's own memory).
     lower: bool
     # A remote LMCache backend (remote_serde), meant to be shared across hosts (fleet markers, key agreement).
@@ -126,19 +124,19 @@ TIER_KIND_RECORDS: tuple[TierKind, ...] = (
     TierKind(name="cpu", summary="DRAM", allowed=frozenset({"size_gb"}), required=frozenset({"size_gb"}),
              lmcache_keys=("local_cpu", "max_local_cpu_size"), lmcache_extra_keys=(),
              lmcache_from={"local_cpu": "", "max_local_cpu_size": "size_gb"}, backend="LocalCPUBackend",
-             lmcache=_cpu_lmcache, config_order=0, lower=False, host_check="host.cpu-tier-ram",
+             lmcache=_cpu_lmcache, config_order=0, storage="memory", lower=False, host_check="host.cpu-tier-ram",
              round_trip="put and get by reference in LMCache's CPU backend"),
     TierKind(name="disk", summary="local NVMe", allowed=frozenset({"size_gb", "path"}),
              required=frozenset({"size_gb", "path"}), lmcache_keys=("local_disk", "max_local_disk_size"),
              lmcache_extra_keys=(), lmcache_from={"local_disk": "path", "max_local_disk_size": "size_gb"},
-             backend="LocalDiskBackend", lmcache=_disk_lmcache, config_order=1, host_directory=True,
+             backend="LocalDiskBackend", lmcache=_disk_lmcache, config_order=1, storage="host-directory",
              host_check="host.disk-tier", round_trip="put, get and the files seen under the path"),
     TierKind(name="s3", summary="S3/Ceph RGW", allowed=frozenset({"url", "region", "disable_tls", "access_key_env",
                                                                   "secret_key_env", "credentials_file", "ca_file"}),
              required=frozenset({"url", "region"}), lmcache_keys=("remote_url",),
              lmcache_extra_keys=("s3_region", "disable_tls"),
              lmcache_from={"remote_url": "url", "s3_region": "region", "disable_tls": "disable_tls"},
-             url_schemes=("s3",), backend="RemoteBackend", lmcache=_s3_lmcache, config_order=2, s3_bucket=True,
+             url_schemes=("s3",), backend="RemoteBackend", lmcache=_s3_lmcache, config_order=2, storage="s3-bucket",
              remote=True, survives_restart=True, host_check="host.s3-tier",
              round_trip="put, get and the objects seen in the bucket, removed"),
     # stackctl writes the plugin form; LMCache's legacy fs://HOST/PATH remote_url is read back as an fs tier too.
@@ -147,7 +145,7 @@ TIER_KIND_RECORDS: tuple[TierKind, ...] = (
              lmcache_extra_keys=("remote_storage_plugin.fs.base_path",),
              lmcache_from={"remote_storage_plugins": "", "remote_storage_plugin.fs.base_path": "path"},
              url_schemes=("fs",), backend="RemoteBackend-fs", lmcache=_fs_lmcache, config_order=2,
-             host_directory=True, remote=True, survives_restart=True, host_check="host.fs-tier",
+             storage="host-directory", remote=True, survives_restart=True, host_check="host.fs-tier",
              round_trip="put, get and the files seen under the path"),
 )
 TIER_KINDS_BY_NAME = {kind.name: kind for kind in TIER_KIND_RECORDS}

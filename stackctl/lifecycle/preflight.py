@@ -7,7 +7,7 @@ import socket
 from pathlib import Path
 
 from stackctl.errors import StackctlError
-from stackctl.knowledge.kinds import kind_of
+from stackctl.storage.registry import storage_of
 
 
 def ensure_ports_free(spec, what: str) -> None:
@@ -65,37 +65,24 @@ def _listening_inodes(port: int, proc: Path) -> set[str]:
 
 
 def ensure_tier_paths_writable(recipe) -> None:
-    """Each disk and fs tier directory exists (or can be made) and takes a file: LMCache would otherwise start,
-    fail to write its first chunk, and serve on without the tier."""
-    from stackctl.recipe.positions import lookup
-
-    for index, tier in enumerate(recipe.cache.tiers if recipe.cache.enabled else []):
-        if not kind_of(tier).host_directory or not tier.path:
-            continue
-        try:
-            Path(tier.path).mkdir(parents=True, exist_ok=True)
-            probe = Path(tier.path) / f".stackctl-write-test.{os.getpid()}"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            line, col = lookup(recipe.positions, ("cache", "tiers", index, "path"))
-            raise StackctlError(f"{recipe.source}:{line}:{col}: cache.tiers[{index}].path: {tier.path} is not "
-                                f"writable ({exc.strerror or exc}) (fix: create it writable for the server, or "
-                                "choose another directory)") from None
+    """What each tier's storage makes ready on the host before `up` starts the server (a disk or fs tier's directory
+    exists, or can be made, and takes a file): LMCache would otherwise start, fail to write its first chunk, and
+    serve on without the tier."""
+    _refuse_first(recipe, lambda storage, tier: storage.prepare(tier))
 
 
 def ensure_tier_files_readable(recipe) -> None:
-    """The S3 tier's credentials file and CA are readable files on this host: Docker would otherwise make an empty
-    directory at a missing mount source, and the server would start without the credentials or the CA."""
+    """The files each tier's storage mounts (the S3 tier's credentials file and CA) are readable files on this host:
+    Docker would otherwise make an empty directory at a missing mount source, and the server would start without
+    the credentials or the CA."""
+    _refuse_first(recipe, lambda storage, tier: storage.mount_problems(tier))
+
+
+def _refuse_first(recipe, problems) -> None:
+    """Raise the first (tier field, problem) of `problems(storage, tier)` over the tiers, at the field's position."""
     from stackctl.recipe.positions import lookup
 
     for index, tier in enumerate(recipe.cache.tiers if recipe.cache.enabled else []):
-        for key in ("credentials_file", "ca_file"):
-            path = getattr(tier, key, None) if kind_of(tier).s3_bucket else None
-            if not path or (os.path.isfile(path) and os.access(path, os.R_OK)):
-                continue
-            problem = ("is not readable" if os.path.isfile(path) else "is not a file" if os.path.exists(path)
-                       else "does not exist")
+        for key, problem in problems(storage_of(tier), tier):
             line, col = lookup(recipe.positions, ("cache", "tiers", index, key))
-            raise StackctlError(f"{recipe.source}:{line}:{col}: cache.tiers[{index}].{key}: {path} {problem} (fix: "
-                                "point it at a readable file on this host)")
+            raise StackctlError(f"{recipe.source}:{line}:{col}: cache.tiers[{index}].{key}: {problem}")

@@ -14,6 +14,7 @@ from stackctl.recipe.model import Tier
 from stackctl.rules.fact_rules import OLDEST_SUPPORTED
 from stackctl.rules.registry import VERSION_UNKNOWN, Hit, rule
 from stackctl.rules.seed import lmcache_connections, seed_need
+from stackctl.storage.registry import storage_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: typing is not imported at run time
@@ -450,7 +451,7 @@ def _s3_credentials(spec) -> Iterator[Hit]:
     them to the container at run time only, never into a file or an image layer.
     """
     for index, tier in enumerate(spec.recipe.cache.tiers):
-        if kind_of(tier).s3_bucket and not tier.credentials_file and not (tier.access_key_env and tier.secret_key_env):
+        if storage_of(tier).credentials_unset(tier):
             yield (("cache", "tiers", index), "S3 tier has no credentials reference")
 
 
@@ -541,7 +542,7 @@ def _s3_tls_plain_port(spec) -> Iterator[Hit]:
     put and get of the tier fails in the background while the server stays healthy.
     """
     for index, tier in enumerate(spec.recipe.cache.tiers):
-        if kind_of(tier).s3_bucket and tier.url and not tier.disable_tls and tier.url.rstrip("/").endswith(":7480"):
+        if storage_of(tier).tls_on_plain_port(tier):
             yield (("cache", "tiers", index), f"{tier.url}: port 7480 is plain HTTP, but TLS is on")
 
 

@@ -164,7 +164,7 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
     run inside the serving container with the server's SSL_CERT_FILE, stores and reads back chunks over TLS; without
     it the same run fails, so the CA the recipe names is what makes the tier work."""
     from stackctl.doctor import tier_roundtrip
-    from stackctl.doctor.clients import s3_access
+    from stackctl.storage import s3_access
     from stackctl.recipe import load_recipe
 
     for name in ("STACKCTL_S3_ACCESS_KEY", "STACKCTL_S3_SECRET_KEY"):  # this process lists and removes the objects

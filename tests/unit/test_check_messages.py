@@ -17,7 +17,7 @@ import pytest
 from helpers import FIXTURES, RECIPES
 from image_sites import CPU_TORCH, build_site, probe
 
-from stackctl.doctor.clients import s3_access
+from stackctl.storage import s3_access
 from stackctl.bundle.stackspec import StackSpec
 from stackctl.doctor.context import DoctorContext
 from stackctl.doctor.all_checks import load_all

@@ -721,7 +721,7 @@ class _S3Client:
 
 
 def _s3_store(monkeypatch, client, credentials_problem=""):
-    from stackctl.doctor.clients import s3_access
+    from stackctl.storage import s3_access
     from stackctl.fleet import marker
 
     tier = _tiers_recipe(_s3("s3://kv.rgw.example.com:8080")).tiers_of("s3")[0]  # bucket "kv", virtual-hosted

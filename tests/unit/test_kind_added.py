@@ -8,6 +8,7 @@ import socket
 from types import SimpleNamespace
 
 import pytest
+from helpers import TIERED_RECIPE, register_tier_kind
 
 from stackctl.bundle import keys
 from stackctl import importer
@@ -18,7 +19,7 @@ from stackctl.doctor.tier_checks import ENDPOINT_CHECK
 from stackctl.errors import StackctlError
 from stackctl.knowledge import kinds
 from stackctl.knowledge.sources import ids
-from stackctl.recipe import loader, model
+from stackctl.recipe import loader
 from stackctl.rules.ruleset import run_rules
 from stackctl.bundle.stackspec import StackSpec
 
@@ -33,36 +34,12 @@ NEW = kinds.TierKind(name="kvurl", summary="a key-value server", allowed=frozens
                      lmcache=lambda tier, per_rank: ({"remote_url": tier.url}, {}), config_order=2, remote=True,
                      survives_restart=True, host_check=ENDPOINT_CHECK, round_trip="put and get through the server")
 
-RECIPE = """
-[stack]
-name = "t"
-platform = "cpu"
-
-[model]
-path = "/models/m"
-
-[cache]
-enabled = true
-
-[[cache.tiers]]
-kind = "cpu"
-size_gb = 2
-{tiers}"""
+RECIPE = TIERED_RECIPE
 
 
 @pytest.fixture
 def new_kind(monkeypatch):
-    """NEW registered the way a record in TIER_KIND_RECORDS is (the names bound at import time included)."""
-    records = (*kinds.TIER_KIND_RECORDS, NEW)
-    names = tuple(kind.name for kind in records)
-    monkeypatch.setattr(kinds, "TIER_KIND_RECORDS", records)
-    monkeypatch.setitem(kinds.TIER_KINDS_BY_NAME, NEW.name, NEW)
-    monkeypatch.setattr(kinds, "TIER_KINDS", names)
-    monkeypatch.setattr(loader, "TIER_KINDS", names)
-    monkeypatch.setitem(model.Tier._fields["kind"].meta, "choices", names)
-    monkeypatch.setattr(keys, "TIER_KIND_RECORDS", records)
-    monkeypatch.setattr(keys, "LMCACHE_KEYS", {**keys.LMCACHE_KEYS, **keys._tier_key_sources(extra_config=False)})
-    return NEW
+    return register_tier_kind(monkeypatch, NEW)
 
 
 def tier(url: str, kind: str = "kvurl") -> str:

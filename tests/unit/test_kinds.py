@@ -1,6 +1,7 @@
 """Tier kinds, platforms, offload engines (stackctl/knowledge/kinds.py) and serving engines
 (stackctl/knowledge/serving_engines.py) are records: callers ask the record, and no module outside them compares a
-tier-kind, platform, offload-engine or serving-engine name."""
+tier-kind, platform, offload-engine, serving-engine or storage name (stackctl/storage/: a kind's storage is asked,
+not named)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,12 @@ from stackctl.knowledge.serving_engines import (
     engine_help,
     serving_engine,
 )
+from stackctl.storage.registry import STORAGES
 
 RECORDS = "stackctl/knowledge/kinds.py"
 RECORD_MODULES = {RECORDS, "stackctl/knowledge/serving_engines.py"}
-NAMES = set(TIER_KINDS) | set(PLATFORMS) | set(OFFLOAD_ENGINES) | set(SERVING_ENGINES)
-SUBJECTS = ("kind", "platform", "offload", "engine")
+NAMES = set(TIER_KINDS) | set(PLATFORMS) | set(OFFLOAD_ENGINES) | set(SERVING_ENGINES) | set(STORAGES)
+SUBJECTS = ("kind", "platform", "offload", "engine", "storage")
 
 # Comparisons not converted yet, as (module, line text stripped). Shrink it; never grow it: ask the record instead.
 ALLOWED: set[tuple[str, str]] = set()
@@ -122,6 +124,9 @@ def test_no_module_outside_the_records_compares_kind_or_platform_names():
     ('if table["kind"] == "s3": pass', 1),
     ('if table.get("platform", "cpu") != "rocm": pass', 1),
     ('if table["name"] == "s3": pass', 0),
+    ('if kind.storage == "s3-bucket": pass', 1),
+    ('if storage_of(tier).name == "host-directory": pass', 0),  # the record's own name, as above
+    ('if tier_kind(table["kind"]).storage in ("s3-bucket", "url-only"): pass', 1),
 ])
 def test_the_scan_sees_comparisons(source, hits):
     assert len(comparisons(source)) == hits

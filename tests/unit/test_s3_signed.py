@@ -1,4 +1,4 @@
-"""host.s3-tier's requests signed by the standard library (stackctl/doctor/s3_signed.py): the signature equals
+"""host.s3-tier's requests signed by the standard library (stackctl/storage/s3_signed.py): the signature equals
 botocore's own S3SigV4Auth for the same request, on the wire too (a local S3 stand-in recomputes each request's
 signature with botocore from what it received), and each answer an S3 server gives maps to the check's causes. The
 same requests run against the real Ceph RGW in tests/integration/test_tier_preflight.py."""
@@ -12,8 +12,8 @@ from urllib.parse import quote
 
 import pytest
 
-from stackctl.doctor.clients import s3_access
-from stackctl.doctor.clients.s3_signed import signed_headers
+from stackctl.storage import s3_access
+from stackctl.storage.s3_signed import signed_headers
 
 KEYS = {"aws_access_key_id": "AKIDSTACKCTLTEST", "aws_secret_access_key": "c2VjcmV0L2tleS93aXRoK3NsYXNoZXM="}
 

@@ -265,8 +265,8 @@ def test_one_doctor_run_asks_the_s3_bucket_once_for_the_host_check_and_the_round
     """Each ask puts, reads back and deletes a test object in the user's bucket: host.s3-tier and image.tiers'
     preflight share one verdict."""
     from stackctl.doctor import tier_checks
-    from stackctl.doctor.clients import s3_access
-    from stackctl.doctor.clients.s3_access import Verdict
+    from stackctl.storage import s3_access
+    from stackctl.storage.s3_access import Verdict
     from stackctl.doctor.tier_preflight import tier_problem
 
     asked = []

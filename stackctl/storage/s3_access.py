@@ -232,7 +232,7 @@ def _test_object() -> tuple[str, bytes]:
 
 def _signed_round_trip(endpoint: S3Endpoint, credentials: dict, transport: Verdict) -> Verdict:
     """HEAD the bucket, put a test object, read it back and delete it, over one connection (s3_signed.py)."""
-    from stackctl.doctor.clients.s3_signed import Bucket
+    from stackctl.storage.s3_signed import Bucket
 
     key, body = _test_object()
     where = where_of(endpoint)
