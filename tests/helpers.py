@@ -8,6 +8,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RECIPES = REPO / "recipes"
+# Held while the HIP images build (.ci/run's background build, the HIP tests' own builds): a test that needs them
+# takes it first, so it waits for a build under way.
+HIP_BUILD_LOCK = "/tmp/stackctl-hip-build.lock"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 

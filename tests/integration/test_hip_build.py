@@ -19,12 +19,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import RECIPES, REPO, hip_toolchain_facts, run_cli
+from helpers import HIP_BUILD_LOCK, RECIPES, REPO, hip_toolchain_facts, run_cli
 from stackctl.bundle.stackspec import StackSpec
 
 HIP = REPO / "tests" / "hip"
 RECIPE = HIP / "rocm-build-check-gfx942.toml"
-LOCK = "/tmp/stackctl-hip-build.lock"  # shared with .ci/run's build phase of the same images
 TOOLCHAIN = hip_toolchain_facts()  # LLVM_MAJOR, HIP_SONAME: scripts/hip-toolchain.pins
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.hip_images]
 BUILD_TIMEOUT = 3 * 3600  # the compile alone takes 10-20 min on 2 cores; a cold toolchain adds its downloads
@@ -54,10 +53,10 @@ def _in_image(tag: str, script: str) -> str:
 def hip_image(docker_engine, hip_env) -> str:
     """The gfx942 build of the test recipe: the toolchain and stand-in images, then `stackctl build` (each reused
     when already built from the same inputs)."""
-    toolchain = subprocess.run(["flock", LOCK, "bash", str(REPO / "scripts" / "make-hip-toolchain.sh"),
+    toolchain = subprocess.run(["flock", HIP_BUILD_LOCK, "bash", str(REPO / "scripts" / "make-hip-toolchain.sh"),
                                 "--test-torch"], capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert toolchain.returncode == 0, toolchain.stdout[-3000:] + toolchain.stderr[-3000:]
-    build = subprocess.run(["flock", LOCK, *run_cli_argv("build", str(RECIPE))], env=hip_env, cwd=REPO,
+    build = subprocess.run(["flock", HIP_BUILD_LOCK, *run_cli_argv("build", str(RECIPE))], env=hip_env, cwd=REPO,
                            capture_output=True, text=True, timeout=BUILD_TIMEOUT)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-5000:]
     return _image_tag(RECIPE)

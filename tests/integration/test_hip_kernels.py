@@ -22,7 +22,7 @@ import os
 import subprocess
 
 import pytest
-from helpers import REPO, hip_pins, hip_toolchain_facts
+from helpers import HIP_BUILD_LOCK, REPO, hip_pins, hip_toolchain_facts
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.hip_images]
 
@@ -32,14 +32,14 @@ KERNELS = REPO / "tests" / "hip" / "kernels"
 RECIPE = REPO / "tests" / "hip" / "rocm-build-check-gfx942.toml"
 TIMEOUT = 600  # the run takes seconds; compiling both sources a few more
 LLVM_MAJOR = hip_toolchain_facts()["LLVM_MAJOR"]
-LOCK = "/tmp/stackctl-hip-build.lock"  # held by CI's build of this image while it runs (.ci/run)
 
 
 @pytest.fixture(scope="module")
 def kernel_run(docker_engine, hip_env) -> dict:
     """The driver's JSON lines from one container run: header, per-comparison results, summary (on the engine the
     HIP images are built on: hip_env)."""
-    present = subprocess.run(["flock", LOCK, "docker", "image", "inspect", IMAGE], capture_output=True, text=True)
+    present = subprocess.run(["flock", HIP_BUILD_LOCK, "docker", "image", "inspect", IMAGE], capture_output=True,
+                             text=True)
     if present.returncode != 0:
         pytest.fail(f"{IMAGE} is not built; build it with `{BUILD}` (CI does, in its HIP build phase)")
     name = f"stackctl-hip-kernels-{os.getpid()}"
