@@ -5,7 +5,9 @@ starts a stack is paid by the first test that asks for it).
     CI=true bash .ci/run 2>&1 | tee /tmp/ci.log
     python benchmarks/ci_time.py /tmp/ci.log [--top 15]
 
-CI has 5,400 s before nothing lands; the figures say what to make room in first.
+CI has 5,400 s before nothing lands, and a fresh machine should pass in 3,600 s; the figures say what to make room
+in first. A phase that ran in the background (the HIP build beside the tests) is listed but not added to the wall
+time: the total is the one scripts/phases.sh printed.
 """
 
 from __future__ import annotations
@@ -17,17 +19,23 @@ from collections import defaultdict
 from pathlib import Path
 
 BUDGET_S = 5400
+TARGET_S = 3600
+BACKGROUND = "(in the background)"
 PHASE = re.compile(r"^\s*([\d,]+) s\s+(?:\d+%\s+)?(.+)$")  # the "wall time per phase" block of scripts/phases.sh
 DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown)\s+(\S+?)::(\S+)")
 
 
-def phases(log: str) -> list[tuple[str, int]]:
-    """The phase block printed last (each phase once, in order)."""
+def phases(log: str) -> tuple[list[tuple[str, int]], int]:
+    """The phase block printed last (each phase once, in order) and its wall time: phases.sh's own total line, or
+    the sum of the phases that did not run in the background when a log lacks that line."""
     block = log.rsplit("==> wall time per phase", 1)
     if len(block) < 2:
-        return []
+        return [], 0
     found = [(m[2].strip(), int(m[1].replace(",", ""))) for line in block[1].splitlines() if (m := PHASE.match(line))]
-    return [(name, seconds) for name, seconds in found if name != "total"]  # phases.sh adds its own total line
+    listed = [(name, seconds) for name, seconds in found if name != "total"]
+    totals = [seconds for name, seconds in found if name == "total"]
+    wall = totals[-1] if totals else sum(seconds for name, seconds in listed if BACKGROUND not in name)
+    return listed, wall
 
 
 def durations(log: str) -> dict[tuple[str, str], float]:
@@ -45,13 +53,13 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=15)
     args = parser.parse_args()
     log = args.log.read_text(errors="replace")
-    found = phases(log)
+    found, wall = phases(log)
     if not found:
         sys.exit(f"{args.log}: no 'wall time per phase' block (did .ci/run finish?)")
-    total = sum(seconds for _, seconds in found)
-    print(f"CI phases ({total:,} s of the {BUDGET_S:,} s budget, {total / BUDGET_S:.0%}):")
+    print(f"CI wall time {wall:,} s: {wall / BUDGET_S:.0%} of the {BUDGET_S:,} s after which nothing lands, "
+          f"{wall / TARGET_S:.0%} of the {TARGET_S:,} s target")
     for name, seconds in found:
-        print(f"  {seconds:6,} s  {seconds / total:4.0%}  {name}")
+        print(f"  {seconds:6,} s  {seconds / wall:4.0%}  {name}")
     tests = durations(log)
     if not tests:
         print("no pytest durations in the log (pytest runs with --durations=N in pyproject.toml)")

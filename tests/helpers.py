@@ -12,6 +12,13 @@ RECIPES = REPO / "recipes"
 # takes it first, so it waits for a build under way.
 HIP_BUILD_LOCK = "/tmp/stackctl-hip-build.lock"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# Set by .ci/run: the venv's interpreters start coverage while it is set (scripts/coverage_startup.py).
+COVERAGE_START = "STACKCTL_COVERAGE_START"
+
+
+def without_coverage(env: dict) -> dict:
+    """ENV for a subprocess that runs unmeasured under CI's coverage (a timed or import-counting run)."""
+    return {name: value for name, value in env.items() if name != COVERAGE_START}
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 600,

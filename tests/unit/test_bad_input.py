@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import FIXTURES, RECIPES, REPO, run_cli
+from helpers import COVERAGE_START, FIXTURES, RECIPES, REPO, run_cli, without_coverage
 
 PASSING = FIXTURES / "rules" / "host-path-unsafe" / "pass.toml"
 
@@ -91,7 +91,7 @@ def test_read_only_output_directory_leaves_nothing(open_tmp):
     if os.geteuid() == 0:
         # Under CI's coverage every interpreter writes a data file into the repository, which `nobody` may not:
         # that error would be printed, not stackctl's. This one process runs unmeasured.
-        env.pop("COVERAGE_PROCESS_START", None)
+        env.pop(COVERAGE_START, None)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     parent.chmod(0o755)
     one_line_error(result, "cannot write the bundle there", "Permission denied")
@@ -140,7 +140,7 @@ def test_yaml_bombs_are_refused_quickly(yaml_text, expected, tmp_path):
     config = tmp_path / "lmcache.yaml"
     config.write_text(yaml_text)
     # Timed without CI's coverage tracer, which alone can triple the parse time of the deeply nested case.
-    env = {k: v for k, v in os.environ.items() if k != "COVERAGE_PROCESS_START"}
+    env = without_coverage(os.environ)
     started = time.monotonic()
     one_line_error(run_cli("init", "--from-command", str(script), "--lmcache-config", str(config), timeout=60,
                            env=env), expected)

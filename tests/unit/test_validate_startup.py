@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import RECIPES, REPO
+from helpers import RECIPES, REPO, without_coverage
 
 # Each is imported by stackctl somewhere (another command, a rare path of a rule); on validate's path each would
 # add whole milliseconds (click, jinja2, docker: tens of them) to a run of about forty.
@@ -25,7 +25,7 @@ NOT_ON_VALIDATE = ("click", "jinja2", "docker", "packaging", "yaml", "psutil", "
 def imported_by_validate(recipe: str) -> set[str]:
     # Without CI's coverage tracer: started in every interpreter by a .pth file, it imports dataclasses, pathlib and
     # hashlib itself, before stackctl runs a line.
-    env = {k: v for k, v in os.environ.items() if k != "COVERAGE_PROCESS_START"}
+    env = without_coverage(os.environ)
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "stackctl", "validate", recipe], cwd=REPO,
                             capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -61,7 +61,7 @@ print(json.dumps([p for p in compiled if isinstance(p, str)]))
 
 
 def patterns_compiled_by_validate(recipe: str) -> set[str]:
-    env = {k: v for k, v in os.environ.items() if k != "COVERAGE_PROCESS_START"}
+    env = without_coverage(os.environ)
     result = subprocess.run([sys.executable, "-c", _LOG_PATTERNS, recipe], cwd=REPO, capture_output=True, text=True,
                             env=env)
     assert result.returncode == 0 and ": ok" in result.stdout, result.stdout + result.stderr
@@ -93,7 +93,7 @@ def test_validate_as_the_program_spares_the_shutdown_collections(call, frozen):
     code = (f"import atexit, gc, sys; RECIPE = {recipe!r}; sys.argv = ['stackctl', 'validate', RECIPE]; "
             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0, 'collecting', gc.isenabled())); "
             f"from stackctl.cli import main; {call}")
-    env = {k: v for k, v in os.environ.items() if k != "COVERAGE_PROCESS_START"}
+    env = without_coverage(os.environ)
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.splitlines() == [f"{recipe}: ok", f"frozen {frozen} collecting {not frozen}"]
