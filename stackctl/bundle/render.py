@@ -334,9 +334,11 @@ def hip_sources() -> dict[str, Path]:
 
 
 def cpu_compute_sources() -> dict[str, Path]:
-    """The helper that compiles at build time what vLLM compiles on a CPU server's first request
-    (build/warm_compile.py), copied only into the images of platforms whose CPU runs the model."""
-    return {"build/warm_compile.py": shipped("templates") / "files" / "warm_compile.py"}
+    """The helpers of the images of platforms whose CPU runs the model: the one that compiles at build time what vLLM
+    compiles on a CPU server's first request (build/warm_compile.py), and the one that removes the GPU-only Triton
+    vLLM turns off there (build/drop_gpu_triton.py)."""
+    files_dir = shipped("templates") / "files"
+    return {f"build/{name}": files_dir / name for name in ("warm_compile.py", "drop_gpu_triton.py")}
 
 
 def copied_sources() -> dict[str, Path]:

@@ -47,6 +47,33 @@ def test_a_first_request_with_logprobs_finds_vllms_compile_in_the_image(smoke_st
     assert [path for path in written if path.endswith((".so", ".cpp", ".h.gch", ".pch"))] == [], written
 
 
+def test_the_image_holds_no_gpu_only_triton_and_structured_answers_still_work(smoke_stack, smoke_image):
+    """PyPI's Triton (a requirement of xgrammar) has no CPU backend and vLLM on CPU turns it off; the build removes
+    it in the step that installed it (build/drop_gpu_triton.py). The image: no triton to import, and no layer that
+    carries it. The server: a structured answer (xgrammar's token mask, which runs on the CPU without Triton) is one of
+    the choices it was held to. (A choice outside the tiny model's words fails with or without Triton: the grammar
+    then rejects every token.)"""
+    import subprocess
+
+    from stackctl.httpclient import post_json
+
+    probe = subprocess.run(["docker", "run", "--rm", "--network", "host", "--entrypoint", "python", smoke_image, "-c",
+                            "import importlib.util, xgrammar; print(importlib.util.find_spec('triton'))"],
+                           capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0 and probe.stdout.strip() == "None", probe.stdout + probe.stderr
+    history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.Size}} {{.CreatedBy}}", smoke_image],
+                             capture_output=True, text=True, timeout=60).stdout
+    [install] = [line for line in history.splitlines() if "drop_gpu_triton.py" in line]
+    assert not install.startswith(("0B", "0 B")), install  # the removal is in the installing step, not a later one
+    # The tiny model's words are w0, w1, ...: held to two of them, it answers one and stops there (a random model
+    # left alone runs to max_tokens).
+    answer = post_json("http://127.0.0.1:8000/v1/completions",
+                       {"model": "tiny", "prompt": "w1 w2 w3 w4", "max_tokens": 4, "temperature": 0,
+                        "structured_outputs": {"choice": ["w7", "w9"]}})
+    [choice] = answer["choices"]
+    assert choice["text"].strip() in ("w7", "w9") and choice["finish_reason"] == "stop", answer
+
+
 def test_status_reports_healthy(smoke_stack):
     rows = json.loads(smoke_stack.cli("status", smoke_stack.recipe, "--format", "json").stdout)
     assert len(rows) == 1
