@@ -7,6 +7,7 @@ from collections import defaultdict
 
 import pytest
 from helpers import run_cli
+from lanes import lane
 
 # A suite started in the background of a non-interactive shell (`.ci/run &`, many CI runners) inherits SIGINT
 # ignored, and so would every stackctl it starts: Python leaves an ignored SIGINT ignored, and the Ctrl-C cases would
@@ -14,8 +15,9 @@ from helpers import run_cli
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-# Wall time spent per test folder (unit, integration): setup, call and teardown of each test, fixtures included
-# (the integration tests' image builds and stack start-ups land in their first test's setup).
+# Time spent per test folder (unit, integration): setup, call and teardown of each test, fixtures included (the
+# integration tests' image builds and stack start-ups land in their first test's setup). Summed over both lanes,
+# which run side by side: the folders add up to more than the wall time of the run.
 _SECONDS_BY_FOLDER: dict = defaultdict(float)
 _STARTED = time.monotonic()
 
@@ -26,9 +28,17 @@ def cli():
 
 
 def pytest_collection_modifyitems(items):
-    """The tests of the HIP images run last: CI builds those images on an engine of their own while the other tests
-    run (.ci/run), and these wait for that build under its lock. The order is otherwise kept (the sort is stable)."""
-    items.sort(key=lambda item: item.get_closest_marker("hip_images") is not None)
+    """Each test is marked with its lane (tests/lanes.py), and the lanes come first: xdist hands out work in the
+    order of each group's first test, so the two long lanes start at once, one per worker, and the lane-less tests
+    fill in. The tests of the HIP images run last (at the end of the engine lane): CI builds those images on an engine
+    of their own while the other tests run (.ci/run), and these wait for that build under its lock. The order is
+    otherwise kept (the sort is stable)."""
+    rank = {"engine": 0, "fleet": 1, None: 2}
+    for item in items:
+        name = lane(item.nodeid)
+        if name:
+            item.add_marker(pytest.mark.xdist_group(name))
+    items.sort(key=lambda item: (item.get_closest_marker("hip_images") is not None, rank[lane(item.nodeid)]))
 
 
 def pytest_runtest_logreport(report):
@@ -38,11 +48,12 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_terminal_summary(terminalreporter):
-    if not _SECONDS_BY_FOLDER:
+    # Only the process that prints (xdist's workers send their reports to it).
+    if not _SECONDS_BY_FOLDER or hasattr(terminalreporter.config, "workerinput"):
         return
     lines = [f"{folder:<12} {seconds:8.1f} s" for folder, seconds in sorted(_SECONDS_BY_FOLDER.items())]
-    lines.append(f"{'(all)':<12} {time.monotonic() - _STARTED:8.1f} s  (collection included)")
-    terminalreporter.write_sep("-", "wall time per test folder")
+    lines.append(f"{'(wall)':<12} {time.monotonic() - _STARTED:8.1f} s  (collection included)")
+    terminalreporter.write_sep("-", "test time per folder (both lanes summed)")
     for line in lines:
         terminalreporter.write_line(line)
     # .ci/run prints these beside its own phases.

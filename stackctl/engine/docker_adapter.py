@@ -411,7 +411,7 @@ def _build_containers(engine, since: float) -> list:
 
     found = []
     try:
-        for container in _docker(engine).containers.list(all=True):
+        for container in _docker(engine).containers.list(all=True, ignore_removed=True):
             created = container.attrs.get("Created", "")
             image = (container.attrs.get("Config") or {}).get("Image", "")
             if image.startswith("sha256:") and _timestamp(created) >= since - 1:
@@ -457,7 +457,8 @@ def find_container(engine: Engine, name: str) -> Container | None:
 
 def stack_containers(engine: Engine, stack: str | None = None) -> list[Container]:
     label = f"{LABEL_STACK}={stack}" if stack else LABEL_STACK
-    return [Container(found) for found in _docker(engine).containers.list(all=True, filters={"label": label})]
+    return [Container(found) for found in _docker(engine).containers.list(all=True, filters={"label": label},
+                                                                         ignore_removed=True)]
 
 
 def stack_images(engine: Engine, stack: str) -> list[Image]:

@@ -120,14 +120,42 @@ def hand_credentials_to_hosts(auth: dict | None) -> Path | None:
 
     for name in ("STACKCTL_REGISTRY_USER", "STACKCTL_REGISTRY_PASSWORD"):
         os.environ.pop(name, None)
+    remove_abandoned_credentials(Path(tempfile.gettempdir()))
     if auth is None:
         return None
-    folder = Path(tempfile.mkdtemp(prefix="stackctl-registry-"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{_CREDENTIALS_PREFIX}{os.getpid()}-"))
     path = folder / "login.json"
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as handle:
         json.dump(auth, handle)
     return path
+
+
+_CREDENTIALS_PREFIX = "stackctl-registry-"
+
+
+def remove_abandoned_credentials(folder: Path) -> list[Path]:
+    """A rollout killed outright (SIGKILL, a lost session) cannot remove its login file: the next rollout removes
+    each one whose rollout process is gone (the folder's name carries that process's id). Returns what it removed."""
+    import shutil
+
+    removed = []
+    for found in folder.glob(f"{_CREDENTIALS_PREFIX}*"):
+        pid = found.name[len(_CREDENTIALS_PREFIX):].split("-")[0]
+        if found.is_dir() and (not pid.isdigit() or not _process_alive(int(pid))):
+            shutil.rmtree(found, ignore_errors=True)
+            removed.append(found)
+    return removed
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def forget_credentials(path: Path | None) -> None:

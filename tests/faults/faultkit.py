@@ -25,27 +25,40 @@ class FaultReport:
 
 
 
+# The fleet lane's test hosts (tests/conftest.py): containers the other lane starts and removes while a case runs
+# here, never stackctl's.
+OTHER_LANES_HOSTS = ("stackctl-fleet-host-", "stackctl-fleet-machine-")
+
+
 class Watch:
     """Containers that appear while a case runs: any that is not expected to stay is an orphan."""
 
     def __init__(self, engine):
         self.engine = engine
-        self.before = {c.id for c in engine.containers.list(all=True)}
+        self.before = {c.id for c in self._all()}
+
+    def _all(self) -> list:
+        # The other lane removes its containers while this one lists: one gone between the list and its inspect
+        # is not an error.
+        return self.engine.containers.list(all=True, ignore_removed=True)
+
+    def _new(self) -> list:
+        return [c for c in self._all() if c.id not in self.before and not c.name.startswith(OTHER_LANES_HOSTS)]
 
     def new_containers(self, timeout: float = 60) -> list[str]:
         """Names of containers created since the watch began, waiting up to `timeout` s for the first to appear."""
         deadline = time.monotonic() + timeout
         while True:
-            names = [c.name for c in self.engine.containers.list(all=True) if c.id not in self.before]
+            names = [c.name for c in self._new()]
             if names or time.monotonic() > deadline:
                 return names
             time.sleep(0.2)
 
     def orphans(self, *allowed: str) -> list[str]:
         """New containers not in `allowed`, and any container set aside by an up that did not finish."""
-        now = self.engine.containers.list(all=True)
-        return sorted({c.name for c in now if c.id not in self.before and c.name not in allowed}
-                      | {c.name for c in now if c.name.startswith("stackctl-") and c.name.endswith("-previous")})
+        return sorted({c.name for c in self._new() if c.name not in allowed}
+                      | {c.name for c in self._all()
+                         if c.name.startswith("stackctl-") and c.name.endswith("-previous")})
 
 
 

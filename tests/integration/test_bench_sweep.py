@@ -72,4 +72,4 @@ def test_a_two_point_sweep_measures_both_arms_and_writes_the_crossover(lmcache_i
     with Image.open(out / "sweep.png") as image:
         assert image.format == "PNG" and image.size == (800, 500)
     # The arms' servers are gone.
-    assert not [c.name for c in docker_engine.containers.list(all=True) if "-sweep-" in c.name]
+    assert not [c.name for c in docker_engine.containers.list(all=True, ignore_removed=True) if "-sweep-" in c.name]

@@ -94,7 +94,7 @@ def test_doctor_deep_proves_lmcache_serves_from_every_tier_and_across_processes(
     assert proof["status"] == "pass" and proof["details"]["tier"] == "fs" and proof["details"]["hit_tokens"] > 0
     assert proof["details"]["stack_seed"] == "0"
     # The second servers are gone, and the stack still runs the container it ran before.
-    left = [c.name for c in docker_engine.containers.list(all=True) if "-second-" in c.name]
+    left = [c.name for c in docker_engine.containers.list(all=True, ignore_removed=True) if "-second-" in c.name]
     assert left == []
     status = json.loads(lmcache_stack.cli("status", "--format", "json").stdout)
     assert [row["health"] for row in status if row["stack"] == "cpu-lmcache"] == ["healthy"]

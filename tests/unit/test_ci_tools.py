@@ -63,16 +63,20 @@ _LOG = """\
 ==> wall time per phase
       7 s  setup: venv
    1514 s  tests: HIP build (in the background)
-    731 s  pytest tests/faults
-   3094 s  pytest tests/integration
-   3850 s  total
+   2900 s  pytest, its two lanes side by side (tests/conftest.py)
+    731 s    tests/faults (test time, inside the pytest phase)
+   3094 s    tests/integration (test time, inside the pytest phase)
+   2950 s  total
 """
 
 
 def test_a_background_phase_is_listed_and_the_wall_time_is_the_runs_own_total():
     listed, wall = ci_time.phases(_LOG)
     assert [name for name, _ in listed] == ["setup: venv", "tests: HIP build (in the background)",
-                                            "pytest tests/faults", "pytest tests/integration"]
-    assert wall == 3850
-    without_total = _LOG.replace("   3850 s  total\n", "")
-    assert ci_time.phases(without_total)[1] == 7 + 731 + 3094  # the background phase is not added
+                                            "pytest, its two lanes side by side (tests/conftest.py)",
+                                            "tests/faults (test time, inside the pytest phase)",
+                                            "tests/integration (test time, inside the pytest phase)"]
+    assert wall == 2950
+    without_total = _LOG.replace("   2950 s  total\n", "")
+    # Neither the background phase nor the test folders' shares of the pytest phase are added.
+    assert ci_time.phases(without_total)[1] == 7 + 2900

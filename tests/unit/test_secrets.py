@@ -4,6 +4,7 @@ validate and render, tried with realistic canary values in every place a value c
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from helpers import run_cli
@@ -225,3 +226,31 @@ def test_import_notes_say_how_each_lmcache_secret_can_reach_lmcache(tmp_path):
     assert "LMCache reads them from LMCACHE_AUTH_TOKEN (serve.secret_env)" in text
     assert 'LMCACHE_AUTH_TOKEN = "LMCACHE_AUTH_TOKEN"' in result.stdout
     assert "extra_config.nested.password were NOT copied, and LMCache reads extra_config keys from its config" in text
+
+
+def test_a_rollout_killed_outright_leaves_its_registry_login_for_the_next_rollout_to_remove(tmp_path, monkeypatch):
+    """The hosts' registry login (the password) lives in a private folder while a rollout runs; a rollout killed
+    with SIGKILL cannot remove it, so the next one removes every such folder whose process is gone, and none whose
+    process still runs."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from stackctl.fleet import images
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    folders = {name: tmp_path / f"stackctl-registry-{name}" for name in
+               (f"{gone.stdout.strip()}-a1b2c3", f"{os.getppid()}-d4e5f6", "gksq2ydh")}  # dead, alive, older format
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "login.json").write_text('{"password": "canary"}')
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    login = images.hand_credentials_to_hosts({"username": "fleet", "password": "canary"})
+    try:
+        assert login is not None and login.parent.name.startswith(f"stackctl-registry-{os.getpid()}-")
+        left = {path.name for path in tmp_path.glob("stackctl-registry-*")}
+        assert left == {login.parent.name, folders[f"{os.getppid()}-d4e5f6"].name}, left
+    finally:
+        images.forget_credentials(login)
+    assert [path.name for path in tmp_path.glob("stackctl-registry-*")] == [f"stackctl-registry-{os.getppid()}-d4e5f6"]
