@@ -27,6 +27,8 @@ def cli():
     return run_cli
 
 
+# First: xdist's own hook reads the lane marks to group the tests, and this file is registered before it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
     """Each test is marked with its lane (tests/lanes.py), and the lanes come first: xdist hands out work in the
     order of each group's first test, so the two long lanes start at once, one per worker, and the lane-less tests
@@ -39,6 +41,17 @@ def pytest_collection_modifyitems(items):
         if name:
             item.add_marker(pytest.mark.xdist_group(name))
     items.sort(key=lambda item: (item.get_closest_marker("hip_images") is not None, rank[lane(item.nodeid)]))
+
+
+def pytest_collection_finish(session):
+    """The lanes hold only when xdist grouped the tests by them (it appends "@LANE" to a grouped test's id): a test
+    of a lane without it could run on either worker, beside its own module's hosts."""
+    if not getattr(session.config.option, "loadgroup", False):  # set in the workers of `--dist loadgroup`
+        return
+    ungrouped = [item.nodeid for item in session.items if lane(item.nodeid.split("@")[0])
+                 and not item.nodeid.endswith(f"@{lane(item.nodeid.split('@')[0])}")]
+    if ungrouped:
+        raise pytest.UsageError(f"{len(ungrouped)} tests are not grouped by their lane, e.g. {ungrouped[0]}")
 
 
 def pytest_runtest_logreport(report):

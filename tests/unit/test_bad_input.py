@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import COVERAGE_START, FIXTURES, RECIPES, REPO, run_cli, without_coverage
+from helpers import FIXTURES, RECIPES, REPO, run_cli, without_coverage
 
 PASSING = FIXTURES / "rules" / "host-path-unsafe" / "pass.toml"
 
@@ -91,7 +91,7 @@ def test_read_only_output_directory_leaves_nothing(open_tmp):
     if os.geteuid() == 0:
         # Under CI's coverage every interpreter writes a data file into the repository, which `nobody` may not:
         # that error would be printed, not stackctl's. This one process runs unmeasured.
-        env.pop(COVERAGE_START, None)
+        env = without_coverage(env)
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
     parent.chmod(0o755)
     one_line_error(result, "cannot write the bundle there", "Permission denied")
