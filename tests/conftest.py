@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 from helpers import run_cli
-from lanes import lane
+from lanes import LaneWorkers, lane
 
 # A suite started in the background of a non-interactive shell (`.ci/run &`, many CI runners) inherits SIGINT
 # ignored, and so would every stackctl it starts: Python leaves an ignored SIGINT ignored, and the Ctrl-C cases would
@@ -27,34 +27,41 @@ def cli():
     return run_cli
 
 
-# First: xdist's own hook reads the lane marks to group the tests, and this file is registered before it.
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items):
-    """Each test is marked with its lane (tests/lanes.py), and the lanes come first: xdist hands out work in the
-    order of each group's first test, so the two long lanes start at once, one per worker, and the lane-less tests
-    fill in. The tests of the HIP images run last (at the end of the engine lane): CI builds those images on an engine
-    of their own while the other tests run (.ci/run), and these wait for that build under its lock. The order is
-    otherwise kept (the sort is stable)."""
+    """The lanes first (tests/lanes.py), then the tests that have none. The tests of the HIP images run last (at the
+    end of the engine lane): CI builds those images on an engine of their own while the other tests run (.ci/run),
+    and these wait for that build under its lock. The order is otherwise kept (the sort is stable)."""
     rank = {"engine": 0, "fleet": 1, None: 2}
-    for item in items:
-        name = lane(item.nodeid)
-        if name:
-            item.add_marker(pytest.mark.xdist_group(name))
     items.sort(key=lambda item: (item.get_closest_marker("hip_images") is not None, rank[lane(item.nodeid)]))
 
 
-def pytest_collection_finish(session):
-    """The lanes hold only when xdist grouped the tests by them (it appends "@LANE" to a grouped test's id): a test
-    of a lane without it could run on either worker, beside its own module's hosts."""
-    if not getattr(session.config.option, "loadgroup", False):  # set in the workers of `--dist loadgroup`
-        return
-    ungrouped = [item.nodeid for item in session.items if lane(item.nodeid.split("@")[0])
-                 and not item.nodeid.endswith(f"@{lane(item.nodeid.split('@')[0])}")]
-    if ungrouped:
-        raise pytest.UsageError(f"{len(ungrouped)} tests are not grouped by their lane, e.g. {ungrouped[0]}")
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling with a lane as the scope: all of a lane's tests go to one worker, in order, and each
+    test without a lane is a scope of its own. (xdist's own `--dist loadgroup` marks a group by rewriting each test's
+    id, which pytest 9.2 no longer reads: it grouped nothing.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LaneScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return lane(nodeid) or nodeid
+
+    return LaneScheduling(config, log)
+
+
+_LANE_WORKERS = LaneWorkers()
+
+
+def _hold_the_lanes(report) -> None:
+    gateway = getattr(getattr(report, "node", None), "gateway", None)  # set on xdist's reports, in the controller
+    if gateway is not None:
+        problem = _LANE_WORKERS.ran(report.nodeid, gateway.id)
+        if problem:
+            raise pytest.UsageError(problem)
 
 
 def pytest_runtest_logreport(report):
+    _hold_the_lanes(report)
     parts = report.nodeid.split("/")
     folder = parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0].split("::")[0]
     _SECONDS_BY_FOLDER[folder] += report.duration

@@ -1,6 +1,6 @@
-"""The two lanes the suite runs in side by side (pytest-xdist, `-n 2 --dist loadgroup` in pyproject.toml): on 2
-cores a lane spends much of its time waiting (a server starting, an image loading on a fleet host, ssh), and the
-other lane uses that time. A lane runs its tests one at a time, in order (tests/conftest.py marks each test):
+"""The two lanes the suite runs in side by side (pytest-xdist's two workers, `-n 2` in pyproject.toml): on 2 cores
+a lane spends much of its time waiting (a server starting, an image loading on a fleet host, ssh), and the other
+lane uses that time. A lane runs its tests on one worker, one at a time, in order (tests/conftest.py schedules them):
 
 - "fleet": the fleet's own test hosts (containers named stackctl-fleet-host-N on ports 2221-2226, and
   stackctl-fleet-machine-N, each with its own Docker engine and network namespace) and the rollouts to them;
@@ -27,3 +27,21 @@ def lane(nodeid: str) -> str | None:
     if path in FLEET_LANE:
         return "fleet"
     return "engine" if path.startswith(ENGINE_FOLDERS) else None
+
+
+class LaneWorkers:
+    """Which worker ran each lane. A lane on two workers would run its tests beside each other (two sets of fleet
+    hosts under one name, two main jobs): the run stops at the first test that shows it."""
+
+    def __init__(self) -> None:
+        self.worker: dict[str, str] = {}
+
+    def ran(self, nodeid: str, worker: str) -> str | None:
+        """None while each lane stays on one worker, else what went wrong."""
+        name = lane(nodeid)
+        if name is None:
+            return None
+        first = self.worker.setdefault(name, worker)
+        if first == worker:
+            return None
+        return f"the {name} lane ran on {first} and on {worker} ({nodeid}): its tests must run one at a time"

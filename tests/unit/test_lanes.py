@@ -8,7 +8,7 @@ import ast
 import re
 
 from helpers import REPO
-from lanes import ENGINE_FOLDERS, ENGINE_LANE_FIXTURES, FLEET_LANE, lane
+from lanes import ENGINE_FOLDERS, ENGINE_LANE_FIXTURES, FLEET_LANE, LaneWorkers, lane
 
 
 def _modules(folder: str) -> list[str]:
@@ -42,3 +42,15 @@ def test_sshd_hosts_take_their_lanes_ports():
             ports = [int(port) for port in re.findall(r"(?:first_port=|FIRST_PORT = )(\d+)", text)] or [2221]
             allowed = range(2221, 2225) if lane(f"{path}::t") == "fleet" else range(2227, 2228)
             assert all(port in allowed for port in ports), (path, ports)
+
+
+def test_a_lane_seen_on_a_second_worker_is_named_and_tests_without_a_lane_go_anywhere():
+    workers = LaneWorkers()
+    assert workers.ran("tests/integration/test_fleet.py::test_a", "gw1") is None
+    assert workers.ran("tests/integration/test_stack.py::test_b", "gw0") is None
+    assert workers.ran("tests/unit/test_ids.py::test_c", "gw1") is None
+    assert workers.ran("tests/unit/test_ids.py::test_d", "gw0") is None
+    assert workers.ran("tests/faults/test_fleet_faults.py::test_e", "gw1") is None
+    problem = workers.ran("tests/integration/test_fleet_machines.py::test_f", "gw0")
+    assert problem == ("the fleet lane ran on gw1 and on gw0 (tests/integration/test_fleet_machines.py::test_f): its "
+                       "tests must run one at a time")
