@@ -6,9 +6,8 @@ starts a stack is paid by the first test that asks for it).
     python benchmarks/ci_time.py /tmp/ci.log [--top 15]
 
 CI has 5,400 s before nothing lands, and a fresh machine should pass in 3,600 s; the figures say what to make room
-in first. A phase that ran in the background (the HIP build beside the tests) and each test folder's time inside
-the pytest phase (its two lanes overlap) are listed but not added to the wall time: the total is the one
-scripts/phases.sh printed.
+in first. A phase that ran in the background (the HIP build beside the tests) and each test folder's share of the
+pytest phase are listed but not added to the wall time: the total is the one scripts/phases.sh printed.
 """
 
 from __future__ import annotations

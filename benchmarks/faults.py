@@ -22,10 +22,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="stackctl-faults-") as folder:
         report = Path(folder) / "faults.json"
         started = time.monotonic()
-        # One process (-n 0): the report is the session's rows, which lanes in other processes would split.
-        result = subprocess.run([sys.executable, "-m", "pytest", "tests/faults", "-q", "-n", "0", "-p",
-                                 "no:cacheprovider", *argv], cwd=REPO,
-                                env={**_environ(), "STACKCTL_FAULTS_REPORT": str(report)})
+        result = subprocess.run([sys.executable, "-m", "pytest", "tests/faults", "-q", "-p", "no:cacheprovider",
+                                 *argv], cwd=REPO, env={**_environ(), "STACKCTL_FAULTS_REPORT": str(report)})
         elapsed = time.monotonic() - started
         if not report.is_file():
             print(f"no faults report (pytest exit {result.returncode})", file=sys.stderr)

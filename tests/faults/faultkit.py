@@ -25,11 +25,6 @@ class FaultReport:
 
 
 
-# The fleet lane's test hosts (tests/conftest.py): containers the other lane starts and removes while a case runs
-# here, never stackctl's.
-OTHER_LANES_HOSTS = ("stackctl-fleet-host-", "stackctl-fleet-machine-")
-
-
 class Watch:
     """Containers that appear while a case runs: any that is not expected to stay is an orphan."""
 
@@ -38,12 +33,11 @@ class Watch:
         self.before = {c.id for c in self._all()}
 
     def _all(self) -> list:
-        # The other lane removes its containers while this one lists: one gone between the list and its inspect
-        # is not an error.
+        # A container removed between the list and its inspect (a parser container run with --rm) is not an error.
         return self.engine.containers.list(all=True, ignore_removed=True)
 
     def _new(self) -> list:
-        return [c for c in self._all() if c.id not in self.before and not c.name.startswith(OTHER_LANES_HOSTS)]
+        return [c for c in self._all() if c.id not in self.before]
 
     def new_containers(self, timeout: float = 60) -> list[str]:
         """Names of containers created since the watch began, waiting up to `timeout` s for the first to appear."""

@@ -1,7 +1,6 @@
 """Real fleet hosts for the fleet tests and benchmark: containers of stackctl-test-sshd (Debian, sshd, python3),
 each with host networking and sshd on its own 127.0.0.1 port (2221-2229), reached with real SSH and a key made
-for the run. Containers are named stackctl-fleet-host-N (N from the port: 2221 is 1) and removed by
-`remove()`."""
+for the run. Containers are named stackctl-fleet-host-N and removed by `remove()`."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ class FleetHosts:
         self.key = Path(key)
         self.hosts = [f"host-{n}" for n in range(1, count + 1)]
         self.ports = {host: first_port + i for i, host in enumerate(self.hosts)}
-        # Named by port: hosts on other ports (another module's, in the other lane) are other containers.
-        self.containers = {host: NAME.format(port - FIRST_PORT + 1) for host, port in self.ports.items()}
+        self.containers = {host: NAME.format(i + 1) for i, host in enumerate(self.hosts)}
 
     def __enter__(self) -> FleetHosts:
         self.start()

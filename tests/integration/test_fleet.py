@@ -206,10 +206,9 @@ def test_dry_run_prints_batches_and_runner_arguments(tmp_path, env):
 @needs_ansible
 @pytest.mark.ansible
 def test_unreachable_hosts_are_reported(tmp_path, env):
-    # Port 2226, the fleet faults' (this lane's: tests/conftest.py), with nothing listening while this module runs:
-    # a real SSH connection refused.
+    # Port 2229 in the fleet range, with nothing listening: a real SSH connection refused.
     inventory = tmp_path / "hosts.ini"
-    inventory.write_text("gone ansible_host=127.0.0.1 ansible_port=2226 ansible_user=root\n")
+    inventory.write_text("gone ansible_host=127.0.0.1 ansible_port=2229 ansible_user=root\n")
     result = _fleet(env, "doctor", "cpu-smoke", "-i", str(inventory), "--format", "json", timeout=300)
     assert result.returncode == 1, result.stderr
     (host,) = json.loads(result.stdout)["hosts"]

@@ -14,10 +14,6 @@ from helpers import run_cli
 from stacks import variant
 from test_fleet import env, fleet_ready, ssh_key, wheelhouse  # noqa: F401  (shared fixtures)
 
-# This module runs in the engine lane (it needs the Ceph RGW: tests/conftest.py), beside test_fleet.py's and the
-# fleet faults' hosts on 2221-2226: its hosts take the last ports.
-FIRST_PORT = 2227
-
 SHARED_FS = {
     'vllm = "0.32.0"': 'vllm = "0.32.0"\nlmcache = "0.5.6"',
     "[cache]\nenabled = false": "[cache]\nenabled = true",
@@ -33,7 +29,7 @@ def test_fleet_doctor_proves_the_fs_tier_is_shared(fleet_ready, ssh_key, wheelho
     own.mkdir()
     mounts = {"host-1": [f"{shared}:/shared/kv"], "host-2": [f"{shared}:/shared/kv"], "host-3": [f"{own}:/shared/kv"]}
     recipe = variant(tmp_path, "shared-fs.toml", SHARED_FS)
-    with FleetHosts(3, ssh_key, first_port=FIRST_PORT, mounts=mounts) as hosts:
+    with FleetHosts(3, ssh_key, mounts=mounts) as hosts:
         inventory = hosts.inventory(tmp_path / "hosts.ini")
         rollout = run_cli("fleet", "rollout", str(recipe), "-i", str(inventory), "--skip-up", "--wheelhouse",
                           str(wheelhouse), "--skip", "host.docker-engine", "--skip", "host.cpu-tier-ram", env=env,
@@ -103,7 +99,7 @@ def test_fleet_doctor_proves_the_s3_tier_is_shared_and_a_failed_writer_blames_no
         for host in ("host-1", "host-2"):
             _point_at(tmp_path / host, ceph_rgw, "first")
         _point_at(tmp_path / "host-3", second_rgw, "second")
-        with FleetHosts(3, ssh_key, first_port=FIRST_PORT, mounts=mounts) as hosts:
+        with FleetHosts(3, ssh_key, mounts=mounts) as hosts:
             inventory = hosts.inventory(tmp_path / "hosts.ini")
             rollout = run_cli("fleet", "rollout", str(recipe), "-i", str(inventory), "--skip-up", "--wheelhouse",
                               str(wheelhouse), *skips, env=env, timeout=900)

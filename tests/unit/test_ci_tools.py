@@ -63,7 +63,7 @@ _LOG = """\
 ==> wall time per phase
       7 s  setup: venv
    1514 s  tests: HIP build (in the background)
-   2900 s  pytest, its two lanes side by side (tests/conftest.py)
+   2900 s  pytest tests connector/tests
     731 s    tests/faults (test time, inside the pytest phase)
    3094 s    tests/integration (test time, inside the pytest phase)
    2950 s  total
@@ -73,7 +73,7 @@ _LOG = """\
 def test_a_background_phase_is_listed_and_the_wall_time_is_the_runs_own_total():
     listed, wall = ci_time.phases(_LOG)
     assert [name for name, _ in listed] == ["setup: venv", "tests: HIP build (in the background)",
-                                            "pytest, its two lanes side by side (tests/conftest.py)",
+                                            "pytest tests connector/tests",
                                             "tests/faults (test time, inside the pytest phase)",
                                             "tests/integration (test time, inside the pytest phase)"]
     assert wall == 2950
