@@ -114,7 +114,8 @@ def hand_credentials_to_hosts(auth: dict | None) -> Path | None:
     """The registry credentials, for the hosts' `docker login`, in a file only root reads (a private temporary
     folder outside the run folder), and out of this process's environment: ansible-runner writes its whole
     environment into its artifacts (artifacts/ID/command), so the playbook reads the file instead
-    (playbooks/roles/stackctl_host/tasks/ship.yml, no_log). The caller removes it with forget_credentials."""
+    (playbooks/roles/stackctl_host/tasks/ship.yml, no_log). The caller removes it with forget_credentials; one that a
+    killed rollout left is removed here first (remove_abandoned_credentials)."""
     import json
     import tempfile
 
