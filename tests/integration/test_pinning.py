@@ -1,9 +1,10 @@
 """Pinning on the real engine: the live vLLM server's processes run exactly where the pinning decision says.
 
 This machine has one NUMA node and CPUs 0-1. A variant of cpu-smoke (own name and port) is brought up with
-`isolcpus = "0-1"`, then `"1"`; the test reads each server process's Cpus_allowed_list from /proc inside the
-container itself and compares with `doctor`'s server.pinning. A CPU the host lacks is refused before any container
-starts; a cpuset changed after the start (`docker update`) and an image without numactl fail server.pinning.
+`isolcpus = "0-1"`, then `"1"` (a runtime change: the container is replaced, the image kept); the test reads each
+server process's Cpus_allowed_list from /proc inside the container itself and compares with `doctor`'s
+server.pinning. A CPU the host lacks is refused before any container starts; a cpuset changed after the start
+(`docker update`) and an image without numactl fail server.pinning.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def test_live_server_affinity_equals_the_decision(docker_engine, stack_env, tmp_
     assert "pinning: launcher: numactl --physcpubind=0-1 python -m vllm" in dry.stderr
     assert pin_stack.recipe == str(both)
     pin_stack.up()
+    first = docker_engine.containers.get(CONTAINER)
     processes = server_processes(docker_engine)
     assert processes[0].pid == 1 and processes[0].cpus == {0, 1} and len(processes) >= 2
     assert all(p.cpus <= {0, 1} and p.cpus for p in processes)
@@ -77,9 +79,13 @@ def test_live_server_affinity_equals_the_decision(docker_engine, stack_env, tmp_
     assert check["details"]["placement"]["cpus"] == "0-1" and "on CPUs 0-1" in check["message"]
 
     # CPU 1 only: every process of the server, read from /proc by this test and by doctor, is on exactly CPU 1.
+    # A runtime-only change: the container is replaced, the image is not rebuilt.
     one = pinned_recipe(tmp_path, "1")
     pin_stack.recipe = str(one)
-    pin_stack.up()
+    replaced = pin_stack.up()
+    assert "up to date" in replaced.stderr and f"replacing {CONTAINER}" in replaced.stderr, replaced.stderr[-3000:]
+    second = docker_engine.containers.get(CONTAINER)
+    assert second.id != first.id and second.image.id == first.image.id
     processes = server_processes(docker_engine)
     assert [p.cpus for p in processes] == [{1}] * len(processes) and len(processes) >= 2
     check = pinning_result(stack_env, one)
