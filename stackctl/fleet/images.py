@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from stackctl.errors import StackctlError
+from stackctl.state.lock import process_alive
 
 Say = Callable[[str], None]
 
@@ -135,28 +136,15 @@ def hand_credentials_to_hosts(auth: dict | None) -> Path | None:
 _CREDENTIALS_PREFIX = "stackctl-registry-"
 
 
-def remove_abandoned_credentials(folder: Path) -> list[Path]:
+def remove_abandoned_credentials(folder: Path) -> None:
     """A rollout killed outright (SIGKILL, a lost session) cannot remove its login file: the next rollout removes
-    each one whose rollout process is gone (the folder's name carries that process's id). Returns what it removed."""
+    each one whose rollout process is gone (the folder's name carries that process's id)."""
     import shutil
 
-    removed = []
     for found in folder.glob(f"{_CREDENTIALS_PREFIX}*"):
         pid = found.name[len(_CREDENTIALS_PREFIX):].split("-")[0]
-        if found.is_dir() and (not pid.isdigit() or not _process_alive(int(pid))):
+        if found.is_dir() and (not pid.isdigit() or not process_alive(int(pid))):
             shutil.rmtree(found, ignore_errors=True)
-            removed.append(found)
-    return removed
-
-
-def _process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def forget_credentials(path: Path | None) -> None:

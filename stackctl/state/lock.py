@@ -45,7 +45,7 @@ class StackLock:
                     raise StackctlError(self.busy(holder)) from None
                 time.sleep(0.5)
         previous = _read_holder(fd)
-        if previous.get("pid") and not _alive(int(previous["pid"])):
+        if previous.get("pid") and not process_alive(int(previous["pid"])):
             self.say(f"{self.stack}: took over a stale lock ({describe(previous)}; that process is gone)")
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": self.command,
@@ -76,7 +76,8 @@ def _read_holder(fd: int) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this id runs on this host (another user's counts as running)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
