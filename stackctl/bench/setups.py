@@ -48,6 +48,7 @@ def stack_for(spec, say: Say) -> Iterator[str]:
     from stackctl.engine import docker_adapter as dk
     from stackctl.engine.health import save_failure_log, stop_reason
     from stackctl.lifecycle.status import status_rows
+    from stackctl.lifecycle.plan import plan_up
     from stackctl.lifecycle.up import up
 
     url = stack_url(spec)
@@ -58,7 +59,7 @@ def stack_for(spec, say: Say) -> Iterator[str]:
             raise StackctlError(f"{spec.name}: port {spec.recipe.serve.port} is taken by another server "
                                 "(fix: stop it, or give the arms different serve.port values)")
         say(f"bench: bringing up {spec.name}")
-        up(spec, say=say)
+        up(plan_up(spec), say=say)
         started_here = True
     try:
         yield url

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl import __version__
 from stackctl.errors import StackctlError
 from stackctl.host.dtype import DTYPE_ENV
@@ -121,7 +121,7 @@ def image_hash(files: dict[str, bytes]) -> str:
     return digest.hexdigest()[:12]
 
 
-def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
+def write_bundle(files: Mapping[str, bytes], out_dir: Path) -> Path:
     """Write the bundle atomically into out_dir (replacing an earlier stackctl bundle, never anything else). A
     directory that cannot be written is a one-line error, and leaves nothing behind."""
     try:
@@ -132,7 +132,7 @@ def write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
                             "whose parents are directories)") from None
 
 
-def _write_bundle(files: dict[str, bytes], out_dir: Path) -> Path:
+def _write_bundle(files: Mapping[str, bytes], out_dir: Path) -> Path:
     if out_dir.exists() and not out_dir.is_dir():
         raise StackctlError(f"{out_dir}: exists and is not a directory (fix: choose another -o DIR)")
     if out_dir.exists() and any(out_dir.iterdir()) and not _is_bundle(out_dir):

@@ -15,7 +15,7 @@ from stackctl.knowledge.kinds import engine_of, kind_of, platform_of
 from stackctl.knowledge.rocm import published_base_image
 from stackctl.knowledge.serving_engines import ATOM_DISABLE_ENV, disables_atom_plugin, serving_engine_of
 from stackctl.bundle.keys import KV_CONNECTOR, MULTI_CONNECTOR
-from stackctl.bundle.layout import (
+from stackctl.layout import (
     CPU_CONNECTOR_ENV,
     LMCACHE_CONFIG_PATH,
     LMCACHE_SERVER_HOST,

@@ -60,6 +60,7 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
     --gate); if it is not, the previous one comes back and up exits 1 naming the failing check.
     """
     from stackctl.cli.common import load_checked
+    from stackctl.lifecycle.plan import plan_up
     from stackctl.lifecycle.up import up as run_up
 
     gate_check = None
@@ -67,9 +68,9 @@ def up(ctx, recipe, wheelhouse, ca_bundle, ignore_errors, dry_run, timeout, gate
         from stackctl.doctor.gate import gate_for
 
         gate_check = gate_for(gate)  # up runs doctor through it: the lifecycle does not import doctor
-    ctx.exit(run_up(load_checked(recipe, "up", ignore_errors), wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                    dry_run=dry_run, timeout=timeout, say=say, rollback=not no_rollback, gate=gate_check,
-                    image_id=image_id))
+    plan = plan_up(load_checked(recipe, "up", ignore_errors), check_host=not dry_run)
+    ctx.exit(run_up(plan, wheelhouse=wheelhouse, ca_bundle=ca_bundle, dry_run=dry_run, timeout=timeout, say=say,
+                    rollback=not no_rollback, gate=gate_check, image_id=image_id))
 
 
 @click.command()
@@ -80,6 +81,7 @@ def rollback(ctx, recipe, timeout):
     """Return RECIPE's stack to the deployment before the running one (from `status --history`)."""
     from stackctl.cli.common import load
     from stackctl.lifecycle.status import status_rows
+    from stackctl.lifecycle.plan import plan_up
     from stackctl.lifecycle.up import rollback_recipe, up
 
     loaded = load(recipe)
@@ -87,7 +89,7 @@ def rollback(ctx, recipe, timeout):
                and r["state"] == "running"]
     target = rollback_recipe(loaded, running[0] if running else None)
     say(f"rolling back to {target}")
-    ctx.exit(up(load(target), timeout=timeout, say=say, command="rollback"))
+    ctx.exit(up(plan_up(load(target)), timeout=timeout, say=say, command="rollback"))
 
 
 @click.command()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.bundle import render as renderer
 from stackctl.doctor.registry import Unavailable
 

@@ -1,14 +1,13 @@
 """The container a stack runs as: docker-py `containers.run` arguments built from its stack spec (pure; `up
---dry-run` prints them), and the secrets it receives at run time."""
+--dry-run` prints them, secrets hidden: lifecycle/plan.py), and the secrets it receives at run time."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from stackctl.bundle import render
-from stackctl.bundle.layout import RUN_DIR
+from stackctl.layout import RUN_DIR
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import StackctlError
 from stackctl.knowledge.kinds import platform_of
@@ -64,15 +63,6 @@ def container_kwargs(spec, files: dict, bundle_dir: Path, pinning, host_groups: 
         if place.capabilities:
             kwargs["cap_add"] = kwargs.get("cap_add", []) + list(place.capabilities)
     return kwargs
-
-
-def redacted(kwargs: dict, secrets: dict) -> dict:
-    """A copy safe to print: secret values replaced by where they come from."""
-    shown = json.loads(json.dumps(kwargs))
-    for name in secrets:
-        if name in shown.get("environment", {}):
-            shown["environment"][name] = "<secret: read at run time>"
-    return shown
 
 
 def read_secrets(spec) -> dict[str, str]:

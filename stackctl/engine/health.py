@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.engine import docker_adapter as dk
 from stackctl.engine.records import ContainerState
 from stackctl.errors import StackctlError

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.errors import StackctlError
 from stackctl.importer.credentials import refer_lmcache_secrets
 from stackctl.importer.draft import Draft, drop_nulls, fits

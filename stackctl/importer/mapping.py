@@ -8,7 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.errors import StackctlError
 from stackctl.importer.atom_server import to_vllm
 from stackctl.importer.credentials import is_secret, is_secret_name

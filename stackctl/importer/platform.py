@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.errors import StackctlError
 from stackctl.importer.container import is_cuda_image, repository
 from stackctl.importer.draft import Draft, fits

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Mapping
 
 from stackctl.bundle import render
 from stackctl.engine import docker_adapter as dk
@@ -40,25 +41,27 @@ def rebuild_reason(image, base_id: str) -> str | None:
 
 
 def build(spec, *, engine=None, wheelhouse: str | None = None, ca_bundle: str | None = None,
-          rebuild: bool = False, no_cache: bool = False, say=print, locked: bool = False,
-          files: dict[str, bytes] | None = None) -> tuple[str, bool]:
-    """Build the stack's image unless it is up to date. Returns (tag, built). Takes the stack's lock unless the
-    caller (`up`) holds it already; `files` is the bundle when the caller (`up`) rendered it already."""
-    if locked:
-        return _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
+          rebuild: bool = False, no_cache: bool = False, say=print) -> tuple[str, bool]:
+    """`stackctl build`: render the bundle and build its image unless it is up to date, under the stack's lock.
+    Returns (tag, built)."""
     from stackctl.state.lock import StackLock
 
+    files = render.render_files(spec)
+    tag = render.image_tag(spec, files)
     directory = store.stack_dir(spec.name)
     store.ensure_writable(directory)
     with StackLock(directory, spec.name, "build", say=say):
-        return _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files)
+        return build_image(spec, files, tag, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
+                           rebuild=rebuild, no_cache=no_cache, say=say)
 
 
-def _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=None) -> tuple[str, bool]:
-    files = files if files is not None else render.render_files(spec)
+def build_image(spec, files: Mapping[str, bytes], tag: str, *, engine=None, wheelhouse: str | None = None,
+                ca_bundle: str | None = None, rebuild: bool = False, no_cache: bool = False,
+                say=print) -> tuple[str, bool]:
+    """Build the image `tag` from the bundle `files` (render.image_tag names it by their hash) unless it is up to
+    date. Returns (tag, built). The caller holds the stack's lock (`build` above; `up` for its plan)."""
     engine = engine or dk.client()
     base_id = base_image_id(engine, spec)
-    tag = render.image_tag(spec, files)
     why = rebuild_reason(dk.find_image(engine, tag), base_id)
     if not (rebuild or no_cache) and why is None:
         say(f"image {tag} is up to date (same build inputs, same base image): not rebuilding")
@@ -68,7 +71,7 @@ def _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=No
         render.write_bundle(files, context_dir / "bundle")
         bundle = context_dir / "bundle"
         _add_site_inputs(bundle, spec.recipe, wheelhouse, ca_bundle, say)
-        labels = {dk.LABEL_STACK: spec.name, dk.LABEL_IMAGE_HASH: render.image_hash(files),
+        labels = {dk.LABEL_STACK: spec.name, dk.LABEL_IMAGE_HASH: tag.rsplit(":", 1)[1],
                   dk.LABEL_BASE_IMAGE: spec.base_image, dk.LABEL_BASE_ID: base_id}
         say(f"building {tag} from {spec.base_image}" + (f" ({why})" if why else ""))
         started = time.monotonic()
@@ -82,14 +85,12 @@ def _build(spec, engine, wheelhouse, ca_bundle, rebuild, no_cache, say, files=No
     return tag, True
 
 
-def use_shipped(spec, image_id: str, *, engine=None, say=print,
-                files: dict[str, bytes] | None = None) -> tuple[str, bool]:
-    """The image a fleet rollout shipped to this host, instead of a build: the stack's tag must be on this host and
-    be exactly `image_id` (the plan's, built once on the controller). Returns (tag, False); refuses otherwise,
-    naming both ids: an image built or loaded here by other means is one nobody tested."""
-    files = files if files is not None else render.render_files(spec)
+def use_shipped(spec, tag: str, image_id: str, *, engine=None, say=print) -> tuple[str, bool]:
+    """The image a fleet rollout shipped to this host, instead of a build: the stack's tag (up's plan names it)
+    must be on this host and be exactly `image_id` (the rollout plan's, built once on the controller). Returns
+    (tag, False); refuses otherwise, naming both ids: an image built or loaded here by other means is one nobody
+    tested."""
     engine = engine or dk.client()
-    tag = render.image_tag(spec, files)
     image = dk.find_image(engine, tag)
     if image is None:
         raise StackctlError(f"{spec.name}: image {tag} is not on this host, and with --image-id up never "

@@ -13,16 +13,14 @@ handler that cleans up and says what state the stack is in. Every outcome is a l
 
 from __future__ import annotations
 
-import json
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from stackctl.bundle import render as renderer
+from stackctl.bundle.render import write_bundle
 from stackctl.engine import docker_adapter as dk
 from stackctl.errors import ExitCode, StackctlError
-from stackctl.knowledge.kinds import platform_of
 from stackctl.state import store
-from stackctl.lifecycle.build import build, use_shipped
-from stackctl.engine.container import container_kwargs, read_secrets, redacted
+from stackctl.lifecycle.build import build_image, use_shipped
 from stackctl.engine.health import (
     health_url,
     save_failure_log,
@@ -42,112 +40,62 @@ from stackctl.state.signals import shielded
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only
     from stackctl.bundle.stackspec import StackSpec
+    from stackctl.lifecycle.plan import UpPlan
 
 # What `up --gate` runs once the new server is healthy: (stack spec, bundle files, say) -> None, raising to refuse.
-Gate = Callable[[Any, dict, Any], None]
+Gate = Callable[[Any, Mapping, Any], None]
 
 
-def up(spec: StackSpec, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
+def up(plan: UpPlan, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout: float | None = None,
        say=print, rollback: bool = True, gate: Gate | None = None, command: str = "up",
        image_id: str | None = None) -> int:
-    """Bring up the stack `spec` (its StackSpec, derived once by the caller).
+    """Bring up the stack `plan` describes (lifecycle/plan.py plan_up: derived once by the caller).
 
     gate: called with (spec, the bundle files, say) once the new server is healthy; it raises StackctlError
-    to refuse the deployment (the CLI passes doctor's, stackctl/doctor/gate.py). The bundle is rendered once here
-    and handed to the build and the gate. image_id: never build; run the stack's tag only when it is this image
-    (what a fleet rollout shipped, lifecycle/build.py use_shipped)."""
-    from stackctl.host import PinningError, discover, pinning_for
-
-    recipe = spec.recipe
-    files = renderer.render_files(spec)
-    facts = discover()
-    if not dry_run:
-        _refuse_without_gpus(recipe, facts)
-    try:
-        pinning = pinning_for(recipe, facts)
-    except PinningError as exc:
-        raise exc.located(recipe) from None
-    groups = {g.name: g.gid for g in facts.devices.groups if g.gid is not None}
-    secrets = read_secrets(spec) if not dry_run else {k: "" for k in spec.secret_references}
-    bundle_dir = store.deployment_dir(spec.name, spec.recipe_hash) / "bundle"
-    kwargs = container_kwargs(spec, files, bundle_dir, pinning, groups, secrets)
-    _show_pinning(spec, pinning, say)
+    to refuse the deployment (the CLI passes doctor's, stackctl/doctor/gate.py). The build and the gate take the
+    plan's bundle. image_id: never build; run the stack's tag only when it is this image (what a fleet rollout
+    shipped, lifecycle/build.py use_shipped)."""
+    for note in plan.notes:
+        say(note)
     if dry_run:
-        _apply_dtype(spec, facts, kwargs, say, {})  # from the CPU flags: nothing is measured in a dry run
-        print(json.dumps(redacted(kwargs, secrets), indent=2, sort_keys=True))
+        decision = _decide_dtype(plan, say)  # from the CPU flags: nothing is measured in a dry run
+        print(plan.printable(decision.environment() if decision is not None else {}))
         return ExitCode.OK
 
     engine = dk.client()
-    directory = store.stack_dir(recipe.stack.name)
+    directory = store.stack_dir(plan.stack)
     store.ensure_writable(directory)
-    with StackLock(directory, recipe.stack.name, command, say=say):
-        deployment = Deployment(spec, files, kwargs, engine, say, rollback=rollback, gate=gate, command=command,
-                                timeout=timeout or recipe.checks.startup_timeout_s,
-                                decide_dtype=lambda image: _apply_dtype(spec, facts, kwargs, say, _cpuset(pinning),
-                                                                        engine, image))
+    with StackLock(directory, plan.stack, command, say=say):
+        deployment = Deployment(plan, engine, say, rollback=rollback, gate=gate, command=command,
+                                timeout=timeout or plan.spec.recipe.checks.startup_timeout_s)
         if image_id:
-            return deployment.run(lambda: use_shipped(spec, image_id, engine=engine, say=say, files=files))
-        return deployment.run(lambda: build(spec, engine=engine, wheelhouse=wheelhouse, ca_bundle=ca_bundle,
-                                            say=say, locked=True, files=files))
+            return deployment.run(lambda: use_shipped(plan.spec, plan.tag, image_id, engine=engine, say=say))
+        return deployment.run(lambda: build_image(plan.spec, plan.files, plan.tag, engine=engine, wheelhouse=wheelhouse,
+                                                  ca_bundle=ca_bundle, say=say))
 
 
-def _show_pinning(spec: StackSpec, pinning, say) -> None:
-    """The decision, its reasons and warnings, the cpuset and the exact launcher line serve.sh will run."""
-    from stackctl.host.placement import placement
-
-    place = placement(pinning)
-    for reason in pinning.reasons:
-        say(f"pinning: {reason}")
-    for warning in pinning.warnings:
-        say(f"pinning: warning: {warning}")
-    cpuset = " ".join(f"{key}={value}" for key, value in place.cpuset.items()) or "none (not pinned)"
-    say(f"pinning: cpuset: {cpuset}")
-    say(f"pinning: launcher: {place.command_line([*spec.server_command, *spec.serve_args])}")
-
-
-def _cpuset(pinning) -> dict:
-    """The container's CPU set (the probe measures on the CPUs the server gets)."""
-    from stackctl.host.placement import placement
-
-    return placement(pinning).cpuset if pinning is not None else {}
-
-
-def _apply_dtype(spec: StackSpec, facts, kwargs: dict, say, cpuset: dict, engine=None, image=None) -> dict | None:
+def _decide_dtype(plan: UpPlan, say, engine=None, image=None):
     """The CPU stack's dtype decision (host/dtype.py), from this host's matmul figures measured in the built image
-    when there is one, else from the CPU flags; it goes into the container's environment and is said. None on a GPU
-    platform (vLLM decides there)."""
+    when there is one, else from the CPU flags; it is said, and its variables go into the container's
+    environment. None on a GPU platform (vLLM decides there)."""
     from stackctl.host.dtype import decide_dtype
     from stackctl.measure.matmul import measure
 
-    recipe = spec.recipe
-    if not platform_of(recipe).cpu_computes:
+    if not plan.spec.platform.cpu_computes:
         return None
-    environment = kwargs["environment"]
-    isa = facts.isa.for_environment(environment)
+    environment = plan.container["environment"]
+    isa = plan.facts.isa.for_environment(environment)
     measured, note = None, ""
     if image is not None:
         try:
-            measured = measure(engine, image.id, environment=dict(spec.environment), cpuset=cpuset,
-                               isa=isa.to_dict(), stack=recipe.stack.name)
+            measured = measure(engine, image.id, environment=dict(plan.spec.environment), cpuset=dict(plan.cpuset),
+                               isa=isa.to_dict(), stack=plan.stack)
         except (ValueError, StackctlError) as exc:
             note = f" (matmul probe: {_first_line(str(exc))})"
-    decision = decide_dtype(recipe, isa, measured)
-    environment.update(decision.environment())
+    decision = decide_dtype(plan.spec.recipe, isa, measured)
     warning = "warning: " if decision.emulated else ""
     say(f"dtype: {warning}{decision.reason}{note}")
-    return decision.to_dict()
-
-
-def _refuse_without_gpus(recipe, facts) -> None:
-    """Say before an hour-long build, not after it, that this host cannot run a ROCm stack."""
-    if not platform_of(recipe).has_gpus:
-        return
-    if not facts.devices.kfd:
-        raise StackctlError(f"{recipe.source}: platform rocm but /dev/kfd is missing on this host (fix: load the "
-                            f"amdgpu driver; `stackctl doctor {recipe.source} --scope host` shows the host checks)")
-    if len(facts.gpus) < recipe.model.tensor_parallel:
-        raise StackctlError(f"{recipe.source}: model.tensor_parallel = {recipe.model.tensor_parallel} but this host "
-                            f"has {len(facts.gpus)} AMD GPU(s) (fix: lower tensor_parallel or run on a bigger host)")
+    return decision
 
 
 # -- the transaction --------------------------------------------------------------------------------------------
@@ -156,16 +104,14 @@ PREVIOUS_SUFFIX = "-previous"
 
 
 class Deployment:
-    def __init__(self, spec: StackSpec, files: dict, kwargs: dict, engine, say, *, rollback: bool,
-                 gate: Gate | None, command: str, timeout: float, decide_dtype=None):
-        self.spec, self.recipe = spec, spec.recipe
-        self.files, self.kwargs, self.engine, self.say = files, kwargs, engine, say
-        self.decide_dtype = decide_dtype or (lambda image: None)
+    def __init__(self, plan: UpPlan, engine, say, *, rollback: bool, gate: Gate | None, command: str,
+                 timeout: float):
+        self.plan, self.spec, self.recipe, self.files = plan, plan.spec, plan.spec.recipe, plan.files
+        self.kwargs = plan.container_args({})  # the container's arguments, with the dtype decided after the build
+        self.engine, self.say = engine, say
         self.dtype: dict | None = None  # the dtype decision, recorded in the history
         self.rollback, self.gate, self.command, self.timeout = rollback, gate, command, timeout
-        self.name = kwargs["name"]
-        self.stack = spec.name
-        self.recipe_hash = kwargs["labels"][dk.LABEL_RECIPE_HASH]
+        self.name, self.stack, self.recipe_hash = plan.container_name, plan.stack, plan.recipe_hash
         # docker-py containers (untyped)
         self.previous: Any = None   # the container that ran before, while it is set aside
         self.container: Any = None  # the replacement
@@ -193,7 +139,7 @@ class Deployment:
         self.kwargs["image"] = tag
         image = dk.find_image(self.engine, tag)
         if image is not None:
-            self.dtype = self.decide_dtype(image)
+            self._decide_dtype(image)
         if current is not None and current.status == "running" and \
                 current.labels.get(dk.LABEL_RECIPE_HASH) == self.recipe_hash and \
                 image is not None and dk.container_image_id(current) == image.id and self._same_decisions(current):
@@ -208,7 +154,7 @@ class Deployment:
         self.untouched = current
         try:
             store.save_deployment(self.stack, self.recipe_hash, _recipe_text(self.recipe), self.files,
-                                  renderer.write_bundle)
+                                  write_bundle)
             self._switch(current, image)
         except (StackctlError, KeyboardInterrupt) as failure:
             self._undo(failure)
@@ -325,6 +271,12 @@ class Deployment:
                 with shielded():
                     dk.remove_container(leftover)
         return current
+
+    def _decide_dtype(self, image) -> None:
+        decision = _decide_dtype(self.plan, self.say, self.engine, image)
+        if decision is not None:
+            self.kwargs["environment"].update(decision.environment())
+            self.dtype = decision.to_dict()
 
     def _same_decisions(self, current) -> bool:
         """Whether the running container got the host decisions this up made (the dtype variable): a container

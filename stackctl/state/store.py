@@ -19,6 +19,10 @@ from pathlib import Path
 
 from stackctl.errors import StackctlError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only
+    from collections.abc import Mapping
+
 HISTORY_KEEP = 20      # deployments listed by `status --history`
 DEPLOYMENTS_KEEP = 3   # recipe + bundle copies kept for rollback (always including the running one)
 FLEET_RUNS_KEEP = 10   # fleet run folders kept; each host's rollout records are kept apart and never pruned with them
@@ -95,7 +99,7 @@ def deployment_dir(name: str, recipe_hash: str) -> Path:
     return stack_dir(name) / "deployments" / recipe_hash
 
 
-def save_deployment(name: str, recipe_hash: str, recipe_text: str, files: dict, write_bundle) -> Path:
+def save_deployment(name: str, recipe_hash: str, recipe_text: str, files: Mapping, write_bundle) -> Path:
     """Keep the recipe as deployed and its bundle; returns the bundle directory the container mounts."""
     where = deployment_dir(name, recipe_hash)
     write_bundle(files, where / "bundle")

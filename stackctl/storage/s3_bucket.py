@@ -4,7 +4,7 @@ environment; its key references are passed at run time only."""
 
 from __future__ import annotations
 
-from stackctl.bundle.layout import S3_CA_ENV, S3_CA_PATH, S3_CREDENTIALS_PATH
+from stackctl.layout import S3_CA_ENV, S3_CA_PATH, S3_CREDENTIALS_PATH
 from stackctl.storage.base import Absent, Storage, StoreError, url_place
 
 MARKER_PREFIX = "stackctl-marker/"  # fleet doctor's marker object's key prefix in the bucket

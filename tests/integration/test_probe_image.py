@@ -19,7 +19,7 @@ import pytest
 from helpers import tool
 
 from stackctl.doctor.lmcache_backend import classify_backend
-from stackctl.bundle.layout import PROBES_DIR
+from stackctl.layout import PROBES_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "probes" / "probe_image.py"

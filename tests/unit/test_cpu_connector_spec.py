@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from helpers import RECIPES
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.bundle import render, stackspec
 from stackctl.importer import import_launch
 from stackctl.recipe.loader import load_recipe, load_recipe_text

@@ -5,13 +5,15 @@ tests/integration."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fake_engine import FakeEngine
 from helpers import FIXTURES, RECIPES
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl.engine import container, health
-from stackctl.lifecycle import build, up
+from stackctl.lifecycle import build, plan
 from stackctl.bundle import render, stackspec
 from stackctl.errors import StackctlError
 from stackctl.host import discover
@@ -48,20 +50,20 @@ def test_cpu_container_has_no_gpu_devices(tmp_path):
     assert kwargs["environment"]["PYTHONHASHSEED"] == str(recipe.cache.hash_seed)
 
 
-def test_secrets_reach_the_container_but_never_the_printed_arguments(tmp_path, monkeypatch):
+def test_secrets_reach_the_container_but_never_the_printed_arguments(monkeypatch):
     for name, value in S3_KEYS.items():
         monkeypatch.setenv(name, value)
-    recipe = s3_recipe()
-    secrets = container.read_secrets(StackSpec(recipe))
-    assert secrets == {"AWS_ACCESS_KEY_ID": S3_KEYS["LMCACHE_S3_ACCESS_KEY_ID"],
-                       "AWS_SECRET_ACCESS_KEY": S3_KEYS["LMCACHE_S3_SECRET_ACCESS_KEY"]}
-    kwargs = container.container_kwargs(StackSpec(recipe), render.render_files(StackSpec(recipe)), tmp_path / "bundle", None, secrets=secrets)
-    assert kwargs["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"
-    shown = container.redacted(kwargs, secrets)
+    spec = StackSpec(s3_recipe())
+    assert container.read_secrets(spec) == {"AWS_ACCESS_KEY_ID": S3_KEYS["LMCACHE_S3_ACCESS_KEY_ID"],
+                                            "AWS_SECRET_ACCESS_KEY": S3_KEYS["LMCACHE_S3_SECRET_ACCESS_KEY"]}
+    planned = plan.plan_up(spec, facts=MI300X)
+    assert planned.container["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"
+    assert planned.container_args({})["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"
+    shown = json.loads(planned.printable({}))
     assert shown["environment"]["AWS_ACCESS_KEY_ID"] == "<secret: read at run time>"
     assert shown["environment"]["AWS_SECRET_ACCESS_KEY"] == "<secret: read at run time>"
-    assert not any(value in str(shown) for value in S3_KEYS.values())
-    assert kwargs["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"  # the original is not changed
+    assert not any(value in planned.printable({}) for value in S3_KEYS.values())
+    assert planned.container["environment"]["AWS_SECRET_ACCESS_KEY"] == "s3cr3t/value+x"  # the plan is unchanged
 
 
 def test_a_missing_secret_variable_is_named(monkeypatch):
@@ -77,13 +79,13 @@ def test_a_missing_secret_variable_is_named(monkeypatch):
 def test_up_refuses_a_rocm_stack_before_building_on_a_host_without_the_gpus():
     recipe = s3_recipe()
     with pytest.raises(StackctlError, match=r"platform rocm but /dev/kfd is missing on this host \(fix: load"):
-        up._refuse_without_gpus(recipe, CPU_ONLY)
+        plan._refuse_without_gpus(recipe, CPU_ONLY)
     recipe.model.tensor_parallel = 16
     with pytest.raises(StackctlError, match=r"model.tensor_parallel = 16 but this host has 8 AMD GPU\(s\)"):
-        up._refuse_without_gpus(recipe, MI300X)
+        plan._refuse_without_gpus(recipe, MI300X)
     recipe.model.tensor_parallel = 8
-    assert up._refuse_without_gpus(recipe, MI300X) is None
-    assert up._refuse_without_gpus(load_recipe(RECIPES / "cpu-smoke.toml"), CPU_ONLY) is None
+    assert plan._refuse_without_gpus(recipe, MI300X) is None
+    assert plan._refuse_without_gpus(load_recipe(RECIPES / "cpu-smoke.toml"), CPU_ONLY) is None
 
 
 def test_status_reads_the_address_from_the_rendered_serve_script(tmp_path, monkeypatch):

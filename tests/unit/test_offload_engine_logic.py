@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from stackctl.bundle import layout
+from stackctl import layout
 from stackctl import importer
 from stackctl.bundle import stackspec
 from stackctl.bundle.render import render_files

@@ -26,7 +26,7 @@ def refuse_rendering(monkeypatch) -> None:
     monkeypatch.setattr(render, "render_files", render_again)
 
 
-def test_build_takes_the_bundle_up_rendered_and_does_not_render_it_again(monkeypatch):
+def test_build_takes_the_bundle_and_tag_up_planned_and_does_not_render_again(monkeypatch):
     spec = StackSpec(load_recipe(RECIPES / "cpu-smoke.toml"))
     files = render.render_files(spec)
     tag = render.image_tag(spec, files)
@@ -35,7 +35,7 @@ def test_build_takes_the_bundle_up_rendered_and_does_not_render_it_again(monkeyp
     engine.add_image(tag, labels={dk.LABEL_BASE_ID: base})  # built before from this bundle and this base
     refuse_rendering(monkeypatch)
     said: list[str] = []
-    assert build.build(spec, engine=engine.client(), locked=True, files=files, say=said.append) == (tag, False)
+    assert build.build_image(spec, files, tag, engine=engine.client(), say=said.append) == (tag, False)
     assert engine.calls == []  # nothing built
     assert said == [f"image {tag} is up to date (same build inputs, same base image): not rebuilding"]
 
