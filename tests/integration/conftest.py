@@ -98,6 +98,15 @@ def tiers_env(stack_env, ceph_rgw):
     remove_tier_dirs()  # a GB of chunks per session otherwise, never read again
 
 
+@pytest.fixture(scope="module")
+def lmcache_stack(docker_engine, tiers_env, smoke_job):
+    """The cpu-lmcache stack the smoke job left running (`up` finds it current and does nothing), or brought up here
+    when the job failed before it, or when a test since replaced it; the smoke job's teardown takes it down."""
+    stack = Stack(RECIPES / "cpu-lmcache.toml", tiers_env)
+    stack.up()
+    return stack
+
+
 @pytest.fixture
 def small_mount(tmp_path):
     """A 64 KiB tmpfs mounted on the host (unmounted after the test)."""

@@ -9,19 +9,9 @@ import json
 import re
 
 import pytest
-from helpers import RECIPES, run_cli
-from stacks import Stack
+from helpers import run_cli
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def lmcache_stack(docker_engine, tiers_env, smoke_job):
-    """The cpu-lmcache stack the smoke job left running (`up` finds it current and does nothing), or brought up here
-    when the job failed before it; the smoke job's teardown takes it down."""
-    stack = Stack(RECIPES / "cpu-lmcache.toml", tiers_env)
-    stack.up()
-    return stack
 
 
 def doctor(stack, *args):

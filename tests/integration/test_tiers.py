@@ -158,23 +158,22 @@ def served_round_trip(container, recipe, environment: dict, tmp_path) -> dict:
     return dict(s3, model=model, chunk_bytes=chunk.bytes)
 
 
-def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rgw, docker_engine, tmp_path,
-                                                 monkeypatch):
+def test_the_served_stack_trusts_the_s3_tiers_ca(lmcache_stack, ceph_rgw, docker_engine, tmp_path, monkeypatch):
     """`up` mounts the S3 tier's ca_file and serve.sh makes the server process trust it: LMCache's own S3 round trip,
     run inside the serving container with the server's SSL_CERT_FILE, stores and reads back chunks over TLS; without
-    it the same run fails, so the CA the recipe names is what makes the tier work."""
+    it the same run fails, so the CA the recipe names is what makes the tier work. The server is the main job's
+    cpu-lmcache stack (its S3 tier is this TLS endpoint with the Ceph RGW's CA), read and left running."""
     from stackctl.doctor import tier_roundtrip
-    from stackctl.storage import s3_access
     from stackctl.recipe import load_recipe
+    from stackctl.storage import s3_access
 
     for name in ("STACKCTL_S3_ACCESS_KEY", "STACKCTL_S3_SECRET_KEY"):  # this process lists and removes the objects
         monkeypatch.setenv(name, ceph_rgw[name])
-    recipe_file = only_tiers(tmp_path, "served", S3.format(url=TLS, key="STACKCTL_S3_ACCESS_KEY"))
-    recipe = load_recipe(recipe_file)
-    up = run_cli("up", recipe_file, env=tiers_env, timeout=900)
-    assert up.returncode == 0, up.stdout + up.stderr[-3000:]
+    recipe = load_recipe(lmcache_stack.recipe)
+    tier = recipe.tiers_of("s3")[0]
+    assert tier.url == TLS and tier.ca_file == ceph_rgw["STACKCTL_S3_CA_FILE"], (tier.url, tier.ca_file)
     try:
-        container = docker_engine.containers.get("stackctl-cpu-tiers")
+        container = docker_engine.containers.get("stackctl-cpu-lmcache")
         server_env = dict(item.split("=", 1) for item in
                           container.exec_run(["cat", "/proc/1/environ"]).output.decode().split("\0") if "=" in item)
         assert server_env["STACKCTL_S3_CA"] == "/run/stackctl/s3-ca.pem", server_env
@@ -183,18 +182,15 @@ def test_the_served_stack_trusts_the_s3_tiers_ca(tiers_image, tiers_env, ceph_rg
         assert bundle.strip().endswith(ca) and bundle.count("BEGIN CERTIFICATE") > 1, "CA not joined to the bundle"
 
         trusted = served_round_trip(container, recipe, {"SSL_CERT_FILE": server_env["SSL_CERT_FILE"]}, tmp_path)
-        outcome = tier_roundtrip.judge(recipe.tiers_of("s3")[0], trusted, trusted["model"], trusted["chunk_bytes"])
+        outcome = tier_roundtrip.judge(tier, trusted, trusted["model"], trusted["chunk_bytes"])
         assert outcome.ok, outcome.message
         assert "4 object(s) seen in bucket stackctl-kv, removed" in outcome.message, outcome.message
 
         untrusted = served_round_trip(container, recipe, {}, tmp_path)
         # Without the CA nothing is stored (or the round trip times out on the TLS handshake): the tier fails.
         assert untrusted.get("stored", 0) == 0 and untrusted.get("equal", 0) == 0, untrusted
-        assert not tier_roundtrip.judge(recipe.tiers_of("s3")[0], untrusted, untrusted["model"],
-                                        untrusted["chunk_bytes"]).ok
+        assert not tier_roundtrip.judge(tier, untrusted, untrusted["model"], untrusted["chunk_bytes"]).ok
     finally:
-        run_cli("down", recipe_file, env=tiers_env, timeout=300)
-        tier = recipe.tiers_of("s3")[0]
         left = s3_access.list_keys(tier, "stackctl-check-")
         s3_access.delete_keys(tier, left)
     assert left == []
