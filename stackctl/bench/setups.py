@@ -149,9 +149,8 @@ def prefill_floor(spec, result: dict, say: Say) -> None:
     measured again now that the arms are done), and each hit arm's TTFT in its parts (knowledge/hit_time.py): how
     far from the physical floor the figures are. Added to the probe's result and printed."""
     from stackctl.engine import docker_adapter as dk
-    from stackctl.host import PinningError, discover, pinning_for
+    from stackctl.host import discover
     from stackctl.measure.matmul import measure
-    from stackctl.host.placement import placement
     from stackctl.measure.prefill import model_floor
 
     container = stack_container(spec)
@@ -159,10 +158,9 @@ def prefill_floor(spec, result: dict, say: Say) -> None:
         return
     facts = discover()
     environment = dict(spec.environment)
-    try:
-        cpuset = placement(pinning_for(spec.recipe, facts)).cpuset
-    except PinningError:
-        cpuset = {}
+    # The CPUs the server runs on, as the engine confines it (not derived again from the recipe).
+    cpus, mems = dk.container_cpuset(container)
+    cpuset = {key: value for key, value in (("cpuset_cpus", cpus), ("cpuset_mems", mems)) if value}
     floor = model_floor(container, spec.recipe.model.path)
     try:
         peak = measure(dk.client(), dk.container_image_id(container), environment=environment, cpuset=cpuset,
