@@ -76,7 +76,7 @@ def up(plan: UpPlan, *, wheelhouse=None, ca_bundle=None, dry_run=False, timeout:
 
 def _decide_dtype(plan: UpPlan, say, engine=None, image=None):
     """The CPU stack's dtype decision (host/dtype.py), from this host's matmul figures measured in the built image
-    when there is one, else from the CPU flags; it is said, and its variables go into the container's
+    when there is one, else from the CPU flags; it is said here, and the caller adds its variables to the container's
     environment. None on a GPU platform (vLLM decides there)."""
     from stackctl.host.dtype import decide_dtype
     from stackctl.measure.matmul import measure
