@@ -150,6 +150,7 @@ def prefill_floor(spec, result: dict, say: Say) -> None:
     far from the physical floor the figures are. Added to the probe's result and printed."""
     from stackctl.engine import docker_adapter as dk
     from stackctl.host import discover
+    from stackctl.host.placement import cpuset_kwargs
     from stackctl.measure.matmul import measure
     from stackctl.measure.prefill import model_floor
 
@@ -159,8 +160,7 @@ def prefill_floor(spec, result: dict, say: Say) -> None:
     facts = discover()
     environment = dict(spec.environment)
     # The CPUs the server runs on, as the engine confines it (not derived again from the recipe).
-    cpus, mems = dk.container_cpuset(container)
-    cpuset = {key: value for key, value in (("cpuset_cpus", cpus), ("cpuset_mems", mems)) if value}
+    cpuset = cpuset_kwargs(*dk.container_cpuset(container))
     floor = model_floor(container, spec.recipe.model.path)
     try:
         peak = measure(dk.client(), dk.container_image_id(container), environment=environment, cpuset=cpuset,

@@ -41,11 +41,17 @@ class Placement:
         return shlex.join([*self.launcher, *server_argv])
 
 
+def cpuset_kwargs(cpus: str | None, mems: str | None) -> dict[str, str]:
+    """docker-py's cpuset arguments for a CPU list and memory nodes (empty or None: none): a decision's, or what the
+    engine reports a running container has (bench measures on those)."""
+    return {key: value for key, value in (("cpuset_cpus", cpus), ("cpuset_mems", mems)) if value}
+
+
 def placement(decision: PinningDecision) -> Placement:
     """node: numactl --cpunodebind/--membind; cpulist: numactl --physcpubind (and --membind when memory is bound);
     membind: numactl --membind; off: nothing. The fallback is `taskset -c` with the same CPU list."""
     cpus, mems = decision.cpuset_cpus, decision.cpuset_mems
-    cpuset = {key: value for key, value in (("cpuset_cpus", cpus), ("cpuset_mems", mems)) if value}
+    cpuset = cpuset_kwargs(cpus, mems)
     kind = decision.kind
     if kind == "off":
         return Placement()
