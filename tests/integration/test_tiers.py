@@ -123,8 +123,8 @@ def test_disk_tier_failure_names_its_cause(case, small_mount, tiers_image, tiers
 
 
 def served_round_trip(container, recipe, environment: dict, tmp_path) -> dict:
-    """The S3 tier's round trip, run by `docker exec` inside the serving container (the stack's own image, mounts and
-    trust store) with exactly `environment` added, with the specs image.tiers gives it."""
+    """The S3 tier's round trip (that tier's alone), run by `docker exec` inside the serving container (the stack's own
+    image, mounts and trust store) with exactly `environment` added, with the spec image.tiers gives it."""
     import io
     import tarfile
     import uuid
@@ -136,7 +136,8 @@ def served_round_trip(container, recipe, environment: dict, tmp_path) -> dict:
     chunk = tier_roundtrip.kv_chunk(recipe)
     spec_dir = tmp_path / f"spec-{model}"
     spec_dir.mkdir()
-    tier_roundtrip.tier_specs(StackSpec(recipe), chunk, 4, model, str(spec_dir), mounted_at="/tmp/stackctl-served")
+    tier_roundtrip.tier_specs(StackSpec(recipe), chunk, 4, model, str(spec_dir), mounted_at="/tmp/stackctl-served",
+                              kinds={"s3"})
     files = {p.name: p.read_bytes() for p in spec_dir.iterdir()}
     files["roundtrip.py"] = (shipped("probes") / "tiers" / "roundtrip.py").read_bytes()
     archive = io.BytesIO()
