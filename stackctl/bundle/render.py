@@ -104,7 +104,7 @@ def refuse_unresolved(recipe: Recipe) -> None:
                             "`stackctl explain unresolved-value`)")
 
 
-def image_tag(spec: StackSpec, files: dict[str, bytes]) -> str:
+def image_tag(spec: StackSpec, files: Mapping[str, bytes]) -> str:
     """The one name of the stack's image, stackctl/NAME:HASH of the build inputs: what `stackctl build` tags, what
     `up` runs, what compose.yaml and manifest.json name, what doctor inspects. Known offline, so a rendered bundle
     names the image `build` makes. The base image's id is not in the tag: `build` records it in a label and builds
@@ -112,7 +112,7 @@ def image_tag(spec: StackSpec, files: dict[str, bytes]) -> str:
     return f"{spec.image_name}:{image_hash(files)}"
 
 
-def image_hash(files: dict[str, bytes]) -> str:
+def image_hash(files: Mapping[str, bytes]) -> str:
     """Hash of what goes into the image: the Dockerfile and the build context, not runtime tuning."""
     digest = hashlib.sha256()
     for name in sorted(files):

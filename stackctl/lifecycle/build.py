@@ -69,10 +69,10 @@ def build_image(spec, files: Mapping[str, bytes], tag: str, *, engine=None, whee
     with tempfile.TemporaryDirectory(prefix="stackctl-build-") as context:
         context_dir = Path(context)
         render.write_bundle(files, context_dir / "bundle")
+        labels = {dk.LABEL_STACK: spec.name, dk.LABEL_IMAGE_HASH: render.image_hash(files),
+                  dk.LABEL_BASE_IMAGE: spec.base_image, dk.LABEL_BASE_ID: base_id}
         bundle = context_dir / "bundle"
         _add_site_inputs(bundle, spec.recipe, wheelhouse, ca_bundle, say)
-        labels = {dk.LABEL_STACK: spec.name, dk.LABEL_IMAGE_HASH: tag.rsplit(":", 1)[1],
-                  dk.LABEL_BASE_IMAGE: spec.base_image, dk.LABEL_BASE_ID: base_id}
         say(f"building {tag} from {spec.base_image}" + (f" ({why})" if why else ""))
         started = time.monotonic()
         try:

@@ -37,7 +37,6 @@ class UpPlan:
     tag: str                        # the image the bundle names (render.image_tag)
     container: Mapping[str, Any]    # the container's docker-py arguments, secrets' values included
     secret_names: tuple[str, ...]   # the container variables that hold a secret: never printed
-    pinning: PinningDecision
     cpuset: Mapping[str, str]       # the container's CPU set, {} when not pinned (the matmul probe runs on it)
     notes: tuple[str, ...]          # what up says of the plan before it acts (the pinning decision)
     bundle_dir: Path                # where the bundle is kept while the container runs (mounted read-only)
@@ -88,7 +87,7 @@ def plan_up(spec: StackSpec, *, check_host: bool = True, facts: HostFacts | None
     container = container_kwargs(spec, files, bundle_dir, pinning, groups, secrets)
     place = placement(pinning)
     return UpPlan(spec=spec, facts=facts, files=MappingProxyType(files), tag=container["image"],
-                  container=MappingProxyType(container), secret_names=tuple(secrets), pinning=pinning,
+                  container=MappingProxyType(container), secret_names=tuple(secrets),
                   cpuset=MappingProxyType(dict(place.cpuset)),
                   notes=_pinning_notes(pinning, place, [*spec.server_command, *spec.serve_args]),
                   bundle_dir=bundle_dir)
