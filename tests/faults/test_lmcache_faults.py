@@ -6,12 +6,12 @@ on, no container orphaned, no record lost, a row in the faults table."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 
 import pytest
 from helpers import run_cli
 from stacks import Stack, variant
+from stackctl.doctor.parsers.lmcache_log import ANSI
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -165,8 +165,7 @@ def test_connector_off_degraded_mode_is_detected(stack, recipes, env, watch, fau
     assert results["server.lmcache-hit"]["status"] == "fail"
     assert serves(off)
     # The server's own account: LMCache says it runs degraded, stores nothing, and stackctl's connector is not loaded.
-    raw = watch.engine.containers.get(f"stackctl-{NAME}").logs().decode("utf-8", "replace")
-    log = re.sub(r"\x1b\[[0-9;]*m", "", raw)
+    log = ANSI.sub("", watch.engine.containers.get(f"stackctl-{NAME}").logs().decode("utf-8", "replace"))
     assert "degraded mode" in log and "No supported cpu connector found" in log, log[-3000:]
     assert "Stored " not in log and "stackctl CPU connector" not in log, log[-3000:]
     orphans = watch.orphans(f"stackctl-{NAME}")  # the stack's own container, replaced by this up
